@@ -1,0 +1,1 @@
+"""Analysis of models and results: FLOPs, utilization, (later) scaling and comparisons."""

@@ -1,0 +1,132 @@
+"""A case: one benchmark cell (model, batch, size, precision, device, step policy, flags).
+
+A ``Case`` is frozen and validated when made; ``check_case`` then checks it against the
+zoo and the devices this machine has. Both raise ``CaseError`` with one line naming the
+field, the value given and what is allowed, which the CLI prints before writing anything.
+The case travels to the worker as JSON (``case.model_dump()``) and is stored with its result.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from trainperf import models
+from trainperf.measure.policy import PolicyError, parse_policy
+
+# TF32 tensor-core math exists from compute capability 8.0 (Ampere) on.
+TF32_MIN_CAPABILITY = (8, 0)
+# bf16 arithmetic on the GPU needs compute capability 8.0 too; earlier GPUs emulate it slowly.
+BF16_MIN_CAPABILITY = (8, 0)
+
+
+class CaseError(ValueError):
+    """A case that cannot run as given; the message is one line for the user."""
+
+
+class Case(BaseModel):
+    """One benchmark cell. Field names are the suite-file and JSON names."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    model: str
+    batch_size: int = Field(gt=0, description="samples per step per device")
+    image_size: int | None = Field(default=None, gt=0)
+    seq_len: int | None = Field(default=None, gt=0)
+    precision: Literal["fp32", "tf32", "fp16", "bf16"] = "fp32"
+    device: Literal["cpu", "cuda"] = "cpu"
+    steps: str = "adaptive"
+    channels_last: bool = False
+    compile: bool = False
+    threads: int | None = Field(default=None, gt=0, description="torch intra-op threads")
+    timeout_s: float | None = Field(default=None, gt=0)
+    seed: int = 0
+
+    @field_validator("steps")
+    @classmethod
+    def _steps_parse(cls, value: str) -> str:
+        parse_policy(value)  # raises PolicyError (a ValueError) with the allowed forms
+        return value
+
+    def label(self) -> str:
+        """A short human description: 'resnet50 b32 @64 fp32 cpu'."""
+        size = self.image_size or self.seq_len
+        parts = [self.model, f"b{self.batch_size}"]
+        if size:
+            parts.append(f"@{size}")
+        parts += [self.precision, self.device]
+        parts += [flag for flag in ("channels_last", "compile") if getattr(self, flag)]
+        return " ".join(parts)
+
+
+def make_case(**fields: object) -> Case:
+    """Build a case, turning pydantic's report into one ``CaseError`` line."""
+    try:
+        return Case(**fields)
+    except ValidationError as exc:
+        raise CaseError(describe_validation_error(exc)) from None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """The first problem of a pydantic error as one line: field, value given, what is allowed."""
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"]) or "case"
+    given = err.get("input")
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return f"unknown case field '{field}': allowed {', '.join(Case.model_fields)}"
+    if kind == "missing":
+        return f"case field '{field}' is required"
+    if kind == "literal_error":
+        allowed = err.get("ctx", {}).get("expected", "")
+        return f"{field} {given!r} is not valid: allowed {allowed}"
+    if kind in ("greater_than", "int_type", "int_parsing", "int_from_float"):
+        if Case.model_fields[field].annotation in (int, int | None):
+            return f"{field} must be a positive integer, got {given!r}"
+        return f"{field} must be a positive number, got {given!r}"
+    message = err["msg"].removeprefix("Value error, ")
+    return f"{field}: {message}, got {given!r}"
+
+
+def check_case(case: Case, capabilities: dict[str, tuple[int, int] | None]) -> models.ModelSpec:
+    """Check ``case`` against the zoo and this machine; return the model spec.
+
+    ``capabilities`` maps a device type to its compute capability ((major, minor) for
+    CUDA, None for the CPU); a device type missing from it is not on this machine.
+    """
+    try:
+        spec = models.get(case.model)
+    except ValueError as exc:  # UnknownModelError, CustomModelError
+        raise CaseError(str(exc)) from None
+    if case.device not in capabilities:
+        raise CaseError(f"device '{case.device}' is not available on this machine: "
+                        f"available {', '.join(capabilities)}")
+    if spec.is_language_model and case.image_size is not None:
+        raise CaseError(f"{spec.name} is a language model: give seq_len, not image_size")
+    if not spec.is_language_model and case.seq_len is not None:
+        raise CaseError(f"{spec.name} takes images: give image_size, not seq_len")
+    try:
+        spec.resolve_size(case.seq_len if spec.is_language_model else case.image_size)
+    except models.SizeError as exc:
+        raise CaseError(str(exc)) from None
+    if case.channels_last and spec.is_language_model:
+        raise CaseError("channels_last applies to image models only")
+    _check_precision(case, capabilities[case.device])
+    return spec
+
+
+def _check_precision(case: Case, capability: tuple[int, int] | None) -> None:
+    if case.device == "cpu":
+        if case.precision == "tf32":
+            raise CaseError("precision tf32 needs a CUDA GPU of compute capability 8.0 or "
+                            "newer; on cpu use fp32, bf16 or fp16")
+        return
+    needs = {"tf32": TF32_MIN_CAPABILITY, "bf16": BF16_MIN_CAPABILITY}.get(case.precision)
+    if needs and capability is not None and capability < needs:
+        raise CaseError(f"precision {case.precision} needs compute capability "
+                        f"{needs[0]}.{needs[1]} or newer; this GPU has "
+                        f"{capability[0]}.{capability[1]} (use fp32 or fp16)")
+
+
+__all__ = ["Case", "CaseError", "PolicyError", "check_case", "make_case"]

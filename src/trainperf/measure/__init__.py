@@ -1,0 +1,1 @@
+"""Measurement: step policies, timers, the measured loop, statistics, memory probes."""

@@ -1,0 +1,143 @@
+"""Step policies: how many warm-up steps to throw away and when to stop measuring.
+
+Two policies, both written as pure decisions over the step times seen so far so they can
+be tested on synthetic series:
+
+``fixed:W:N``
+    W warm-up steps, then exactly N measured steps (``fixed:10:100`` is the classic short
+    test of the published studies).
+``adaptive[:TARGET[:MAX_STEPS[:MAX_SECONDS]]]`` (default ``adaptive:0.01:1000:60``)
+    Warm up until the step time stops drifting: the median of the last WINDOW steps is
+    within DRIFT of the median of the WINDOW before (or a quarter of the time budget is
+    spent). Then measure until the 95% confidence interval of the mean step time is within
+    ±TARGET of the mean, or MAX_STEPS measured steps, or MAX_SECONDS of measuring.
+    The stop reason says which ended it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from trainperf.measure.stats import mean_ci95
+
+STOP_FIXED = "fixed_steps"
+STOP_CI = "ci_target"
+STOP_MAX_STEPS = "max_steps"
+STOP_TIME = "time_budget"
+WARMUP_FIXED = "fixed_steps"
+WARMUP_STABLE = "stable"
+WARMUP_BUDGET = "warmup_budget"
+
+
+class PolicyError(ValueError):
+    """A step policy string that cannot be parsed."""
+
+
+@dataclass(frozen=True)
+class FixedPolicy:
+    warmup_steps: int
+    measured_steps: int
+
+    @property
+    def ci_target(self) -> None:
+        return None
+
+    def warmup_done(self, warmup_s: Sequence[float], elapsed_s: float = 0.0) -> str | None:
+        return WARMUP_FIXED if len(warmup_s) >= self.warmup_steps else None
+
+    def steps_until_check(self, step_s: Sequence[float], elapsed_s: float) -> int:
+        return self.measured_steps - len(step_s)
+
+    def measure_done(self, step_s: Sequence[float], elapsed_s: float) -> str | None:
+        return STOP_FIXED if len(step_s) >= self.measured_steps else None
+
+    def __str__(self) -> str:
+        return f"fixed:{self.warmup_steps}:{self.measured_steps}"
+
+
+@dataclass(frozen=True)
+class AdaptivePolicy:
+    ci_target: float = 0.01
+    max_steps: int = 1000
+    max_seconds: float = 60.0
+    min_steps: int = 10
+    window: int = 3
+    drift: float = 0.05
+    max_warmup_steps: int = 50
+    # Checks of the interval are spaced geometrically (each after ~25% more steps) so the
+    # harness does O(log n) statistics and GPU synchronizations, not one per step.
+    check_growth: float = 1.25
+
+    def warmup_done(self, warmup_s: Sequence[float], elapsed_s: float = 0.0) -> str | None:
+        n = len(warmup_s)
+        # Step 0 carries one-off costs (allocation, autotuning, compilation): never judge
+        # stability with it; two full windows after it are needed.
+        if n >= 1 + 2 * self.window:
+            last = float(np.median(warmup_s[-self.window :]))
+            before = float(np.median(warmup_s[-2 * self.window : -self.window]))
+            if abs(last / before - 1.0) <= self.drift:
+                return WARMUP_STABLE
+        if n >= self.max_warmup_steps or (n >= 2 and elapsed_s >= self.max_seconds / 4):
+            return WARMUP_BUDGET
+        return None
+
+    def steps_until_check(self, step_s: Sequence[float], elapsed_s: float) -> int:
+        measured = len(step_s)
+        if measured < self.min_steps:
+            return self.min_steps - measured
+        target = min(self.max_steps, math.ceil(measured * self.check_growth))
+        # Do not run far past the time budget between two checks.
+        seconds_left = self.max_seconds - elapsed_s
+        steps_left = math.ceil(seconds_left / (sum(step_s) / measured)) if seconds_left > 0 else 1
+        return max(1, min(target - measured, steps_left))
+
+    def measure_done(self, step_s: Sequence[float], elapsed_s: float) -> str | None:
+        n = len(step_s)
+        if n >= self.min_steps and mean_ci95(step_s).relative_half_width <= self.ci_target:
+            return STOP_CI
+        if n >= self.max_steps:
+            return STOP_MAX_STEPS
+        if elapsed_s >= self.max_seconds:
+            return STOP_TIME
+        return None
+
+    def __str__(self) -> str:
+        return f"adaptive:{self.ci_target:g}:{self.max_steps}:{self.max_seconds:g}"
+
+
+StepPolicy = FixedPolicy | AdaptivePolicy
+
+_FIXED = re.compile(r"^fixed:(\d+):(\d+)$")
+_ADAPTIVE = re.compile(r"^adaptive(?::([0-9.eE+-]+))?(?::(\d+))?(?::([0-9.eE+-]+))?$")
+ALLOWED = "fixed:W:N (e.g. fixed:10:100) or adaptive[:TARGET[:MAX_STEPS[:MAX_SECONDS]]]"
+
+
+def parse_policy(text: str) -> StepPolicy:
+    """Parse ``fixed:W:N`` or ``adaptive[:TARGET[:MAX_STEPS[:MAX_SECONDS]]]``."""
+    if m := _FIXED.match(text):
+        warmup, measured = int(m[1]), int(m[2])
+        if measured < 1:
+            raise PolicyError(f"steps '{text}': at least one measured step is needed")
+        return FixedPolicy(warmup, measured)
+    if m := _ADAPTIVE.match(text):
+        default = AdaptivePolicy()
+        try:
+            target = float(m[1]) if m[1] else default.ci_target
+            max_steps = int(m[2]) if m[2] else default.max_steps
+            max_seconds = float(m[3]) if m[3] else default.max_seconds
+        except ValueError:
+            raise PolicyError(f"steps '{text}' is not valid: allowed {ALLOWED}") from None
+        if not 0 < target < 1:
+            raise PolicyError(f"steps '{text}': TARGET must be between 0 and 1, e.g. 0.01")
+        if max_steps < default.min_steps or not max_seconds > 0:
+            raise PolicyError(
+                f"steps '{text}': MAX_STEPS must be at least {default.min_steps} "
+                "and MAX_SECONDS positive"
+            )
+        return AdaptivePolicy(ci_target=target, max_steps=max_steps, max_seconds=max_seconds)
+    raise PolicyError(f"steps '{text}' is not valid: allowed {ALLOWED}")

@@ -1,0 +1,131 @@
+"""Statistics of measured step times: throughput, confidence interval, spread, stability.
+
+Conventions (every function takes step times in seconds, warm-up already removed):
+- mean throughput = samples of all steps / time of all steps (= B / mean step time), which
+  is what a user's epoch would see; the median throughput = B / median step time is robust
+  to the occasional slow step.
+- the 95% confidence interval of the mean step time uses Student's t with n-1 degrees of
+  freedom, mean ± t(0.975, n-1)·s/√n; the throughput interval is its image under B/t.
+- cv = s / mean of the step times (s with Bessel's correction).
+- jitter = 1.4826 · MAD of the per-step throughput: the median absolute deviation scaled
+  to estimate a normal distribution's standard deviation, robust to outliers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import stats
+
+# Above this coefficient of variation a result is flagged unstable (pyperf uses 10% too).
+UNSTABLE_CV = 0.10
+# A drift between the first and second half of the measured steps larger than this, and
+# significant (Mann-Whitney U, p < DRIFT_P), flags the result: the machine did not settle.
+DRIFT_FRACTION = 0.05
+DRIFT_P = 0.01
+MIN_STEPS_FOR_CI = 3
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass(frozen=True)
+class MeanCI:
+    mean: float
+    low: float
+    high: float
+
+    @property
+    def relative_half_width(self) -> float:
+        """(high - low) / 2 / mean: the ± of the interval as a fraction of the mean."""
+        return (self.high - self.low) / 2 / self.mean if self.mean else math.inf
+
+
+def mean_ci95(values: Sequence[float]) -> MeanCI:
+    """Student-t 95% confidence interval of the mean; infinite width below 3 values."""
+    x = np.asarray(values, dtype=float)
+    mean = float(x.mean())
+    if x.size < MIN_STEPS_FOR_CI:
+        return MeanCI(mean, -math.inf, math.inf)
+    half = float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+    return MeanCI(mean, mean - half, mean + half)
+
+
+@dataclass(frozen=True)
+class ThroughputSummary:
+    """Throughput of a measured window, with its uncertainty. Units in the names."""
+
+    steps_measured: int
+    step_s_median: float
+    step_s_mean: float
+    samples_per_s_median: float
+    samples_per_s_mean: float
+    samples_per_s_ci95: tuple[float, float]
+    ci95_relative: float
+    cv: float
+    jitter: float
+
+    def as_dict(self) -> dict:
+        out = asdict(self)
+        out["samples_per_s_ci95"] = list(self.samples_per_s_ci95)
+        return out
+
+
+def summarize(step_s: Sequence[float], samples_per_step: int) -> ThroughputSummary:
+    """Throughput statistics of ``step_s`` for steps of ``samples_per_step`` samples."""
+    if len(step_s) == 0:
+        raise ValueError("no measured steps to summarize")
+    t = np.asarray(step_s, dtype=float)
+    ci = mean_ci95(t)
+    per_step = samples_per_step / t
+    # B/t is decreasing: the low end of the throughput interval comes from the high end of
+    # the step-time interval. A non-positive low step time means an unbounded throughput.
+    tp_low = samples_per_step / ci.high if math.isfinite(ci.high) else 0.0
+    tp_high = samples_per_step / ci.low if ci.low > 0 else math.inf
+    return ThroughputSummary(
+        steps_measured=int(t.size),
+        step_s_median=float(np.median(t)),
+        step_s_mean=ci.mean,
+        samples_per_s_median=samples_per_step / float(np.median(t)),
+        samples_per_s_mean=samples_per_step * t.size / float(t.sum()),
+        samples_per_s_ci95=(tp_low, tp_high),
+        ci95_relative=ci.relative_half_width,
+        cv=float(t.std(ddof=1) / ci.mean) if t.size > 1 else 0.0,
+        jitter=MAD_TO_SIGMA * float(np.median(np.abs(per_step - np.median(per_step)))),
+    )
+
+
+def drift(step_s: Sequence[float]) -> tuple[float, float]:
+    """Relative change of the median from the first to the second half, and its p-value."""
+    t = np.asarray(step_s, dtype=float)
+    half = t.size // 2
+    if half < 5:
+        return 0.0, 1.0
+    first, second = t[:half], t[half:]
+    change = float(np.median(second) / np.median(first) - 1.0)
+    p = float(stats.mannwhitneyu(first, second, alternative="two-sided").pvalue)
+    return change, p
+
+
+def instability_reasons(
+    step_s: Sequence[float], summary: ThroughputSummary, *, ci_target: float | None = None
+) -> list[str]:
+    """Why a measurement should not be trusted as it stands; empty when it is stable."""
+    reasons = []
+    if summary.steps_measured < MIN_STEPS_FOR_CI:
+        reasons.append(f"only {summary.steps_measured} measured steps: no confidence interval")
+    if summary.cv > UNSTABLE_CV:
+        reasons.append(
+            f"coefficient of variation {summary.cv:.1%} above {UNSTABLE_CV:.0%}"
+        )
+    change, p = drift(step_s)
+    if abs(change) > DRIFT_FRACTION and p < DRIFT_P:
+        reasons.append(
+            f"step time drifted {change:+.1%} from the first to the second half (p={p:.1g})"
+        )
+    if ci_target is not None and summary.ci95_relative > ci_target:
+        reasons.append(
+            f"95% CI ±{summary.ci95_relative:.1%} wider than the target ±{ci_target:.1%}"
+        )
+    return reasons

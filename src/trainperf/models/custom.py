@@ -1,0 +1,98 @@
+"""A user's own network, named ``package.module:function``.
+
+The function either returns a ``ModelSpec`` (any kind of input: the spec says how to make
+a batch and compute the loss) or an ``nn.Module`` that takes a float image batch
+(B, 3, S, S) and returns class logits (B, classes). For the latter the number of classes is
+read from one forward pass on the meta device, which allocates no memory.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from trainperf.models.spec import ImageClassification, ModelSpec
+
+# A dotted module path, a colon, a function name: "mypkg.nets:build_net".
+_REFERENCE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+_PROBE_IMAGE_SIZE = 224
+# Smallest image a user network is assumed to accept; their function knows better, and a
+# size it cannot take fails the case with the network's own error.
+_CUSTOM_MIN_IMAGE = 8
+
+
+class CustomModelError(ValueError):
+    """A ``module:function`` reference that is malformed or cannot be loaded."""
+
+
+def is_custom_reference(name: str) -> bool:
+    """Whether ``name`` is meant as ``module:function`` (it has a colon)."""
+    return ":" in name
+
+
+def load_custom(reference: str) -> ModelSpec:
+    """Resolve ``package.module:function`` to a spec, calling the function once."""
+    if not _REFERENCE.match(reference):
+        raise CustomModelError(
+            f"malformed model reference '{reference}': expected package.module:function, "
+            "e.g. mynets.small:build"
+        )
+    module_name, function_name = reference.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or whatever the user's module raises on import
+        raise CustomModelError(
+            f"cannot import module '{module_name}' of model '{reference}': {exc}"
+        ) from exc
+    factory = getattr(module, function_name, None)
+    if not callable(factory):
+        raise CustomModelError(f"module '{module_name}' has no function '{function_name}'")
+    built = factory()
+    if isinstance(built, ModelSpec):
+        return built
+    if isinstance(built, nn.Module):
+        return ModelSpec(
+            name=reference,
+            family="custom",
+            task=ImageClassification(num_classes=_count_classes(built, reference)),
+            factory=_ignoring_options(factory),
+            natural_size=_PROBE_IMAGE_SIZE,
+            min_size=_CUSTOM_MIN_IMAGE,
+            description=f"user network {reference}",
+        )
+    raise CustomModelError(
+        f"'{reference}' returned {type(built).__name__}: expected a torch.nn.Module "
+        "(image batch -> logits) or a trainperf ModelSpec"
+    )
+
+
+def _ignoring_options(factory: Callable[[], nn.Module]) -> Callable[..., nn.Module]:
+    def build(**_options: object) -> nn.Module:
+        return factory()
+
+    return build
+
+
+def _count_classes(module: nn.Module, reference: str) -> int:
+    """Classes = width of the logits of one image, from a forward pass on the meta device."""
+    meta = module.to("meta")
+    images = torch.empty(1, 3, _PROBE_IMAGE_SIZE, _PROBE_IMAGE_SIZE, device="meta")
+    try:
+        with torch.no_grad():
+            logits = meta(images)
+    except Exception as exc:
+        raise CustomModelError(
+            f"'{reference}' does not take a float image batch (1, 3, {_PROBE_IMAGE_SIZE}, "
+            f"{_PROBE_IMAGE_SIZE}): {type(exc).__name__}: {exc}"
+        ) from exc
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 2:
+        shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise CustomModelError(
+            f"'{reference}' must return logits of shape (batch, classes), got {shape}; "
+            "return a ModelSpec for other outputs"
+        )
+    return int(logits.shape[1])

@@ -1,0 +1,1 @@
+"""Presenting results: terminal tables and CSV (HTML reports come later)."""

@@ -1,0 +1,116 @@
+"""Rich tables and CSV rows for results and model analytics."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable
+from typing import Any
+
+from rich.table import Table
+
+CSV_COLUMNS = (
+    "id", "created_at", "run_id", "system", "hostname", "model", "batch_size", "image_size",
+    "seq_len", "precision", "device", "device_name", "steps", "status", "samples_per_s_median",
+    "samples_per_s_mean", "samples_per_s_ci95_low", "samples_per_s_ci95_high", "cv", "jitter",
+    "tokens_per_s_median", "steps_warmup", "steps_measured", "stop_reason", "mem_peak_bytes",
+    "mfu", "unstable", "error",
+)
+
+
+def _si(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.2f} {prefix}{unit}"
+    return f"{value:.3g} {unit}".strip()
+
+
+def _bytes(value: int | None) -> str:
+    return "-" if value is None else f"{value / 2**30:.2f} GiB"
+
+
+def results_table(results: Iterable[dict[str, Any]], title: str = "trainperf results") -> Table:
+    table = Table(title=title)
+    for name, justify in (
+        ("model", "left"), ("batch", "right"), ("size", "right"), ("prec", "left"),
+        ("device", "left"), ("status", "left"), ("samples/s", "right"), ("±CI95", "right"),
+        ("CV", "right"), ("tokens/s", "right"), ("MFU", "right"), ("peak mem", "right"),
+        ("steps", "right"), ("stop", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for r in results:
+        case, m = r["case"], r.get("metrics") or {}
+        status = r["status"]
+        if status == "ok" and m.get("unstable"):
+            status = "ok (unstable)"
+        elif status != "ok" and r.get("error"):
+            status = f"{status}: {r['error'].get('message', '')[:40]}"
+        table.add_row(
+            case["model"],
+            str(case["batch_size"]),
+            str(case.get("image_size") or case.get("seq_len") or "natural"),
+            case["precision"],
+            case["device"],
+            status,
+            f"{m['samples_per_s_median']:.1f}" if "samples_per_s_median" in m else "-",
+            f"{m['ci95_relative']:.1%}" if "ci95_relative" in m else "-",
+            f"{m['cv']:.1%}" if "cv" in m else "-",
+            _si(m.get("tokens_per_s_median")),
+            f"{m['mfu']:.1%}" if m.get("mfu") is not None else "-",
+            _bytes(m.get("mem_peak_bytes")),
+            f"{m['steps_warmup']}+{m['steps_measured']}" if "steps_measured" in m else "-",
+            m.get("stop_reason", "-"),
+        )
+    return table
+
+
+def models_table(rows: Iterable[dict[str, Any]]) -> Table:
+    table = Table(title="trainperf model zoo (natural input size)")
+    for name in ("model", "family", "input", "params", "fwd FLOPs/sample",
+                 "train FLOPs/sample", "grad MB fp32", "FLOPs/param"):
+        table.add_column(name, justify="left" if name in ("model", "family", "input") else "right")
+    for row in rows:
+        table.add_row(
+            row["name"],
+            row["family"],
+            f"{row['size_name']}={row['size']}",
+            f"{row['params']:,}",
+            _si(row["fwd_flops_per_sample"]),
+            _si(row["train_flops_per_sample"]),
+            f"{row['grad_bytes_fp32'] / 1e6:.1f}",
+            f"{row['flops_per_param']:.0f}",
+        )
+    return table
+
+
+def csv_row(r: dict[str, Any]) -> dict[str, Any]:
+    case, m = r["case"], r.get("metrics") or {}
+    ci = m.get("samples_per_s_ci95") or [None, None]
+    return {
+        "id": r.get("id"),
+        "created_at": r.get("created_at"),
+        "run_id": r.get("run_id"),
+        "system": r["system"]["fingerprint"],
+        "hostname": r["system"]["hostname"],
+        **{k: case.get(k) for k in ("model", "batch_size", "image_size", "seq_len",
+                                    "precision", "device", "steps")},
+        "device_name": (r.get("device") or {}).get("name"),
+        "status": r["status"],
+        "samples_per_s_ci95_low": ci[0],
+        "samples_per_s_ci95_high": ci[1],
+        **{k: m.get(k) for k in ("samples_per_s_median", "samples_per_s_mean", "cv", "jitter",
+                                 "tokens_per_s_median", "steps_warmup", "steps_measured",
+                                 "stop_reason", "mem_peak_bytes", "mfu", "unstable")},
+        "error": (r.get("error") or {}).get("message"),
+    }
+
+
+def results_csv(results: Iterable[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for r in results:
+        writer.writerow(csv_row(r))
+    return out.getvalue()

@@ -1,0 +1,128 @@
+import numpy as np
+import pytest
+
+from trainperf.measure.loop import measure_steps
+from trainperf.measure.policy import (
+    STOP_CI,
+    STOP_FIXED,
+    STOP_MAX_STEPS,
+    STOP_TIME,
+    WARMUP_BUDGET,
+    WARMUP_STABLE,
+    AdaptivePolicy,
+    FixedPolicy,
+    PolicyError,
+    parse_policy,
+)
+
+
+class SeriesTimer:
+    """A timer whose windows last as long as a synthetic series says (no real time)."""
+
+    def __init__(self, series):
+        self.series = iter(series)
+        self.done: list[float] = []
+        self.open = False
+
+    def start(self):
+        self.open = True
+
+    def stop(self):
+        self.open = False
+        self.done.append(next(self.series))
+
+    def durations(self):
+        return list(self.done)
+
+    def reset(self):
+        self.done.clear()
+
+
+
+
+def run_series(policy, series):
+    timer = SeriesTimer(series)
+    calls = []
+
+    def step():
+        calls.append(1)
+
+    clock_state = {"t": 0.0}
+
+    def clock():
+        return clock_state["t"]
+
+    original_stop = timer.stop
+
+    def stop():
+        original_stop()
+        clock_state["t"] += timer.done[-1]
+
+    timer.stop = stop
+    record = measure_steps(step, policy, timer, clock=clock)
+    return record, len(calls)
+
+
+@pytest.mark.parametrize("warmup,measured", [(0, 1), (3, 7), (10, 100)])
+def test_fixed_policy_runs_exactly_w_plus_n_steps(warmup, measured):
+    record, calls = run_series(FixedPolicy(warmup, measured), iter(lambda: 0.01, None))
+    assert calls == warmup + measured
+    assert len(record.warmup_s) == warmup
+    assert len(record.step_s) == measured
+    assert record.stop_reason == STOP_FIXED
+
+
+def test_adaptive_stops_on_ci_for_a_stable_series():
+    rng = np.random.default_rng(0)
+    series = [5.0] + list(0.1 + rng.normal(0, 0.001, 10_000))
+    record, calls = run_series(AdaptivePolicy(), series)
+    assert record.warmup_reason == WARMUP_STABLE
+    assert len(record.warmup_s) == 7  # step 0 plus two windows of 3
+    assert record.stop_reason == STOP_CI
+    assert 10 <= len(record.step_s) <= 20
+
+
+def test_adaptive_warmup_waits_for_drift_to_end():
+    # 40 steps shrinking from 1.0 s (say, a cache warming up), then flat at 0.1 s.
+    settling = list(np.geomspace(1.0, 0.1, 40))
+    series = settling + [0.1] * 1000
+    record, _ = run_series(AdaptivePolicy(drift=0.02, max_seconds=1e9), series)
+    assert record.warmup_reason == WARMUP_STABLE
+    assert len(record.warmup_s) >= 35  # not fooled while the time still falls
+    assert record.stop_reason == STOP_CI
+
+
+def test_adaptive_noisy_series_ends_on_a_budget():
+    rng = np.random.default_rng(3)
+    noisy = list(0.1 * rng.lognormal(0, 1.0, 100_000))
+    record, _ = run_series(AdaptivePolicy(max_steps=200, max_seconds=1e9), noisy)
+    assert record.stop_reason == STOP_MAX_STEPS
+    assert len(record.step_s) == 200
+
+    record, _ = run_series(AdaptivePolicy(max_steps=100_000, max_seconds=5.0), noisy)
+    assert record.stop_reason == STOP_TIME
+    # the loop aims its checks at the budget instead of overshooting it by a quarter
+    assert record.measure_elapsed_s < 5.0 * 1.25
+
+
+def test_adaptive_warmup_budget_for_a_drifting_series():
+    drifting = list(np.linspace(1.0, 2.0, 1000))  # never settles
+    record, _ = run_series(AdaptivePolicy(drift=0.001, max_warmup_steps=20, max_seconds=1e9), drifting)
+    assert record.warmup_reason == WARMUP_BUDGET
+    assert len(record.warmup_s) == 20
+
+
+def test_parse_policy_forms():
+    assert parse_policy("fixed:10:100") == FixedPolicy(10, 100)
+    assert parse_policy("adaptive") == AdaptivePolicy()
+    p = parse_policy("adaptive:0.02:500:15")
+    assert (p.ci_target, p.max_steps, p.max_seconds) == (0.02, 500, 15.0)
+    assert str(p) == "adaptive:0.02:500:15"
+
+
+@pytest.mark.parametrize(
+    "text", ["fixed", "fixed:10", "fixed:1:0", "adaptive:2", "adaptive:0.01:5", "bogus", "fixed:-1:3"]
+)
+def test_parse_policy_rejects(text):
+    with pytest.raises(PolicyError, match="steps"):
+        parse_policy(text)

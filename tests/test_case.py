@@ -1,0 +1,53 @@
+import pytest
+
+from trainperf.case import Case, CaseError, check_case, make_case
+
+CPU_ONLY = {"cpu": None}
+VOLTA = {"cpu": None, "cuda": (7, 0)}
+HOPPER = {"cpu": None, "cuda": (9, 0)}
+
+
+def test_defaults_and_dump_round_trip():
+    case = make_case(model="resnet50", batch_size=32)
+    assert case.precision == "fp32" and case.steps == "adaptive"
+    assert Case.model_validate(case.model_dump()) == case
+    assert case.label() == "resnet50 b32 fp32 cpu"
+
+
+@pytest.mark.parametrize(
+    "fields,message",
+    [
+        ({"batch_size": 0}, "batch_size must be a positive integer, got 0"),
+        ({"batch_size": "8"}, "batch_size must be a positive integer"),
+        ({"batch_size": 2.5}, "batch_size must be a positive integer"),
+        ({"precision": "fp8"}, "precision 'fp8' is not valid: allowed 'fp32', 'tf32'"),
+        ({"device": "tpu"}, "device 'tpu' is not valid"),
+        ({"steps": "fixed:1"}, "steps 'fixed:1' is not valid"),
+        ({"colour": "red"}, "unknown case field 'colour'"),
+    ],
+)
+def test_bad_fields_give_one_line(fields, message):
+    with pytest.raises(CaseError) as info:
+        make_case(**({"model": "resnet50", "batch_size": 8} | fields))
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_check_case_against_zoo_and_devices():
+    assert check_case(make_case(model="resnet50", batch_size=8), CPU_ONLY).name == "resnet50"
+    with pytest.raises(CaseError, match="unknown model 'resnet5'.*resnet50"):
+        check_case(make_case(model="resnet5", batch_size=8), CPU_ONLY)
+    with pytest.raises(CaseError, match="tf32 needs a CUDA GPU"):
+        check_case(make_case(model="resnet50", batch_size=8, precision="tf32"), CPU_ONLY)
+    with pytest.raises(CaseError, match="device 'cuda' is not available"):
+        check_case(make_case(model="resnet50", batch_size=8, device="cuda"), CPU_ONLY)
+    with pytest.raises(CaseError, match="compute capability 8.0"):
+        check_case(make_case(model="resnet50", batch_size=8, device="cuda", precision="tf32"),
+                   VOLTA)
+    check_case(make_case(model="resnet50", batch_size=8, device="cuda", precision="tf32"), HOPPER)
+    with pytest.raises(CaseError, match="give seq_len"):
+        check_case(make_case(model="gpt2-small", batch_size=1, image_size=32), CPU_ONLY)
+    with pytest.raises(CaseError, match="seq_len 2048 is not accepted"):
+        check_case(make_case(model="gpt2-small", batch_size=1, seq_len=2048), CPU_ONLY)
+    with pytest.raises(CaseError, match="channels_last applies to image models"):
+        check_case(make_case(model="bert-squad", batch_size=1, channels_last=True), CPU_ONLY)

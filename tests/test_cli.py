@@ -1,0 +1,159 @@
+"""The command line end to end: one real tiny case, and every bad-input path."""
+
+import json
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from trainperf.cli import main
+
+
+def run_cli(args, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(args)
+        raise SystemExit(0)
+    out, err = capsys.readouterr()
+    return info.value.code, out, err
+
+
+def test_one_tiny_case_end_to_end_json(tmp_path, capsys):
+    db = tmp_path / "r.db"
+    code, out, err = run_cli(
+        ["run", "--model", "cifarnet", "--batch-size", "4", "--image-size", "16",
+         "--steps", "fixed:2:5", "--device", "cpu", "--db", str(db), "--json"], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    (result,) = doc["results"]
+    assert result["status"] == "ok"
+    assert result["case"]["model"] == "cifarnet" and result["case"]["image_size"] == 16
+    assert result["system"]["fingerprint"]
+    m = result["metrics"]
+    for key in ("samples_per_s_median", "samples_per_s_mean", "samples_per_s_ci95", "cv",
+                "jitter", "steps_warmup", "steps_measured", "stop_reason", "mem_peak_bytes",
+                "step_s"):
+        assert key in m, key
+    assert m["steps_warmup"] == 2 and m["steps_measured"] == 5 and len(m["step_s"]) == 5
+    assert m["stop_reason"] == "fixed_steps"
+    low, high = m["samples_per_s_ci95"]
+    assert low <= m["samples_per_s_mean"] <= high
+    assert m["samples_per_s_median"] == pytest.approx(4 / sorted(m["step_s"])[2])
+    assert m["mem_peak_bytes"] > 0
+    assert m["mfu"] is None and m["mfu_absent_reason"]
+
+    # stored, and readable back in each format
+    code, out, _ = run_cli(["results", "--db", str(db), "--json"], capsys)
+    assert code == 0
+    stored = json.loads(out)["results"]
+    assert stored[0]["metrics"]["step_s"] == m["step_s"]
+    code, out, _ = run_cli(["results", "--db", str(db), "--csv"], capsys)
+    header, row = out.strip().splitlines()
+    assert header.startswith("id,created_at") and ",cifarnet,4,16," in row
+
+
+def test_language_model_reports_tokens(tmp_path, capsys):
+    code, out, err = run_cli(
+        ["run", "--model", "gpt2-small", "--batch-size", "1", "--seq-len", "8",
+         "--steps", "fixed:1:3", "--device", "cpu", "--db", str(tmp_path / "r.db"), "--json"],
+        capsys)
+    assert code == 0, err
+    m = json.loads(out)["results"][0]["metrics"]
+    assert m["tokens_per_s_median"] == pytest.approx(m["samples_per_s_median"] * 8)
+
+
+def test_failed_case_is_stored_and_exit_code_is_1(tmp_path, capsys, monkeypatch):
+    # bf16 on this CPU works, so force a failure: a custom net that raises in forward.
+    (tmp_path / "badnet.py").write_text(
+        "import torch\n"
+        "class Bad(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__(); self.l = torch.nn.Linear(2, 2)\n"
+        "    def forward(self, x):\n"
+        "        if x.device.type != 'meta': raise RuntimeError('kaboom')\n"
+        "        return torch.zeros(x.shape[0], 3, device=x.device)\n"
+        "def build():\n"
+        "    return Bad()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    db = tmp_path / "r.db"
+    code, out, _ = run_cli(["run", "--model", "badnet:build", "--batch-size", "2",
+                            "--steps", "fixed:0:1", "--device", "cpu", "--db", str(db),
+                            "--json"], capsys)
+    assert code == 1
+    (result,) = json.loads(out)["results"]
+    assert result["status"] == "error"
+    assert result["error"]["type"] == "RuntimeError" and result["error"]["message"] == "kaboom"
+    rows = sqlite3.connect(db).execute("SELECT status FROM results").fetchall()
+    assert rows == [("error",)]
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--model", "resnet5", "--batch-size", "8"], "unknown model 'resnet5'"),
+        (["--model", "resnet18", "--batch-size", "0"], "positive integer, got '0'"),
+        (["--model", "resnet18", "--batch-size", "-3"], "positive integer, got '-3'"),
+        (["--model", "resnet18", "--batch-size", "abc"], "positive integer, got 'abc'"),
+        (["--model", "resnet18", "--batch-size", "2.5"], "positive integer, got '2.5'"),
+        (["--model", "resnet18"], "--model needs --batch-size"),
+        (["--model", "resnet18", "--batch-size", "8", "--precision", "fp8"],
+         "precision 'fp8' is not valid: allowed 'fp32', 'tf32', 'fp16' or 'bf16'"),
+        (["--model", "resnet18", "--batch-size", "8", "--precision", "tf32", "--device", "cpu"],
+         "tf32 needs a CUDA GPU"),
+        (["--model", "resnet18", "--batch-size", "8", "--device", "cuda"],
+         "device 'cuda' is not available"),
+        (["--model", "resnet18", "--batch-size", "8", "--steps", "fixed:10"],
+         "steps 'fixed:10' is not valid"),
+        (["--model", "not a module:f", "--batch-size", "8"], "malformed model reference"),
+        (["--model", "nosuch_pkg_xyz.mod:build", "--batch-size", "8"], "cannot import module"),
+        (["--model", "inception_v3", "--batch-size", "8", "--image-size", "16"],
+         "image_size 16 is not accepted by inception_v3"),
+        (["--model", "resnet18", "--batch-size", "8", "--bogus"], "No such option"),
+    ],
+)
+def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, args, message):
+    db = tmp_path / "r.db"
+    code, out, err = run_cli(["run", *args, "--db", str(db)], capsys)
+    assert code == 2
+    assert message in err
+    assert err.startswith("trainperf: error: ") and err.count("\n") == 1
+    assert out == ""
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("make_db", ["missing_dir", "is_dir", "under_file", "not_sqlite"])
+def test_unwritable_db(tmp_path, capsys, make_db):
+    target = {
+        "missing_dir": tmp_path / "nope" / "r.db",
+        "is_dir": tmp_path,
+        "under_file": tmp_path / "f.txt" / "r.db",
+        "not_sqlite": tmp_path / "f.txt",
+    }[make_db]
+    (tmp_path / "f.txt").write_text("plain text")
+    code, out, err = run_cli(["run", "--model", "cifarnet", "--batch-size", "2", "--db",
+                              str(target)], capsys)
+    assert code == 2 and err.startswith("trainperf: error: --db") and err.count("\n") == 1
+    assert (tmp_path / "f.txt").read_text() == "plain text"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"]
+
+
+def test_results_without_database_is_bad_input(tmp_path, capsys):
+    code, _, err = run_cli(["results", "--db", str(tmp_path / "none.db")], capsys)
+    assert code == 2 and "no results database" in err
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_models_json_lists_the_zoo_quickly():
+    # A real subprocess: the console script as a user runs it.
+    proc = subprocess.run([sys.executable, "-m", "trainperf.cli", "models", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rows = {row["name"]: row for row in json.loads(proc.stdout)}
+    assert rows["resnet50"]["params"] == 25_557_032
+    assert rows["bert-squad"]["family"] == "bert"
+    for row in rows.values():
+        for key in ("name", "family", "params", "fwd_flops_per_sample",
+                    "train_flops_per_sample", "grad_bytes_fp32"):
+            assert key in row
+        assert row["train_flops_per_sample"] > row["fwd_flops_per_sample"] > 0
