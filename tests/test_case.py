@@ -42,8 +42,9 @@ def test_check_case_against_zoo_and_devices():
     with pytest.raises(CaseError, match="device 'cuda' is not available"):
         check_case(make_case(model="resnet50", batch_size=8, device="cuda"), CPU_ONLY)
     with pytest.raises(CaseError, match="compute capability 8.0"):
-        check_case(make_case(model="resnet50", batch_size=8, device="cuda", precision="tf32"),
-                   VOLTA)
+        check_case(
+            make_case(model="resnet50", batch_size=8, device="cuda", precision="tf32"), VOLTA
+        )
     check_case(make_case(model="resnet50", batch_size=8, device="cuda", precision="tf32"), HOPPER)
     with pytest.raises(CaseError, match="give seq_len"):
         check_case(make_case(model="gpt2-small", batch_size=1, image_size=32), CPU_ONLY)

@@ -21,8 +21,24 @@ def run_cli(args, capsys):
 def test_one_tiny_case_end_to_end_json(tmp_path, capsys):
     db = tmp_path / "r.db"
     code, out, err = run_cli(
-        ["run", "--model", "cifarnet", "--batch-size", "4", "--image-size", "16",
-         "--steps", "fixed:2:5", "--device", "cpu", "--db", str(db), "--json"], capsys)
+        [
+            "run",
+            "--model",
+            "cifarnet",
+            "--batch-size",
+            "4",
+            "--image-size",
+            "16",
+            "--steps",
+            "fixed:2:5",
+            "--device",
+            "cpu",
+            "--db",
+            str(db),
+            "--json",
+        ],
+        capsys,
+    )
     assert code == 0, err
     doc = json.loads(out)
     (result,) = doc["results"]
@@ -30,9 +46,18 @@ def test_one_tiny_case_end_to_end_json(tmp_path, capsys):
     assert result["case"]["model"] == "cifarnet" and result["case"]["image_size"] == 16
     assert result["system"]["fingerprint"]
     m = result["metrics"]
-    for key in ("samples_per_s_median", "samples_per_s_mean", "samples_per_s_ci95", "cv",
-                "jitter", "steps_warmup", "steps_measured", "stop_reason", "mem_peak_bytes",
-                "step_s"):
+    for key in (
+        "samples_per_s_median",
+        "samples_per_s_mean",
+        "samples_per_s_ci95",
+        "cv",
+        "jitter",
+        "steps_warmup",
+        "steps_measured",
+        "stop_reason",
+        "mem_peak_bytes",
+        "step_s",
+    ):
         assert key in m, key
     assert m["steps_warmup"] == 2 and m["steps_measured"] == 5 and len(m["step_s"]) == 5
     assert m["stop_reason"] == "fixed_steps"
@@ -54,9 +79,24 @@ def test_one_tiny_case_end_to_end_json(tmp_path, capsys):
 
 def test_language_model_reports_tokens(tmp_path, capsys):
     code, out, err = run_cli(
-        ["run", "--model", "gpt2-small", "--batch-size", "1", "--seq-len", "8",
-         "--steps", "fixed:1:3", "--device", "cpu", "--db", str(tmp_path / "r.db"), "--json"],
-        capsys)
+        [
+            "run",
+            "--model",
+            "gpt2-small",
+            "--batch-size",
+            "1",
+            "--seq-len",
+            "8",
+            "--steps",
+            "fixed:1:3",
+            "--device",
+            "cpu",
+            "--db",
+            str(tmp_path / "r.db"),
+            "--json",
+        ],
+        capsys,
+    )
     assert code == 0, err
     m = json.loads(out)["results"][0]["metrics"]
     assert m["tokens_per_s_median"] == pytest.approx(m["samples_per_s_median"] * 8)
@@ -73,13 +113,28 @@ def test_failed_case_is_stored_and_exit_code_is_1(tmp_path, capsys, monkeypatch)
         "        if x.device.type != 'meta': raise RuntimeError('kaboom')\n"
         "        return torch.zeros(x.shape[0], 3, device=x.device)\n"
         "def build():\n"
-        "    return Bad()\n")
+        "    return Bad()\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     db = tmp_path / "r.db"
-    code, out, _ = run_cli(["run", "--model", "badnet:build", "--batch-size", "2",
-                            "--steps", "fixed:0:1", "--device", "cpu", "--db", str(db),
-                            "--json"], capsys)
+    code, out, _ = run_cli(
+        [
+            "run",
+            "--model",
+            "badnet:build",
+            "--batch-size",
+            "2",
+            "--steps",
+            "fixed:0:1",
+            "--device",
+            "cpu",
+            "--db",
+            str(db),
+            "--json",
+        ],
+        capsys,
+    )
     assert code == 1
     (result,) = json.loads(out)["results"]
     assert result["status"] == "error"
@@ -97,18 +152,28 @@ def test_failed_case_is_stored_and_exit_code_is_1(tmp_path, capsys, monkeypatch)
         (["--model", "resnet18", "--batch-size", "abc"], "positive integer, got 'abc'"),
         (["--model", "resnet18", "--batch-size", "2.5"], "positive integer, got '2.5'"),
         (["--model", "resnet18"], "--model needs --batch-size"),
-        (["--model", "resnet18", "--batch-size", "8", "--precision", "fp8"],
-         "precision 'fp8' is not valid: allowed 'fp32', 'tf32', 'fp16' or 'bf16'"),
-        (["--model", "resnet18", "--batch-size", "8", "--precision", "tf32", "--device", "cpu"],
-         "tf32 needs a CUDA GPU"),
-        (["--model", "resnet18", "--batch-size", "8", "--device", "cuda"],
-         "device 'cuda' is not available"),
-        (["--model", "resnet18", "--batch-size", "8", "--steps", "fixed:10"],
-         "steps 'fixed:10' is not valid"),
+        (
+            ["--model", "resnet18", "--batch-size", "8", "--precision", "fp8"],
+            "precision 'fp8' is not valid: allowed 'fp32', 'tf32', 'fp16' or 'bf16'",
+        ),
+        (
+            ["--model", "resnet18", "--batch-size", "8", "--precision", "tf32", "--device", "cpu"],
+            "tf32 needs a CUDA GPU",
+        ),
+        (
+            ["--model", "resnet18", "--batch-size", "8", "--device", "cuda"],
+            "device 'cuda' is not available",
+        ),
+        (
+            ["--model", "resnet18", "--batch-size", "8", "--steps", "fixed:10"],
+            "steps 'fixed:10' is not valid",
+        ),
         (["--model", "not a module:f", "--batch-size", "8"], "malformed model reference"),
         (["--model", "nosuch_pkg_xyz.mod:build", "--batch-size", "8"], "cannot import module"),
-        (["--model", "inception_v3", "--batch-size", "8", "--image-size", "16"],
-         "image_size 16 is not accepted by inception_v3"),
+        (
+            ["--model", "inception_v3", "--batch-size", "8", "--image-size", "16"],
+            "image_size 16 is not accepted by inception_v3",
+        ),
         (["--model", "resnet18", "--batch-size", "8", "--bogus"], "No such option"),
     ],
 )
@@ -131,8 +196,9 @@ def test_unwritable_db(tmp_path, capsys, make_db):
         "not_sqlite": tmp_path / "f.txt",
     }[make_db]
     (tmp_path / "f.txt").write_text("plain text")
-    code, out, err = run_cli(["run", "--model", "cifarnet", "--batch-size", "2", "--db",
-                              str(target)], capsys)
+    code, out, err = run_cli(
+        ["run", "--model", "cifarnet", "--batch-size", "2", "--db", str(target)], capsys
+    )
     assert code == 2 and err.startswith("trainperf: error: --db") and err.count("\n") == 1
     assert (tmp_path / "f.txt").read_text() == "plain text"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"]
@@ -146,14 +212,24 @@ def test_results_without_database_is_bad_input(tmp_path, capsys):
 
 def test_models_json_lists_the_zoo_quickly():
     # A real subprocess: the console script as a user runs it.
-    proc = subprocess.run([sys.executable, "-m", "trainperf.cli", "models", "--json"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainperf.cli", "models", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     rows = {row["name"]: row for row in json.loads(proc.stdout)}
     assert rows["resnet50"]["params"] == 25_557_032
     assert rows["bert-squad"]["family"] == "bert"
     for row in rows.values():
-        for key in ("name", "family", "params", "fwd_flops_per_sample",
-                    "train_flops_per_sample", "grad_bytes_fp32"):
+        for key in (
+            "name",
+            "family",
+            "params",
+            "fwd_flops_per_sample",
+            "train_flops_per_sample",
+            "grad_bytes_fp32",
+        ):
             assert key in row
         assert row["train_flops_per_sample"] > row["fwd_flops_per_sample"] > 0

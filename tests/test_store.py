@@ -23,8 +23,9 @@ def test_round_trip_and_schema_version(tmp_path):
     with Store(path) as store:
         assert store.schema_version == SCHEMA_VERSION
         run = store.start_run(SYSTEM, label="t")
-        store.add_result(run, SYSTEM["fingerprint"], result(samples_per_s_median=12.5,
-                                                             step_s=[0.1, 0.2]))
+        store.add_result(
+            run, SYSTEM["fingerprint"], result(samples_per_s_median=12.5, step_s=[0.1, 0.2])
+        )
         store.add_result(run, SYSTEM["fingerprint"], result("bert-squad", "oom"))
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     with Store(path) as store:

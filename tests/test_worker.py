@@ -12,9 +12,10 @@ def test_out_of_memory_is_recognised():
 
 
 def test_exception_becomes_error_result():
-    case = {"model": "resnet18", "batch_size": 2, "image_size": 1, "device": "cpu"}
+    case = {"model": "inception_v3", "batch_size": 2, "image_size": 16, "device": "cpu"}
     result = measure(case)
     assert result["status"] == "error"
     assert result["case"] == case
-    assert result["error"]["type"] and result["error"]["traceback"]
+    assert result["error"]["type"] == "SizeError" and result["error"]["traceback"]
+    assert "image_size 16 is not accepted by inception_v3" in result["error"]["message"]
     assert result["metrics"] == {}

@@ -100,8 +100,10 @@ def check_case(case: Case, capabilities: dict[str, tuple[int, int] | None]) -> m
     except ValueError as exc:  # UnknownModelError, CustomModelError
         raise CaseError(str(exc)) from None
     if case.device not in capabilities:
-        raise CaseError(f"device '{case.device}' is not available on this machine: "
-                        f"available {', '.join(capabilities)}")
+        raise CaseError(
+            f"device '{case.device}' is not available on this machine: "
+            f"available {', '.join(capabilities)}"
+        )
     if spec.is_language_model and case.image_size is not None:
         raise CaseError(f"{spec.name} is a language model: give seq_len, not image_size")
     if not spec.is_language_model and case.seq_len is not None:
@@ -119,14 +121,18 @@ def check_case(case: Case, capabilities: dict[str, tuple[int, int] | None]) -> m
 def _check_precision(case: Case, capability: tuple[int, int] | None) -> None:
     if case.device == "cpu":
         if case.precision == "tf32":
-            raise CaseError("precision tf32 needs a CUDA GPU of compute capability 8.0 or "
-                            "newer; on cpu use fp32, bf16 or fp16")
+            raise CaseError(
+                "precision tf32 needs a CUDA GPU of compute capability 8.0 or "
+                "newer; on cpu use fp32, bf16 or fp16"
+            )
         return
     needs = {"tf32": TF32_MIN_CAPABILITY, "bf16": BF16_MIN_CAPABILITY}.get(case.precision)
     if needs and capability is not None and capability < needs:
-        raise CaseError(f"precision {case.precision} needs compute capability "
-                        f"{needs[0]}.{needs[1]} or newer; this GPU has "
-                        f"{capability[0]}.{capability[1]} (use fp32 or fp16)")
+        raise CaseError(
+            f"precision {case.precision} needs compute capability "
+            f"{needs[0]}.{needs[1]} or newer; this GPU has "
+            f"{capability[0]}.{capability[1]} (use fp32 or fp16)"
+        )
 
 
 __all__ = ["Case", "CaseError", "PolicyError", "check_case", "make_case"]

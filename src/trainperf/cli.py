@@ -18,7 +18,8 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 EXIT_OK, EXIT_FAILED_CASES, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_DB = "trainperf.db"
 
-stdout = Console()
+# Piped output has no terminal width to fit: do not squeeze the tables into 80 columns.
+stdout = Console() if Console().is_terminal else Console(width=200)
 stderr = Console(stderr=True)
 
 
@@ -57,22 +58,41 @@ def cli() -> None:
 @click.option("--image-size", type=PositiveInt(), help="square image side (image models)")
 @click.option("--seq-len", type=PositiveInt(), help="sequence length (language models)")
 @click.option("--precision", default="fp32", show_default=True, help="fp32, tf32, fp16 or bf16")
-@click.option("--steps", default="adaptive", show_default=True,
-              help="fixed:W:N or adaptive[:TARGET[:MAX_STEPS[:MAX_SECONDS]]]")
+@click.option(
+    "--steps",
+    default="adaptive",
+    show_default=True,
+    help="fixed:W:N or adaptive[:TARGET[:MAX_STEPS[:MAX_SECONDS]]]",
+)
 @click.option("--device", default="auto", show_default=True, help="cpu, cuda or auto")
 @click.option("--channels-last", is_flag=True, help="NHWC memory format (image models)")
 @click.option("--compile", "compile_", is_flag=True, help="wrap the model in torch.compile")
 @click.option("--threads", type=PositiveInt(), help="torch intra-op threads")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
-              help="seconds before a case is killed and recorded as timeout")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    help="seconds before a case is killed and recorded as timeout",
+)
 @click.option("--db", default=DEFAULT_DB, show_default=True, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="print one JSON document on stdout")
-def run(model: str | None, batch_size: int | None, image_size: int | None,
-        seq_len: int | None, precision: str, steps: str, device: str, channels_last: bool,
-        compile_: bool, threads: int | None, timeout_s: float | None, db: Path,
-        as_json: bool) -> None:
+def run(
+    model: str | None,
+    batch_size: int | None,
+    image_size: int | None,
+    seq_len: int | None,
+    precision: str,
+    steps: str,
+    device: str,
+    channels_last: bool,
+    compile_: bool,
+    threads: int | None,
+    timeout_s: float | None,
+    db: Path,
+    as_json: bool,
+) -> None:
     """Run one case from flags, or the default suite for this machine."""
-    from trainperf import runner, system
+    from trainperf import system
     from trainperf.case import CaseError, check_case, make_case
     from trainperf.store import Store, StoreError, check_writable
     from trainperf.suite import default_cases
@@ -93,10 +113,21 @@ def run(model: str | None, batch_size: int | None, image_size: int | None,
         else:
             if batch_size is None:
                 raise CaseError("--model needs --batch-size (a positive integer)")
-            cases = [make_case(model=model, batch_size=batch_size, image_size=image_size,
-                               seq_len=seq_len, precision=precision, device=device,
-                               steps=steps, channels_last=channels_last, compile=compile_,
-                               threads=threads, timeout_s=timeout_s)]
+            cases = [
+                make_case(
+                    model=model,
+                    batch_size=batch_size,
+                    image_size=image_size,
+                    seq_len=seq_len,
+                    precision=precision,
+                    device=device,
+                    steps=steps,
+                    channels_last=channels_last,
+                    compile=compile_,
+                    threads=threads,
+                    timeout_s=timeout_s,
+                )
+            ]
         for case in cases:
             check_case(case, capabilities)
     except CaseError as exc:
@@ -118,9 +149,15 @@ def run(model: str | None, batch_size: int | None, image_size: int | None,
 def _run_with_progress(cases: list, store: Any, record: dict) -> list[dict]:
     from trainperf import runner
 
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-               TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
-    with Progress(*columns, console=stderr, transient=True) as progress:
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+    )
+    # A slow refresh: the parent shares the cores with the measured child.
+    with Progress(*columns, console=stderr, transient=True, refresh_per_second=2) as progress:
         task = progress.add_task("starting", total=len(cases))
 
         def started(index: int, case: Any) -> None:

@@ -12,6 +12,7 @@ code or signal and the tail of stderr are kept) and ``timeout`` (ran past the ca
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -53,8 +54,9 @@ def run_in_child(case: Case, workdir: Path) -> dict[str, Any]:
             returncode = child.wait(timeout=case.timeout_s)
         except subprocess.TimeoutExpired:
             _kill_group(child)
-            return _failure(case, "timeout", f"no result after {case.timeout_s:g} s: killed",
-                            stderr_path)
+            return _failure(
+                case, "timeout", f"no result after {case.timeout_s:g} s: killed", stderr_path
+            )
     if result_path.exists():
         return json.loads(result_path.read_text())
     if returncode < 0:
@@ -65,10 +67,8 @@ def run_in_child(case: Case, workdir: Path) -> dict[str, Any]:
 
 
 def _kill_group(child: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):  # the group may have exited already
         os.killpg(child.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     child.wait()
 
 

@@ -61,7 +61,9 @@ def check_writable(path: Path) -> None:
     """Raise ``StoreError`` unless ``path`` can hold the database. Writes nothing."""
     if path.exists():
         if path.is_dir():
-            raise StoreError(f"--db {path} is a directory: give a file path, e.g. {path}/trainperf.db")
+            raise StoreError(
+                f"--db {path} is a directory: give a file path, e.g. {path}/trainperf.db"
+            )
         if not os.access(path, os.R_OK | os.W_OK):
             raise StoreError(f"--db {path} is not readable and writable by this user")
         with path.open("rb") as f:

@@ -21,8 +21,13 @@ def default_cases(device: str) -> list[Case]:
     if device == "cuda":
         return [
             Case(model="resnet50", batch_size=128, precision="fp32", device="cuda"),
-            Case(model="resnet50", batch_size=256, precision="bf16", device="cuda",
-                 channels_last=True),
+            Case(
+                model="resnet50",
+                batch_size=256,
+                precision="bf16",
+                device="cuda",
+                channels_last=True,
+            ),
             Case(model="bert-squad", batch_size=32, precision="bf16", device="cuda"),
             Case(model="gpt2-small", batch_size=8, precision="bf16", device="cuda"),
         ]

@@ -80,7 +80,9 @@ def collect(nvml: Any = None) -> dict[str, Any]:
         "memory_bytes": psutil.virtual_memory().total,
         "gpus": gpus,
         "software": software_versions(),
-        "env": {k: os.environ[k] for k in ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS") if k in os.environ},
+        "env": {
+            k: os.environ[k] for k in ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS") if k in os.environ
+        },
     }
     if gpus_absent:
         record["gpus_absent_reason"] = gpus_absent

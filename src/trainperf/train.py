@@ -36,6 +36,8 @@ class TrainingStep:
     step: Callable[[], torch.Tensor]
     model: nn.Module
     optimizer: torch.optim.Optimizer
+    inputs: torch.Tensor
+    targets: torch.Tensor
     samples_per_step: int
     size: int
 
@@ -99,4 +101,4 @@ def build_training_step(spec: ModelSpec, case: Case, device: torch.device) -> Tr
             optimizer.step()
             return loss
 
-    return TrainingStep(step, model, optimizer, case.batch_size, size)
+    return TrainingStep(step, model, optimizer, inputs, targets, case.batch_size, size)

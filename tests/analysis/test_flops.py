@@ -1,5 +1,4 @@
 import pytest
-import torch
 from torch import nn
 
 from trainperf import models
@@ -9,8 +8,14 @@ from trainperf.models.spec import ImageClassification, ModelSpec
 
 
 def tiny_spec(factory, size=4, classes=10):
-    return ModelSpec(name="tiny", family="test", task=ImageClassification(classes),
-                     factory=factory, natural_size=size, min_size=1)
+    return ModelSpec(
+        name="tiny",
+        family="test",
+        task=ImageClassification(classes),
+        factory=factory,
+        natural_size=size,
+        min_size=1,
+    )
 
 
 def test_linear_flops_by_hand():
@@ -27,8 +32,9 @@ def test_conv_then_linear_flops_by_hand():
     # linear 128->10: 2*128*10 = 2560. Backward: conv weight grad 6912 (no input grad),
     # linear weight grad 2560 and input grad 2560.
     def net():
-        return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Flatten(),
-                             nn.Linear(128, 10))
+        return nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(128, 10)
+        )
 
     f = count_flops(tiny_spec(net))
     assert f.fwd_flops_per_sample == 6912 + 2560
@@ -36,8 +42,9 @@ def test_conv_then_linear_flops_by_hand():
 
 
 # torchvision's published multiply-accumulates per 224x224 image (shared/reference/models.md)
-@pytest.mark.parametrize("name,gmacs", [("alexnet", 0.71), ("resnet18", 1.81),
-                                        ("resnet50", 4.09), ("vgg16", 15.47)])
+@pytest.mark.parametrize(
+    "name,gmacs", [("alexnet", 0.71), ("resnet18", 1.81), ("resnet50", 4.09), ("vgg16", 15.47)]
+)
 def test_forward_flops_match_published_macs(name, gmacs):
     f = count_flops(models.get(name))
     assert f.fwd_flops_per_sample == pytest.approx(2 * gmacs * 1e9, rel=0.01)

@@ -38,8 +38,6 @@ class SeriesTimer:
         self.done.clear()
 
 
-
-
 def run_series(policy, series):
     timer = SeriesTimer(series)
     calls = []
@@ -107,7 +105,9 @@ def test_adaptive_noisy_series_ends_on_a_budget():
 
 def test_adaptive_warmup_budget_for_a_drifting_series():
     drifting = list(np.linspace(1.0, 2.0, 1000))  # never settles
-    record, _ = run_series(AdaptivePolicy(drift=0.001, max_warmup_steps=20, max_seconds=1e9), drifting)
+    record, _ = run_series(
+        AdaptivePolicy(drift=0.001, max_warmup_steps=20, max_seconds=1e9), drifting
+    )
     assert record.warmup_reason == WARMUP_BUDGET
     assert len(record.warmup_s) == 20
 
@@ -121,7 +121,8 @@ def test_parse_policy_forms():
 
 
 @pytest.mark.parametrize(
-    "text", ["fixed", "fixed:10", "fixed:1:0", "adaptive:2", "adaptive:0.01:5", "bogus", "fixed:-1:3"]
+    "text",
+    ["fixed", "fixed:10", "fixed:1:0", "adaptive:2", "adaptive:0.01:5", "bogus", "fixed:-1:3"],
 )
 def test_parse_policy_rejects(text):
     with pytest.raises(PolicyError, match="steps"):

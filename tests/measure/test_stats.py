@@ -63,9 +63,7 @@ def test_drift_detects_a_trend_and_ignores_noise():
     change, p = drift(rising)
     assert change == pytest.approx(0.2, abs=0.02)
     assert p < 1e-6
-    assert p == pytest.approx(
-        scipy_stats.mannwhitneyu(rising[:50], rising[50:]).pvalue
-    )
+    assert p == pytest.approx(scipy_stats.mannwhitneyu(rising[:50], rising[50:]).pvalue)
 
 
 def test_instability_reasons():

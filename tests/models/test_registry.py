@@ -6,9 +6,23 @@ import torch
 from trainperf import models
 from trainperf.models.custom import CustomModelError
 
-ZOO = ["cifarnet", "alexnet", "googlenet", "inception_v3", "inception_v4", "resnet18",
-       "resnet34", "resnet50", "resnet101", "resnet152", "vgg16", "vgg19", "bert-swag",
-       "bert-squad", "gpt2-small"]
+ZOO = [
+    "cifarnet",
+    "alexnet",
+    "googlenet",
+    "inception_v3",
+    "inception_v4",
+    "resnet18",
+    "resnet34",
+    "resnet50",
+    "resnet101",
+    "resnet152",
+    "vgg16",
+    "vgg19",
+    "bert-swag",
+    "bert-squad",
+    "gpt2-small",
+]
 
 
 def test_names_list_the_whole_zoo():
@@ -25,10 +39,15 @@ def test_unknown_name_lists_the_valid_ones():
 
 @pytest.mark.parametrize(
     "name,size_name,natural",
-    [("cifarnet", "image_size", 32), ("resnet50", "image_size", 224),
-     ("inception_v3", "image_size", 299), ("inception_v4", "image_size", 299),
-     ("bert-swag", "seq_len", 80), ("bert-squad", "seq_len", 384),
-     ("gpt2-small", "seq_len", 1024)],
+    [
+        ("cifarnet", "image_size", 32),
+        ("resnet50", "image_size", 224),
+        ("inception_v3", "image_size", 299),
+        ("inception_v4", "image_size", 299),
+        ("bert-swag", "seq_len", 80),
+        ("bert-squad", "seq_len", 384),
+        ("gpt2-small", "seq_len", 1024),
+    ],
 )
 def test_natural_sizes(name, size_name, natural):
     spec = models.get(name)
@@ -45,7 +64,8 @@ def test_public_api_one_training_loss():
 
 @pytest.fixture
 def user_package(tmp_path, monkeypatch):
-    (tmp_path / "usernets.py").write_text(textwrap.dedent("""
+    (tmp_path / "usernets.py").write_text(
+        textwrap.dedent("""
         import torch
         from torch import nn
         from trainperf.models import ModelSpec, ImageClassification
@@ -64,7 +84,8 @@ def user_package(tmp_path, monkeypatch):
 
         def wrong_input():
             return nn.Linear(10, 2)
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     return tmp_path
 
@@ -84,9 +105,15 @@ def test_custom_spec_is_used_as_given(user_package):
 
 @pytest.mark.parametrize(
     "ref,message",
-    [("usernets:", "malformed"), ("user nets:tiny", "malformed"), ("a:b:c", "malformed"),
-     ("nosuchmodule_xyz:f", "cannot import module"), ("usernets:missing", "has no function"),
-     ("usernets:not_a_model", "returned int"), ("usernets:wrong_input", "does not take")],
+    [
+        ("usernets:", "malformed"),
+        ("user nets:tiny", "malformed"),
+        ("a:b:c", "malformed"),
+        ("nosuchmodule_xyz:f", "cannot import module"),
+        ("usernets:missing", "has no function"),
+        ("usernets:not_a_model", "returned int"),
+        ("usernets:wrong_input", "does not take"),
+    ],
 )
 def test_custom_reference_errors(user_package, ref, message):
     with pytest.raises(CustomModelError, match=message):

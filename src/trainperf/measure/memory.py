@@ -35,4 +35,6 @@ def read_peak(device: torch.device) -> MemoryPeak:
     # ru_maxrss is in kilobytes on Linux, in bytes on macOS.
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     scale = 1 if sys.platform == "darwin" else 1024
-    return MemoryPeak(mem_peak_bytes=int(maxrss * scale), source="getrusage ru_maxrss (process RSS)")
+    return MemoryPeak(
+        mem_peak_bytes=int(maxrss * scale), source="getrusage ru_maxrss (process RSS)"
+    )

@@ -116,9 +116,7 @@ def instability_reasons(
     if summary.steps_measured < MIN_STEPS_FOR_CI:
         reasons.append(f"only {summary.steps_measured} measured steps: no confidence interval")
     if summary.cv > UNSTABLE_CV:
-        reasons.append(
-            f"coefficient of variation {summary.cv:.1%} above {UNSTABLE_CV:.0%}"
-        )
+        reasons.append(f"coefficient of variation {summary.cv:.1%} above {UNSTABLE_CV:.0%}")
     change, p = drift(step_s)
     if abs(change) > DRIFT_FRACTION and p < DRIFT_P:
         reasons.append(

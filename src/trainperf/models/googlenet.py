@@ -86,9 +86,10 @@ class GoogLeNet(nn.Module):
 
     In training mode with the auxiliary heads on, ``forward`` returns one tensor,
     ``main + 0.3 * (aux1 + aux2)``, instead of three: every training step of the zoo is
-    ``loss(model(x), y)``, and summing logits runs the same layers and sends gradients
-    to every head at the cost of the reference's three-loss objective. The sum is a
-    benchmarking device, not the paper's loss. In eval mode only the main logits return.
+    ``loss(model(x), y)``, and summing logits runs the same layers as the reference's
+    three-loss objective and sends gradients to every head, so a step costs the same.
+    The sum is a benchmarking device, not the paper's loss. In eval mode only the main
+    logits return.
     """
 
     def __init__(self, num_classes: int = 1000, aux_logits: bool = False) -> None:

@@ -1,9 +1,9 @@
-"""Inception v3 (Szegedy et al. 2015, "Rethinking the Inception Architecture") as in torchvision.
+"""Inception v3 (Szegedy et al. 2015, "Rethinking the Inception Architecture"), torchvision.
 
-Every convolution is followed by batch norm (eps 0.001) and ReLU; the blocks are named
-after the paper's figures: A (fig. 5, 35x35), B (grid reduction to 17x17), C (fig. 6, the
-factorised 7x7), D (reduction to 8x8), E (fig. 7, the expanded 3x3). 23,834,568
-parameters for 1000 classes; 27,161,264 with the auxiliary classifier.
+Every convolution is followed by batch norm (eps 0.001) and ReLU. The blocks go by
+torchvision's letters: A (35x35), B (grid reduction to 17x17), C (17x17, factorised 7x7),
+D (reduction to 8x8), E (8x8, the expanded 3x3 filter bank). 23,834,568 parameters for
+1000 classes; 27,161,264 with the auxiliary classifier.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ MIN_SIZE = 75
 # 17x17 map, which only inputs of this size or more give (measured).
 AUX_MIN_SIZE = 299
 
-# Weight of the auxiliary logits in the single tensor returned in training; the paper
-# weights the auxiliary loss by 0.4 (torchvision's reference training script too).
+# Weight of the auxiliary logits in the single tensor returned in training; torchvision's
+# reference training script weights the auxiliary loss by 0.4.
 AUX_WEIGHT = 0.4
 
 
@@ -40,10 +40,6 @@ class ConvBN(nn.Module):
         return F.relu(self.bn(self.conv(x)), inplace=True)
 
 
-def _chain(*convs: ConvBN) -> nn.Sequential:
-    return nn.Sequential(*convs)
-
-
 def _avg_pool_3x3(x: Tensor) -> Tensor:
     return F.avg_pool2d(x, kernel_size=3, stride=1, padding=1)
 
@@ -54,8 +50,10 @@ class BlockA(nn.Module):
     def __init__(self, in_ch: int, pool_ch: int) -> None:
         super().__init__()
         self.b1x1 = ConvBN(in_ch, 64, kernel_size=1)
-        self.b5x5 = _chain(ConvBN(in_ch, 48, kernel_size=1), ConvBN(48, 64, kernel_size=5, padding=2))
-        self.b3x3dbl = _chain(
+        self.b5x5 = nn.Sequential(
+            ConvBN(in_ch, 48, kernel_size=1), ConvBN(48, 64, kernel_size=5, padding=2)
+        )
+        self.b3x3dbl = nn.Sequential(
             ConvBN(in_ch, 64, kernel_size=1),
             ConvBN(64, 96, kernel_size=3, padding=1),
             ConvBN(96, 96, kernel_size=3, padding=1),
@@ -73,7 +71,7 @@ class BlockB(nn.Module):
     def __init__(self, in_ch: int) -> None:
         super().__init__()
         self.b3x3 = ConvBN(in_ch, 384, kernel_size=3, stride=2)
-        self.b3x3dbl = _chain(
+        self.b3x3dbl = nn.Sequential(
             ConvBN(in_ch, 64, kernel_size=1),
             ConvBN(64, 96, kernel_size=3, padding=1),
             ConvBN(96, 96, kernel_size=3, stride=2),
@@ -98,8 +96,10 @@ class BlockC(nn.Module):
     def __init__(self, in_ch: int, mid: int) -> None:
         super().__init__()
         self.b1x1 = ConvBN(in_ch, 192, kernel_size=1)
-        self.b7x7 = _chain(ConvBN(in_ch, mid, kernel_size=1), _conv_1x7(mid, mid), _conv_7x1(mid, 192))
-        self.b7x7dbl = _chain(
+        self.b7x7 = nn.Sequential(
+            ConvBN(in_ch, mid, kernel_size=1), _conv_1x7(mid, mid), _conv_7x1(mid, 192)
+        )
+        self.b7x7dbl = nn.Sequential(
             ConvBN(in_ch, mid, kernel_size=1),
             _conv_7x1(mid, mid),
             _conv_1x7(mid, mid),
@@ -118,8 +118,10 @@ class BlockD(nn.Module):
 
     def __init__(self, in_ch: int) -> None:
         super().__init__()
-        self.b3x3 = _chain(ConvBN(in_ch, 192, kernel_size=1), ConvBN(192, 320, kernel_size=3, stride=2))
-        self.b7x7x3 = _chain(
+        self.b3x3 = nn.Sequential(
+            ConvBN(in_ch, 192, kernel_size=1), ConvBN(192, 320, kernel_size=3, stride=2)
+        )
+        self.b7x7x3 = nn.Sequential(
             ConvBN(in_ch, 192, kernel_size=1),
             _conv_1x7(192, 192),
             _conv_7x1(192, 192),
@@ -151,7 +153,9 @@ class BlockE(nn.Module):
         self.b1x1 = ConvBN(in_ch, 320, kernel_size=1)
         self.b3x3 = ConvBN(in_ch, 384, kernel_size=1)
         self.b3x3_split = _SplitConv(384, 384)
-        self.b3x3dbl = _chain(ConvBN(in_ch, 448, kernel_size=1), ConvBN(448, 384, kernel_size=3, padding=1))
+        self.b3x3dbl = nn.Sequential(
+            ConvBN(in_ch, 448, kernel_size=1), ConvBN(448, 384, kernel_size=3, padding=1)
+        )
         self.b3x3dbl_split = _SplitConv(384, 384)
         self.pool_proj = ConvBN(in_ch, 192, kernel_size=1)
 
@@ -190,9 +194,9 @@ class InceptionV3(nn.Module):
 
     In training mode with the auxiliary head on, ``forward`` returns one tensor,
     ``main + 0.4 * aux``, instead of two: every training step of the zoo is
-    ``loss(model(x), y)``, and summing logits runs the same layers and sends gradients to
-    both heads at the cost of the reference's two-loss objective. The sum is a
-    benchmarking device, not the paper's loss. In eval mode only the main logits return.
+    ``loss(model(x), y)``, and summing logits runs the same layers as the reference's
+    two-loss objective and sends gradients to both heads, so a step costs the same. The
+    sum is a benchmarking device, not the paper's loss. In eval mode only the main logits return.
     """
 
     def __init__(self, num_classes: int = 1000, aux_logits: bool = False) -> None:

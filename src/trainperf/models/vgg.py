@@ -43,7 +43,9 @@ def _features(config: list[int | str]) -> nn.Sequential:
 class VGG(nn.Module):
     """Convolution stacks, a 7x7 adaptive pool, a 4096-4096 classifier with dropout."""
 
-    def __init__(self, config: list[int | str], num_classes: int = 1000, dropout: float = 0.5):
+    def __init__(
+        self, config: list[int | str], num_classes: int = 1000, dropout: float = 0.5
+    ) -> None:
         super().__init__()
         self.features = _features(config)
         # 7x7 is what 224x224 gives; the adaptive pool keeps the classifier's input fixed

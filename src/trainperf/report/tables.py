@@ -10,11 +10,34 @@ from typing import Any
 from rich.table import Table
 
 CSV_COLUMNS = (
-    "id", "created_at", "run_id", "system", "hostname", "model", "batch_size", "image_size",
-    "seq_len", "precision", "device", "device_name", "steps", "status", "samples_per_s_median",
-    "samples_per_s_mean", "samples_per_s_ci95_low", "samples_per_s_ci95_high", "cv", "jitter",
-    "tokens_per_s_median", "steps_warmup", "steps_measured", "stop_reason", "mem_peak_bytes",
-    "mfu", "unstable", "error",
+    "id",
+    "created_at",
+    "run_id",
+    "system",
+    "hostname",
+    "model",
+    "batch_size",
+    "image_size",
+    "seq_len",
+    "precision",
+    "device",
+    "device_name",
+    "steps",
+    "status",
+    "samples_per_s_median",
+    "samples_per_s_mean",
+    "samples_per_s_ci95_low",
+    "samples_per_s_ci95_high",
+    "cv",
+    "jitter",
+    "tokens_per_s_median",
+    "steps_warmup",
+    "steps_measured",
+    "stop_reason",
+    "mem_peak_bytes",
+    "mfu",
+    "unstable",
+    "error",
 )
 
 
@@ -34,10 +57,20 @@ def _bytes(value: int | None) -> str:
 def results_table(results: Iterable[dict[str, Any]], title: str = "trainperf results") -> Table:
     table = Table(title=title)
     for name, justify in (
-        ("model", "left"), ("batch", "right"), ("size", "right"), ("prec", "left"),
-        ("device", "left"), ("status", "left"), ("samples/s", "right"), ("±CI95", "right"),
-        ("CV", "right"), ("tokens/s", "right"), ("MFU", "right"), ("peak mem", "right"),
-        ("steps", "right"), ("stop", "left"),
+        ("model", "left"),
+        ("batch", "right"),
+        ("size", "right"),
+        ("prec", "left"),
+        ("device", "left"),
+        ("status", "left"),
+        ("samples/s", "right"),
+        ("±CI95", "right"),
+        ("CV", "right"),
+        ("tokens/s", "right"),
+        ("MFU", "right"),
+        ("peak mem", "right"),
+        ("steps", "right"),
+        ("stop", "left"),
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for r in results:
@@ -68,8 +101,16 @@ def results_table(results: Iterable[dict[str, Any]], title: str = "trainperf res
 
 def models_table(rows: Iterable[dict[str, Any]]) -> Table:
     table = Table(title="trainperf model zoo (natural input size)")
-    for name in ("model", "family", "input", "params", "fwd FLOPs/sample",
-                 "train FLOPs/sample", "grad MB fp32", "FLOPs/param"):
+    for name in (
+        "model",
+        "family",
+        "input",
+        "params",
+        "fwd FLOPs/sample",
+        "train FLOPs/sample",
+        "grad MB fp32",
+        "FLOPs/param",
+    ):
         table.add_column(name, justify="left" if name in ("model", "family", "input") else "right")
     for row in rows:
         table.add_row(
@@ -94,15 +135,38 @@ def csv_row(r: dict[str, Any]) -> dict[str, Any]:
         "run_id": r.get("run_id"),
         "system": r["system"]["fingerprint"],
         "hostname": r["system"]["hostname"],
-        **{k: case.get(k) for k in ("model", "batch_size", "image_size", "seq_len",
-                                    "precision", "device", "steps")},
+        **{
+            k: case.get(k)
+            for k in (
+                "model",
+                "batch_size",
+                "image_size",
+                "seq_len",
+                "precision",
+                "device",
+                "steps",
+            )
+        },
         "device_name": (r.get("device") or {}).get("name"),
         "status": r["status"],
         "samples_per_s_ci95_low": ci[0],
         "samples_per_s_ci95_high": ci[1],
-        **{k: m.get(k) for k in ("samples_per_s_median", "samples_per_s_mean", "cv", "jitter",
-                                 "tokens_per_s_median", "steps_warmup", "steps_measured",
-                                 "stop_reason", "mem_peak_bytes", "mfu", "unstable")},
+        **{
+            k: m.get(k)
+            for k in (
+                "samples_per_s_median",
+                "samples_per_s_mean",
+                "cv",
+                "jitter",
+                "tokens_per_s_median",
+                "steps_warmup",
+                "steps_measured",
+                "stop_reason",
+                "mem_peak_bytes",
+                "mfu",
+                "unstable",
+            )
+        },
         "error": (r.get("error") or {}).get("message"),
     }
 
