@@ -11,6 +11,9 @@ from trainperf.cli import main
 
 
 def run_cli(args, capsys):
+    """Run the CLI in-process; ``args`` is a list or a command line to split on spaces."""
+    if isinstance(args, str):
+        args = args.split()
     with pytest.raises(SystemExit) as info:
         main(args)
         raise SystemExit(0)
@@ -21,22 +24,8 @@ def run_cli(args, capsys):
 def test_one_tiny_case_end_to_end_json(tmp_path, capsys):
     db = tmp_path / "r.db"
     code, out, err = run_cli(
-        [
-            "run",
-            "--model",
-            "cifarnet",
-            "--batch-size",
-            "4",
-            "--image-size",
-            "16",
-            "--steps",
-            "fixed:2:5",
-            "--device",
-            "cpu",
-            "--db",
-            str(db),
-            "--json",
-        ],
+        "run --model cifarnet --batch-size 4 --image-size 16 --steps fixed:2:5 --device cpu"
+        f" --db {db} --json",
         capsys,
     )
     assert code == 0, err
@@ -68,33 +57,19 @@ def test_one_tiny_case_end_to_end_json(tmp_path, capsys):
     assert m["mfu"] is None and m["mfu_absent_reason"]
 
     # stored, and readable back in each format
-    code, out, _ = run_cli(["results", "--db", str(db), "--json"], capsys)
+    code, out, _ = run_cli(f"results --db {db} --json", capsys)
     assert code == 0
     stored = json.loads(out)["results"]
     assert stored[0]["metrics"]["step_s"] == m["step_s"]
-    code, out, _ = run_cli(["results", "--db", str(db), "--csv"], capsys)
+    code, out, _ = run_cli(f"results --db {db} --csv", capsys)
     header, row = out.strip().splitlines()
     assert header.startswith("id,created_at") and ",cifarnet,4,16," in row
 
 
 def test_language_model_reports_tokens(tmp_path, capsys):
     code, out, err = run_cli(
-        [
-            "run",
-            "--model",
-            "gpt2-small",
-            "--batch-size",
-            "1",
-            "--seq-len",
-            "8",
-            "--steps",
-            "fixed:1:3",
-            "--device",
-            "cpu",
-            "--db",
-            str(tmp_path / "r.db"),
-            "--json",
-        ],
+        "run --model gpt2-small --batch-size 1 --seq-len 8 --steps fixed:1:3 --device cpu"
+        f" --db {tmp_path / 'r.db'} --json",
         capsys,
     )
     assert code == 0, err
@@ -119,20 +94,7 @@ def test_failed_case_is_stored_and_exit_code_is_1(tmp_path, capsys, monkeypatch)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     db = tmp_path / "r.db"
     code, out, _ = run_cli(
-        [
-            "run",
-            "--model",
-            "badnet:build",
-            "--batch-size",
-            "2",
-            "--steps",
-            "fixed:0:1",
-            "--device",
-            "cpu",
-            "--db",
-            str(db),
-            "--json",
-        ],
+        f"run --model badnet:build --batch-size 2 --steps fixed:0:1 --device cpu --db {db} --json",
         capsys,
     )
     assert code == 1
@@ -197,7 +159,7 @@ def test_unwritable_db(tmp_path, capsys, make_db):
     }[make_db]
     (tmp_path / "f.txt").write_text("plain text")
     code, out, err = run_cli(
-        ["run", "--model", "cifarnet", "--batch-size", "2", "--db", str(target)], capsys
+        f"run --model cifarnet --batch-size 2 --db {str(target)}".split(), capsys
     )
     assert code == 2 and err.startswith("trainperf: error: --db") and err.count("\n") == 1
     assert (tmp_path / "f.txt").read_text() == "plain text"
@@ -205,7 +167,7 @@ def test_unwritable_db(tmp_path, capsys, make_db):
 
 
 def test_results_without_database_is_bad_input(tmp_path, capsys):
-    code, _, err = run_cli(["results", "--db", str(tmp_path / "none.db")], capsys)
+    code, _, err = run_cli(f"results --db {tmp_path / 'none.db'}", capsys)
     assert code == 2 and "no results database" in err
     assert not (tmp_path / "none.db").exists()
 
@@ -233,3 +195,10 @@ def test_models_json_lists_the_zoo_quickly():
         ):
             assert key in row
         assert row["train_flops_per_sample"] > row["fwd_flops_per_sample"] > 0
+
+
+def test_results_of_a_file_that_is_not_a_database(tmp_path, capsys):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"definitely not sqlite" * 100)
+    code, _, err = run_cli(f"results --db {junk}", capsys)
+    assert code == 2 and "cannot read" in err and err.count("\n") == 1

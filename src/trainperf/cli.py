@@ -1,12 +1,14 @@
 """The ``trainperf`` command: verbs that parse, call the library and print. No logic here.
 
 Exit codes: 0 success; 1 a run finished but some cases failed; 2 bad input (one line on
-stderr, nothing written).
+stderr, nothing written). The library is imported inside the verbs, so ``--help`` and bad
+flags answer without waiting for torch to import.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -204,7 +206,7 @@ def results(db: Path, model: str | None, as_json: bool, as_csv: bool) -> None:
     try:
         with Store(db) as store:
             rows = store.results(model)
-    except (StoreError, Exception) as exc:
+    except (StoreError, sqlite3.DatabaseError) as exc:
         raise BadInput(f"cannot read {db}: {exc}") from None
     if as_json:
         _emit_json({"results": rows})

@@ -9,25 +9,10 @@ from typing import Any
 
 from rich.table import Table
 
-CSV_COLUMNS = (
-    "id",
-    "created_at",
-    "run_id",
-    "system",
-    "hostname",
-    "model",
-    "batch_size",
-    "image_size",
-    "seq_len",
-    "precision",
-    "device",
-    "device_name",
-    "steps",
-    "status",
+CASE_COLUMNS = ("model", "batch_size", "image_size", "seq_len", "precision", "device", "steps")
+METRIC_COLUMNS = (
     "samples_per_s_median",
     "samples_per_s_mean",
-    "samples_per_s_ci95_low",
-    "samples_per_s_ci95_high",
     "cv",
     "jitter",
     "tokens_per_s_median",
@@ -37,7 +22,13 @@ CSV_COLUMNS = (
     "mem_peak_bytes",
     "mfu",
     "unstable",
-    "error",
+)
+CSV_COLUMNS = (
+    ("id", "created_at", "run_id", "system", "hostname")
+    + CASE_COLUMNS
+    + ("device_name", "status", "samples_per_s_ci95_low", "samples_per_s_ci95_high")
+    + METRIC_COLUMNS
+    + ("error",)
 )
 
 
@@ -128,45 +119,19 @@ def models_table(rows: Iterable[dict[str, Any]]) -> Table:
 
 def csv_row(r: dict[str, Any]) -> dict[str, Any]:
     case, m = r["case"], r.get("metrics") or {}
-    ci = m.get("samples_per_s_ci95") or [None, None]
+    low, high = m.get("samples_per_s_ci95") or (None, None)
     return {
         "id": r.get("id"),
         "created_at": r.get("created_at"),
         "run_id": r.get("run_id"),
         "system": r["system"]["fingerprint"],
         "hostname": r["system"]["hostname"],
-        **{
-            k: case.get(k)
-            for k in (
-                "model",
-                "batch_size",
-                "image_size",
-                "seq_len",
-                "precision",
-                "device",
-                "steps",
-            )
-        },
+        **{k: case.get(k) for k in CASE_COLUMNS},
         "device_name": (r.get("device") or {}).get("name"),
         "status": r["status"],
-        "samples_per_s_ci95_low": ci[0],
-        "samples_per_s_ci95_high": ci[1],
-        **{
-            k: m.get(k)
-            for k in (
-                "samples_per_s_median",
-                "samples_per_s_mean",
-                "cv",
-                "jitter",
-                "tokens_per_s_median",
-                "steps_warmup",
-                "steps_measured",
-                "stop_reason",
-                "mem_peak_bytes",
-                "mfu",
-                "unstable",
-            )
-        },
+        "samples_per_s_ci95_low": low,
+        "samples_per_s_ci95_high": high,
+        **{k: m.get(k) for k in METRIC_COLUMNS},
         "error": (r.get("error") or {}).get("message"),
     }
 
