@@ -7,7 +7,6 @@ it directly. It raises on failure; the worker turns exceptions into result statu
 from __future__ import annotations
 
 import math
-import platform
 from typing import Any
 
 import torch
@@ -21,6 +20,7 @@ from trainperf.measure.memory import read_peak, reset_peak
 from trainperf.measure.policy import parse_policy
 from trainperf.measure.stats import instability_reasons, summarize
 from trainperf.measure.timer import make_timer
+from trainperf.system import cpu_name
 from trainperf.train import build_training_step
 
 RESULT_SCHEMA = 1
@@ -40,18 +40,6 @@ def device_info(device: torch.device) -> dict[str, Any]:
     else:
         info["name"] = cpu_name()
     return info
-
-
-def cpu_name() -> str:
-    """The CPU model string ('model name' of /proc/cpuinfo), else the platform's."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def run_case(case: Case) -> dict[str, Any]:

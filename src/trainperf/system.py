@@ -17,10 +17,20 @@ from typing import Any
 
 import psutil
 
-from trainperf.benchmark import cpu_name
-
 # Fields that identify a system; anything else in the record is informative only.
 _FINGERPRINT_FIELDS = ("hostname", "cpu", "memory_bytes", "gpus", "software")
+
+
+def cpu_name() -> str:
+    """The CPU model string ('model name' of /proc/cpuinfo), else the platform's."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def software_versions() -> dict[str, Any]:
