@@ -49,7 +49,7 @@ def test_one_tiny_case_end_to_end_json(tmp_path, capsys):
     ):
         assert key in m, key
     assert m["steps_warmup"] == 2 and m["steps_measured"] == 5 and len(m["step_s"]) == 5
-    assert m["stop_reason"] == "fixed_steps"
+    assert m["stop_reason"] == "fixed_steps" and m["image_size"] == 16
     low, high = m["samples_per_s_ci95"]
     assert low <= m["samples_per_s_mean"] <= high
     assert m["samples_per_s_median"] == pytest.approx(4 / sorted(m["step_s"])[2])

@@ -75,6 +75,7 @@ def derive_metrics(
     """Throughput, uncertainty, stability, FLOP rate and MFU from the raw step times."""
     summary = summarize(record.step_s, case.batch_size)
     metrics: dict[str, Any] = summary.as_dict()
+    metrics[spec.size_name] = size  # the size used, also when the case left it natural
     tokens = spec.tokens_per_sample(size)
     if tokens:
         metrics["tokens_per_sample"] = tokens

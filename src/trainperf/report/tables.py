@@ -45,6 +45,14 @@ def _bytes(value: int | None) -> str:
     return "-" if value is None else f"{value / 2**30:.2f} GiB"
 
 
+def _size(case: dict[str, Any], metrics: dict[str, Any]) -> int | str:
+    """The image size or sequence length used (metrics), else asked for (case)."""
+    for key in ("image_size", "seq_len"):
+        if metrics.get(key) or case.get(key):
+            return metrics.get(key) or case[key]
+    return "natural"
+
+
 def results_table(results: Iterable[dict[str, Any]], title: str = "trainperf results") -> Table:
     table = Table(title=title)
     for name, justify in (
@@ -74,7 +82,7 @@ def results_table(results: Iterable[dict[str, Any]], title: str = "trainperf res
         table.add_row(
             case["model"],
             str(case["batch_size"]),
-            str(case.get("image_size") or case.get("seq_len") or "natural"),
+            str(_size(case, m)),
             case["precision"],
             case["device"],
             status,
