@@ -86,9 +86,11 @@ def main() -> int:
         torch.set_num_threads(args.threads)
 
     spec = models.get(args.model)
-    key = "seq_len" if spec.is_language_model else "image_size"
     case = make_case(
-        model=args.model, batch_size=args.batch_size, device=args.device, **{key: args.size}
+        model=args.model,
+        batch_size=args.batch_size,
+        device=args.device,
+        **{spec.size_name: args.size},
     )
     device = torch.device(args.device)
     training = build_training_step(spec, case, device)

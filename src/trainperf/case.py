@@ -109,7 +109,7 @@ def check_case(case: Case, capabilities: dict[str, tuple[int, int] | None]) -> m
     if not spec.is_language_model and case.seq_len is not None:
         raise CaseError(f"{spec.name} takes images: give image_size, not seq_len")
     try:
-        spec.resolve_size(case.seq_len if spec.is_language_model else case.image_size)
+        spec.resolve_size(getattr(case, spec.size_name))
     except models.SizeError as exc:
         raise CaseError(str(exc)) from None
     if case.channels_last and spec.is_language_model:

@@ -21,7 +21,9 @@ EXIT_OK, EXIT_FAILED_CASES, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_DB = "trainperf.db"
 
 # Piped output has no terminal width to fit: do not squeeze the tables into 80 columns.
-stdout = Console() if Console().is_terminal else Console(width=200)
+stdout = Console()
+if not stdout.is_terminal:
+    stdout = Console(width=200)
 stderr = Console(stderr=True)
 
 

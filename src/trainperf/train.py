@@ -61,7 +61,7 @@ def build_training_step(spec: ModelSpec, case: Case, device: torch.device) -> Tr
     """Model, optimizer and one synthetic batch on ``device``, and the step that trains them."""
     torch.manual_seed(case.seed)
     set_fp32_math(device, case.precision)
-    size = spec.resolve_size(case.seq_len if spec.is_language_model else case.image_size)
+    size = spec.resolve_size(getattr(case, spec.size_name))
     model = spec.build().to(device).train()
     inputs, targets = spec.task.example_batch(case.batch_size, size, device)
     if case.channels_last:

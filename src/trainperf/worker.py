@@ -58,11 +58,17 @@ def measure(case_dict: dict[str, Any]) -> dict[str, Any]:
             "metrics": {},
             "error": {
                 "type": type(exc).__name__,
-                "message": str(exc).strip().splitlines()[0][:500] if str(exc).strip() else "",
+                "message": _first_line(exc),
                 "traceback": traceback.format_exc()[-8000:],
             },
         }
     return result
+
+
+def _first_line(exc: BaseException, limit: int = 500) -> str:
+    """The first line of an exception's message, cut to ``limit`` characters."""
+    lines = str(exc).strip().splitlines()
+    return lines[0][:limit] if lines else ""
 
 
 def write_atomically(path: Path, document: dict[str, Any]) -> None:

@@ -173,10 +173,10 @@ class ModelSpec:
         seq_len: int | None = None,
     ) -> Batch:
         """Synthetic ``(inputs, targets)`` of ``batch_size`` samples, made on ``device``."""
-        given = seq_len if self.is_language_model else image_size
-        other = image_size if self.is_language_model else seq_len
+        sizes = {"image_size": image_size, "seq_len": seq_len}
+        given = sizes.pop(self.size_name)
+        ((wrong, other),) = sizes.items()
         if other is not None:
-            wrong = "image_size" if self.is_language_model else "seq_len"
             raise SizeError(f"{self.name} takes {self.size_name}, not {wrong}")
         return self.task.example_batch(batch_size, self.resolve_size(given), device)
 
