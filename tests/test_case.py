@@ -1,10 +1,10 @@
 import pytest
 
-from trainperf.case import Case, CaseError, check_case, make_case
+from trainperf.case import Case, CaseError, DeviceKind, HardwareAbsent, check_case, make_case
 
-CPU_ONLY = {"cpu": None}
-VOLTA = {"cpu": None, "cuda": (7, 0)}
-HOPPER = {"cpu": None, "cuda": (9, 0)}
+CPU_ONLY = {"cpu": DeviceKind(1)}
+VOLTA = {"cpu": DeviceKind(1), "cuda": DeviceKind(2, (7, 0))}
+HOPPER = {"cpu": DeviceKind(1), "cuda": DeviceKind(1, (9, 0))}
 
 
 def test_defaults_and_dump_round_trip():
@@ -52,3 +52,27 @@ def test_check_case_against_zoo_and_devices():
         check_case(make_case(model="gpt2-small", batch_size=1, seq_len=2048), CPU_ONLY)
     with pytest.raises(CaseError, match="channels_last applies to image models"):
         check_case(make_case(model="bert-squad", batch_size=1, channels_last=True), CPU_ONLY)
+
+
+def test_absent_hardware_is_told_apart_from_a_bad_case():
+    with pytest.raises(HardwareAbsent, match="device 'cuda' is not available"):
+        check_case(make_case(model="resnet50", batch_size=8, device="cuda"), CPU_ONLY)
+    with pytest.raises(HardwareAbsent, match="compute capability 8.0"):
+        bf16 = make_case(model="resnet50", batch_size=8, device="cuda", precision="bf16")
+        check_case(bf16, VOLTA)
+    with pytest.raises(CaseError) as info:
+        check_case(make_case(model="resnet5", batch_size=8, device="cuda"), CPU_ONLY)
+    assert not isinstance(info.value, HardwareAbsent)
+
+
+def test_devices_nodes_and_workers_fields():
+    case = make_case(model="resnet50", batch_size=8, devices=1, nodes=1, workers=0)
+    assert (case.devices, case.nodes, case.workers) == (1, 1, 0)
+    with pytest.raises(CaseError, match="workers must be an integer of 0 or more, got -1"):
+        make_case(model="resnet50", batch_size=8, workers=-1)
+    with pytest.raises(CaseError, match="devices must be a positive integer, got 0"):
+        make_case(model="resnet50", batch_size=8, devices=0)
+    with pytest.raises(CaseError, match="need a real data set"):
+        check_case(make_case(model="resnet50", batch_size=8, workers=2), CPU_ONLY)
+    with pytest.raises(CaseError, match="torch.distributed"):
+        check_case(make_case(model="resnet50", batch_size=8, devices=2), CPU_ONLY)

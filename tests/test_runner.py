@@ -1,47 +1,12 @@
 """The parent side of isolation: crashes and hangs of a child become results."""
 
 import json
-import textwrap
 
 import psutil
-import pytest
 
 from trainperf.case import make_case
 from trainperf.runner import run_cases, run_in_child
 from trainperf.store import Store
-
-NETS = """
-import os, time
-import torch
-from torch import nn
-
-class Aborts(nn.Module):
-    def __init__(self):
-        super().__init__(); self.fc = nn.Linear(3, 2)
-    def forward(self, x):
-        if x.device.type != "meta":
-            os.abort()
-        return torch.zeros(x.shape[0], 2, device=x.device)
-
-class Hangs(Aborts):
-    def forward(self, x):
-        if x.device.type != "meta":
-            time.sleep(600)
-        return torch.zeros(x.shape[0], 2, device=x.device)
-
-def aborts():
-    return Aborts()
-
-def hangs():
-    return Hangs()
-"""
-
-
-@pytest.fixture
-def user_nets(tmp_path, monkeypatch):
-    (tmp_path / "flakynets.py").write_text(textwrap.dedent(NETS))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
 
 
 def test_abort_is_recorded_as_crashed(tmp_path, user_nets):

@@ -67,3 +67,75 @@ def test_check_writable(tmp_path):
         check_writable(text)
     with pytest.raises(StoreError, match="does not exist"):
         check_writable(text / "x.db")
+
+
+def test_version_1_database_is_migrated_keeping_its_rows(tmp_path):
+    from trainperf.store import _SCHEMA_V1
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript(_SCHEMA_V1)
+    db.execute("INSERT INTO systems VALUES ('abc123', 'node1', '{}', 'then')")
+    db.execute("INSERT INTO runs VALUES ('r1', 'then', 'abc123', NULL)")
+    db.execute(
+        "INSERT INTO results (run_id, system, created_at, model, status, result_schema,"
+        " case_json, device_json, metrics_json) VALUES"
+        " ('r1', 'abc123', 'then', 'resnet18', 'ok', 1, '{\"model\": \"resnet18\"}', 'null', '{}')"
+    )
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+    with Store(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        (row,) = store.results()
+        assert row["case"] == {"model": "resnet18"} and row["suite_version"] is None
+        assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_finished_cases_of_a_suite_version(tmp_path):
+    with Store(tmp_path / "r.db") as store:
+        run = store.start_run(SYSTEM)
+        fp = SYSTEM["fingerprint"]
+        store.add_result(run, fp, result(), suite=("s", "v1"), case_key="k1")
+        store.add_result(run, fp, result(status="oom"), suite=("s", "v1"), case_key="k2")
+        store.add_result(run, fp, result(), suite=("s", "v2"), case_key="k3")
+        store.add_result(run, fp, result())  # a run from flags: never matched
+        done = store.finished(fp, "v1")
+        assert set(done) == {"k1"} and done["k1"]["suite"] == "s"
+        assert store.finished("other-system", "v1") == {}
+
+
+def test_max_batch_round_trip(tmp_path):
+    with Store(tmp_path / "r.db") as store:
+        store.add_system(SYSTEM)
+        assert store.max_batch("abc123", "key") is None
+        store.add_max_batch("abc123", "key", {"model": "m"}, 48, [{"batch_size": 64}], "n")
+        store.add_max_batch("abc123", "key", {"model": "m"}, 40, [], None)
+        found = store.max_batch("abc123", "key")
+        assert found["batch_size"] == 40  # the newest search wins
+
+
+def _write_many(path, writer, count):
+    with Store(path) as store:
+        run = store.start_run(SYSTEM, label=f"writer {writer}")
+        for index in range(count):
+            store.add_result(run, SYSTEM["fingerprint"], result(f"m{writer}", index=index))
+
+
+def test_concurrent_writers_lose_nothing(tmp_path):
+    import multiprocessing
+
+    path = tmp_path / "shared.db"
+    context = multiprocessing.get_context("spawn")
+    writers = [context.Process(target=_write_many, args=(path, w, 60)) for w in range(3)]
+    for process in writers:
+        process.start()
+    for process in writers:
+        process.join(timeout=120)
+        assert process.exitcode == 0
+    with Store(path) as store:
+        rows = store.results()
+    assert len(rows) == 180
+    for writer in range(3):
+        indexes = [r["metrics"]["index"] for r in rows if r["case"]["model"] == f"m{writer}"]
+        assert sorted(indexes) == list(range(60))

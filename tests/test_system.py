@@ -68,4 +68,4 @@ def test_collect_and_fingerprint_are_stable():
 
 
 def test_device_capabilities_on_a_cpu_machine():
-    assert system.device_capabilities(system.collect(BrokenNvml())) == {"cpu": None}
+    assert system.device_capabilities(system.collect(BrokenNvml())) == {"cpu": (1, None)}

@@ -8,7 +8,7 @@ The case travels to the worker as JSON (``case.model_dump()``) and is stored wit
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -25,6 +25,17 @@ class CaseError(ValueError):
     """A case that cannot run as given; the message is one line for the user."""
 
 
+class HardwareAbsent(CaseError):
+    """A valid case that needs hardware this machine does not have (a suite skips it)."""
+
+
+class DeviceKind(NamedTuple):
+    """How many devices of one type this machine has, and their compute capability."""
+
+    count: int
+    capability: tuple[int, int] | None = None
+
+
 class Case(BaseModel):
     """One benchmark cell. Field names are the suite-file and JSON names."""
 
@@ -36,6 +47,9 @@ class Case(BaseModel):
     seq_len: int | None = Field(default=None, gt=0)
     precision: Literal["fp32", "tf32", "fp16", "bf16"] = "fp32"
     device: Literal["cpu", "cuda"] = "cpu"
+    devices: int = Field(default=1, gt=0, description="devices (processes) per node")
+    nodes: int = Field(default=1, gt=0)
+    workers: int = Field(default=0, ge=0, description="data-loader processes per device")
     steps: str = "adaptive"
     channels_last: bool = False
     compile: bool = False
@@ -51,13 +65,21 @@ class Case(BaseModel):
 
     def label(self) -> str:
         """A short human description: 'resnet50 b32 @64 fp32 cpu'."""
-        size = self.image_size or self.seq_len
-        parts = [self.model, f"b{self.batch_size}"]
-        if size:
-            parts.append(f"@{size}")
-        parts += [self.precision, self.device]
-        parts += [flag for flag in ("channels_last", "compile") if getattr(self, flag)]
-        return " ".join(parts)
+        return label_of(self.model_dump())
+
+
+def label_of(fields: dict) -> str:
+    """The label of a case given as a dict of its fields (``batch_size`` may be 'max')."""
+    size = fields.get("image_size") or fields.get("seq_len")
+    parts = [fields["model"], f"b{fields['batch_size']}"]
+    if size:
+        parts.append(f"@{size}")
+    parts += [fields.get("precision", "fp32"), fields.get("device", "cpu")]
+    devices, nodes = fields.get("devices", 1), fields.get("nodes", 1)
+    if devices * nodes > 1:
+        parts.append(f"x{devices}" + (f"x{nodes}n" if nodes > 1 else ""))
+    parts += [flag for flag in ("channels_last", "compile") if fields.get(flag)]
+    return " ".join(parts)
 
 
 def make_case(**fields: object) -> Case:
@@ -81,28 +103,43 @@ def describe_validation_error(exc: ValidationError) -> str:
     if kind == "literal_error":
         allowed = err.get("ctx", {}).get("expected", "")
         return f"{field} {given!r} is not valid: allowed {allowed}"
+    if kind == "greater_than_equal":
+        return f"{field} must be an integer of 0 or more, got {given!r}"
     if kind in ("greater_than", "int_type", "int_parsing", "int_from_float"):
+        if field == "workers":
+            return f"{field} must be an integer of 0 or more, got {given!r}"
         if Case.model_fields[field].annotation in (int, int | None):
             return f"{field} must be a positive integer, got {given!r}"
         return f"{field} must be a positive number, got {given!r}"
+    if kind in ("bool_type", "bool_parsing"):
+        return f"{field} must be true or false, got {given!r}"
+    if kind in ("string_type", "float_type"):
+        expected = "a string" if kind == "string_type" else "a number"
+        return f"{field} must be {expected}, got {given!r}"
     message = err["msg"].removeprefix("Value error, ")
     return f"{field}: {message}, got {given!r}"
 
 
-def check_case(case: Case, capabilities: dict[str, tuple[int, int] | None]) -> models.ModelSpec:
+def check_case(case: Case, capabilities: dict[str, DeviceKind]) -> models.ModelSpec:
     """Check ``case`` against the zoo and this machine; return the model spec.
 
-    ``capabilities`` maps a device type to its compute capability ((major, minor) for
-    CUDA, None for the CPU); a device type missing from it is not on this machine.
+    ``capabilities`` maps a device type to what this machine has of it; a device type
+    missing from it is not on this machine. A valid case that needs absent hardware raises
+    ``HardwareAbsent`` (a suite records it as skipped); any other problem ``CaseError``.
     """
     try:
         spec = models.get(case.model)
     except ValueError as exc:  # UnknownModelError, CustomModelError
         raise CaseError(str(exc)) from None
-    if case.device not in capabilities:
+    if case.workers:
         raise CaseError(
-            f"device '{case.device}' is not available on this machine: "
-            f"available {', '.join(capabilities)}"
+            "workers (data-loader processes) need a real data set; the synthetic batches "
+            "of benchmark cases are made on the device: use workers 0"
+        )
+    if case.devices * case.nodes > 1:
+        raise CaseError(
+            "devices and nodes above 1 need torch.distributed runs, which this version "
+            "does not have yet: use devices 1 and nodes 1"
         )
     if spec.is_language_model and case.image_size is not None:
         raise CaseError(f"{spec.name} is a language model: give seq_len, not image_size")
@@ -114,8 +151,22 @@ def check_case(case: Case, capabilities: dict[str, tuple[int, int] | None]) -> m
         raise CaseError(str(exc)) from None
     if case.channels_last and spec.is_language_model:
         raise CaseError("channels_last applies to image models only")
-    _check_precision(case, capabilities[case.device])
+    _check_hardware(case, capabilities)
     return spec
+
+
+def _check_hardware(case: Case, capabilities: dict[str, DeviceKind]) -> None:
+    kind = capabilities.get(case.device)
+    if kind is None:
+        raise HardwareAbsent(
+            f"device '{case.device}' is not available on this machine: "
+            f"available {', '.join(capabilities)}"
+        )
+    if case.device == "cuda" and kind.count < case.devices:
+        raise HardwareAbsent(
+            f"needs {case.devices} cuda devices per node; this machine has {kind.count}"
+        )
+    _check_precision(case, kind.capability)
 
 
 def _check_precision(case: Case, capability: tuple[int, int] | None) -> None:
@@ -128,11 +179,19 @@ def _check_precision(case: Case, capability: tuple[int, int] | None) -> None:
         return
     needs = {"tf32": TF32_MIN_CAPABILITY, "bf16": BF16_MIN_CAPABILITY}.get(case.precision)
     if needs and capability is not None and capability < needs:
-        raise CaseError(
+        raise HardwareAbsent(
             f"precision {case.precision} needs compute capability "
             f"{needs[0]}.{needs[1]} or newer; this GPU has "
             f"{capability[0]}.{capability[1]} (use fp32 or fp16)"
         )
 
 
-__all__ = ["Case", "CaseError", "PolicyError", "check_case", "make_case"]
+__all__ = [
+    "Case",
+    "CaseError",
+    "DeviceKind",
+    "HardwareAbsent",
+    "PolicyError",
+    "check_case",
+    "make_case",
+]

@@ -15,7 +15,6 @@ from typing import Any, NoReturn
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 EXIT_OK, EXIT_FAILED_CASES, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_DB = "trainperf.db"
@@ -25,6 +24,8 @@ stdout = Console()
 if not stdout.is_terminal:
     stdout = Console(width=200)
 stderr = Console(stderr=True)
+if not stderr.is_terminal:
+    stderr = Console(stderr=True, width=200)
 
 
 class BadInput(click.ClickException):
@@ -56,124 +57,277 @@ def cli() -> None:
     """Measure how fast and how efficiently this machine trains neural networks."""
 
 
-@cli.command()
-@click.option("--model", "-m", help="zoo model (see `trainperf models`) or package.module:function")
-@click.option("--batch-size", "-b", type=PositiveInt(), help="samples per step per device")
-@click.option("--image-size", type=PositiveInt(), help="square image side (image models)")
-@click.option("--seq-len", type=PositiveInt(), help="sequence length (language models)")
-@click.option("--precision", default="fp32", show_default=True, help="fp32, tf32, fp16 or bf16")
-@click.option(
-    "--steps",
-    default="adaptive",
-    show_default=True,
-    help="fixed:W:N or adaptive[:TARGET[:MAX_STEPS[:MAX_SECONDS]]]",
-)
-@click.option("--device", default="auto", show_default=True, help="cpu, cuda or auto")
-@click.option("--channels-last", is_flag=True, help="NHWC memory format (image models)")
-@click.option("--compile", "compile_", is_flag=True, help="wrap the model in torch.compile")
-@click.option("--threads", type=PositiveInt(), help="torch intra-op threads")
-@click.option(
-    "--timeout",
+# Flags that describe one case; a suite sets these in its file instead.
+CASE_FLAGS = (
+    "model",
+    "batch_size",
+    "image_size",
+    "seq_len",
+    "precision",
+    "steps",
+    "device",
+    "channels_last",
+    "compile_",
+    "threads",
     "timeout_s",
-    type=click.FloatRange(min=0, min_open=True),
-    help="seconds before a case is killed and recorded as timeout",
 )
-@click.option("--db", default=DEFAULT_DB, show_default=True, type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="print one JSON document on stdout")
-def run(
-    model: str | None,
-    batch_size: int | None,
-    image_size: int | None,
-    seq_len: int | None,
-    precision: str,
-    steps: str,
-    device: str,
-    channels_last: bool,
-    compile_: bool,
-    threads: int | None,
-    timeout_s: float | None,
-    db: Path,
-    as_json: bool,
-) -> None:
-    """Run one case from flags, or the default suite for this machine."""
+
+
+def _case_options(function: Any) -> Any:
+    """The flags that describe one case (shared by `run` and `maxbatch`)."""
+    options = (
+        click.option("--image-size", type=PositiveInt(), help="square image side (image models)"),
+        click.option("--seq-len", type=PositiveInt(), help="sequence length (language models)"),
+        click.option(
+            "--precision", default="fp32", show_default=True, help="fp32, tf32, fp16 or bf16"
+        ),
+        click.option("--device", default="auto", show_default=True, help="cpu, cuda or auto"),
+        click.option("--channels-last", is_flag=True, help="NHWC memory format (image models)"),
+        click.option("--compile", "compile_", is_flag=True, help="wrap the model in torch.compile"),
+        click.option("--threads", type=PositiveInt(), help="torch intra-op threads"),
+        click.option(
+            "--timeout",
+            "timeout_s",
+            type=click.FloatRange(min=0, min_open=True),
+            help="seconds before a case is killed and recorded as timeout",
+        ),
+        click.option(
+            "--db", default=DEFAULT_DB, show_default=True, type=click.Path(path_type=Path)
+        ),
+        click.option("--json", "as_json", is_flag=True, help="print one JSON document on stdout"),
+    )
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def _open_machine(db: Path) -> tuple[dict, dict]:
+    """Check the database path first (nothing written), then read this machine."""
     from trainperf import system
-    from trainperf.case import CaseError, check_case, make_case
-    from trainperf.store import Store, StoreError, check_writable
-    from trainperf.suite import default_cases
+    from trainperf.store import StoreError, check_writable
 
     try:
         check_writable(db)
     except StoreError as exc:
         raise BadInput(str(exc)) from None
     record = system.collect()
-    capabilities = system.device_capabilities(record)
-    if device == "auto":
-        device = "cuda" if "cuda" in capabilities else "cpu"
-    try:
-        if model is None:
-            if batch_size or image_size or seq_len:
-                raise CaseError("--batch-size, --image-size and --seq-len need --model")
-            cases = default_cases(device)
-        else:
-            if batch_size is None:
-                raise CaseError("--model needs --batch-size (a positive integer)")
-            cases = [
-                make_case(
-                    model=model,
-                    batch_size=batch_size,
-                    image_size=image_size,
-                    seq_len=seq_len,
-                    precision=precision,
-                    device=device,
-                    steps=steps,
-                    channels_last=channels_last,
-                    compile=compile_,
-                    threads=threads,
-                    timeout_s=timeout_s,
-                )
-            ]
-        for case in cases:
-            check_case(case, capabilities)
-    except CaseError as exc:
-        raise BadInput(str(exc)) from None
+    return record, system.device_capabilities(record)
 
-    with Store(db) as store:
-        results = _run_with_progress(cases, store, record)
-    if as_json:
-        _emit_json({"results": results})
+
+@cli.command()
+@click.argument("suite_name", metavar="[SUITE]", required=False)
+@click.option("--model", "-m", help="zoo model (see `trainperf models`) or package.module:function")
+@click.option("--batch-size", "-b", type=PositiveInt(), help="samples per step per device")
+@click.option(
+    "--steps",
+    default="adaptive",
+    show_default=True,
+    help="fixed:W:N or adaptive[:TARGET[:MAX_STEPS[:MAX_SECONDS]]]",
+)
+@_case_options
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="FIELD=VALUE",
+    help="set a case field in every case of the suite, e.g. --set device=cpu",
+)
+@click.option("--fresh", is_flag=True, help="measure every case again, even those already done")
+@click.pass_context
+def run(
+    ctx: click.Context,
+    suite_name: str | None,
+    overrides: tuple[str, ...],
+    fresh: bool,
+    db: Path,
+    as_json: bool,
+    **flags: Any,
+) -> None:
+    """Run a suite (a built-in name or a YAML file; default: quick) or one case from flags.
+
+    A rerun of a suite against the same database resumes: cases with an ok result for
+    this system and suite version are not measured again (--fresh measures them all).
+    """
+    from trainperf.case import CaseError, check_case, make_case
+    from trainperf.runner import SweepItem
+    from trainperf.suite import SuiteError, resolve
+
+    given = [
+        param.opts[0]
+        for param in ctx.command.params
+        if param.name in CASE_FLAGS
+        and ctx.get_parameter_source(param.name) is not click.core.ParameterSource.DEFAULT
+    ]
+    if flags["model"] is None and given:
+        raise BadInput(f"{', '.join(given)} describe one case and need --model")
+    if flags["model"] is not None and (suite_name is not None or overrides):
+        raise BadInput("give a suite (with --set) or --model, not both")
+    record, capabilities = _open_machine(db)
+    suite = None
+    if flags["model"] is None:
+        try:
+            suite = resolve(suite_name or "quick")
+            if overrides:
+                suite = suite.with_overrides(list(overrides))
+            skips = suite.check(capabilities)
+        except SuiteError as exc:
+            raise BadInput(str(exc)) from None
+        items = [SweepItem(p.fields, p.key, skips.get(p.key)) for p in suite.planned]
     else:
+        if flags["batch_size"] is None:
+            raise BadInput("--model needs --batch-size (a positive integer)")
+        device = flags["device"]
+        if device == "auto":
+            device = "cuda" if "cuda" in capabilities else "cpu"
+        try:
+            case = make_case(
+                **{k.rstrip("_"): v for k, v in flags.items() if k != "device"}, device=device
+            )
+            check_case(case, capabilities)
+        except CaseError as exc:
+            raise BadInput(str(exc)) from None
+        items = [SweepItem.of(case)]
+
+    outcome = _sweep(items, db, record, suite, fresh)
+    if as_json:
+        _emit_json(
+            {
+                "suite": suite.summary() if suite else None,
+                "run_id": outcome.run_id,
+                "interrupted": outcome.interrupted,
+                "counts": outcome.counts(),
+                "results": outcome.results,
+            }
+        )
+    else:
+        from trainperf.report.sweep import summary_table
         from trainperf.report.tables import results_table
 
-        stdout.print(results_table(results, title=f"trainperf on {record['hostname']}"))
-        stderr.print(f"stored {len(results)} result(s) in {db}")
-    if any(r["status"] != "ok" for r in results):
+        title = f"trainperf on {record['hostname']}" + (f": suite {suite.name}" if suite else "")
+        stdout.print(results_table(outcome.results, title=title))
+        stdout.print(summary_table(outcome.results))
+        stderr.print(f"stored in {db} (run {outcome.run_id})")
+    if outcome.interrupted:
+        stderr.print(
+            f"interrupted by {outcome.interrupted}: {outcome.not_run} case(s) not run; "
+            "run the same command again to resume"
+        )
+        sys.exit(128 + (outcome.exit_signal or 2))
+    if outcome.failed:
         sys.exit(EXIT_FAILED_CASES)
 
 
-def _run_with_progress(cases: list, store: Any, record: dict) -> list[dict]:
-    from trainperf import runner
+def _sweep(items: list, db: Path, record: dict, suite: Any, fresh: bool) -> Any:
+    from trainperf.report.sweep import SweepDisplay
+    from trainperf.runner import SweepEvents, run_sweep
+    from trainperf.store import Store
 
-    columns = (
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-    )
-    # A slow refresh: the parent shares the cores with the measured child.
-    with Progress(*columns, console=stderr, transient=True, refresh_per_second=2) as progress:
-        task = progress.add_task("starting", total=len(cases))
+    with Store(db) as store, SweepDisplay(stderr, len(items)) as display:
+        events = SweepEvents(display.on_start, display.on_probe, display.on_result)
+        return run_sweep(
+            items,
+            store,
+            record,
+            suite=(suite.name, suite.version) if suite else None,
+            fresh=fresh,
+            events=events,
+            label=f"suite {suite.name} {suite.version}" if suite else None,
+        )
 
-        def started(index: int, case: Any) -> None:
-            progress.update(task, description=f"[{index + 1}/{len(cases)}] {case.label()}")
 
-        def finished(index: int, result: dict) -> None:
-            progress.advance(task)
-            m = result.get("metrics") or {}
-            rate = f"{m['samples_per_s_median']:.1f} samples/s" if m else result["status"]
-            progress.console.print(f"  {result['case']['model']}: {rate}")
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="print a JSON array")
+def suites(as_json: bool) -> None:
+    """List the built-in suites (run one with `trainperf run NAME`)."""
+    from trainperf.suite import BUILTIN, builtin_path, load
 
-        return runner.run_cases(cases, store, record, on_start=started, on_result=finished)
+    rows = [load(builtin_path(name)).summary() | {"source": "built-in"} for name in BUILTIN]
+    if as_json:
+        _emit_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table(title="built-in suites")
+    for column in ("name", "cases", "version", "description"):
+        table.add_column(column, justify="right" if column == "cases" else "left")
+    for row in rows:
+        table.add_row(row["name"], str(row["cases"]), row["version"], row["description"])
+    stdout.print(table)
+
+
+@cli.command()
+@click.argument("model")
+@_case_options
+@click.option("--start", type=PositiveInt(), default=1, show_default=True, help="first batch tried")
+@click.option(
+    "--limit", type=PositiveInt(), default=65536, show_default=True, help="largest batch tried"
+)
+def maxbatch(model: str, start: int, limit: int, db: Path, as_json: bool, **flags: Any) -> None:
+    """Find the largest batch per device that trains MODEL (doubling, then bisection).
+
+    Every probe is the case at one batch size in its own process (1 warm-up and 2
+    measured steps). The answer is stored; suites use it through `batch_size: max`.
+    """
+    import tempfile
+
+    from trainperf import maxbatch as search
+    from trainperf.case import CaseError, check_case, make_case
+    from trainperf.runner import Interrupted, StopFlag
+    from trainperf.store import Store
+
+    if start > limit:
+        raise BadInput(f"--start {start} is above --limit {limit}")
+    record, capabilities = _open_machine(db)
+    if flags["device"] == "auto":
+        flags["device"] = "cuda" if "cuda" in capabilities else "cpu"
+    try:
+        template = make_case(
+            model=model, batch_size=1, **{k.rstrip("_"): v for k, v in flags.items()}
+        )
+        check_case(template, capabilities)
+    except CaseError as exc:
+        raise BadInput(str(exc)) from None
+
+    def show(probe: Any) -> None:
+        verdict = "fits" if probe.fits else f"does not fit ({probe.status})"
+        stderr.print(f"  batch {probe.batch_size}: {verdict}")
+
+    stderr.print(f"searching the largest batch of {template.label().replace(' b1', '')}")
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="trainperf-") as tmp,
+            StopFlag().installed() as stop,
+        ):
+            found = search.find_max_batch(
+                template, Path(tmp), start=start, limit=limit, on_probe=show, stop=stop
+            )
+    except search.SearchFailed as exc:
+        _fail(str(exc), EXIT_FAILED_CASES)
+    except Interrupted as exc:
+        _fail(f"interrupted by {exc}: nothing stored", 128 + exc.signum)
+    with Store(db) as store:
+        store.add_system(record)
+        document = found.as_dict() | {
+            "case": template.model_dump(),
+            "system": record["fingerprint"],
+        }
+        document["id"] = store.add_max_batch(
+            record["fingerprint"],
+            search.memory_key(template),
+            template.model_dump(),
+            found.batch_size,
+            document["probes"],
+            found.note,
+        )
+    if as_json:
+        _emit_json(document)
+    else:
+        answer = found.batch_size if found.batch_size else "none"
+        stdout.print(
+            f"largest batch that trains: {answer}" + (f" ({found.note})" if found.note else "")
+        )
+    if found.batch_size is None:
+        sys.exit(EXIT_FAILED_CASES)
 
 
 @cli.command()

@@ -6,8 +6,17 @@ the case as JSON in a file, the result as JSON in another; the child's stderr go
 file whose tail is kept when the child dies without a result.
 
 Statuses added here: ``crashed`` (exited or was killed without writing a result: the exit
-code or signal and the tail of stderr are kept) and ``timeout`` (ran past the case's
-``timeout_s``: the child's whole process group is killed).
+code or signal and the tail of stderr are kept), ``timeout`` (ran past the case's
+``timeout_s``: the child's whole process group is killed) and ``skipped`` (excluded by the
+suite, needing hardware that is absent, or a larger batch of a case that already ran out
+of memory; the reason is kept).
+
+Interruption: during a sweep SIGINT (Ctrl-C) and SIGTERM only raise a flag. The parent
+polls it while it waits for the child, kills the child's process group, and stops before
+the next case; results already stored stay. If the parent itself is killed (SIGKILL), the
+child follows it (the worker asks the kernel for that, see trainperf.worker), and a rerun
+of the suite resumes: cases with an ok result for this system and suite version are taken
+from the store instead of being measured again.
 """
 
 from __future__ import annotations
@@ -19,15 +28,58 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trainperf.benchmark import RESULT_SCHEMA
-from trainperf.case import Case
+from trainperf.case import Case, label_of
 from trainperf.store import Store
 
 STDERR_TAIL_CHARS = 4000
+# How often the parent looks at the child and the interrupt flag while it waits.
+POLL_S = 0.25
+FAILED_STATUSES = ("oom", "timeout", "crashed", "error")
+
+
+class Interrupted(Exception):  # noqa: N818 - it names what happened, like KeyboardInterrupt
+    """The sweep was asked to stop (SIGINT or SIGTERM); the running child has been killed."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class StopFlag:
+    """Set by SIGINT/SIGTERM while a sweep runs; a second signal stops at once."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def raise_if_set(self) -> None:
+        if self.signum is not None:
+            raise Interrupted(self.signum)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt
+        self.signum = signum
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[StopFlag]:
+        """Route SIGINT and SIGTERM to this flag (main thread only) for the duration."""
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
 
 def worker_command(case_path: Path, result_path: Path) -> list[str]:
@@ -35,12 +87,18 @@ def worker_command(case_path: Path, result_path: Path) -> list[str]:
     return [sys.executable, "-m", "trainperf.worker", str(case_path), str(result_path)]
 
 
-def run_in_child(case: Case, workdir: Path) -> dict[str, Any]:
-    """Run one case in a fresh process and return its result document."""
+def run_in_child(case: Case, workdir: Path, stop: StopFlag | None = None) -> dict[str, Any]:
+    """Run one case in a fresh process and return its result document.
+
+    Raises ``Interrupted`` (after killing the child's process group) when ``stop`` is set.
+    """
+    stop = stop or StopFlag()
     case_path, result_path = workdir / "case.json", workdir / "result.json"
     stderr_path = workdir / "stderr.txt"
     case_path.write_text(json.dumps(case.model_dump()))
     result_path.unlink(missing_ok=True)
+    deadline = time.monotonic() + case.timeout_s if case.timeout_s else None
+    env = os.environ | {"TRAINPERF_PARENT_PID": str(os.getpid())}
     with stderr_path.open("wb") as stderr:
         # A new session makes the child the leader of its own process group, so a hung
         # case can be killed with everything it started (compiler workers, loaders).
@@ -49,14 +107,17 @@ def run_in_child(case: Case, workdir: Path) -> dict[str, Any]:
             stdout=subprocess.DEVNULL,
             stderr=stderr,
             start_new_session=True,
+            env=env,
         )
         try:
-            returncode = child.wait(timeout=case.timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(child)
-            return _failure(
-                case, "timeout", f"no result after {case.timeout_s:g} s: killed", stderr_path
-            )
+            returncode = _wait(child, deadline, stop)
+        finally:
+            if child.poll() is None:  # interrupted, timed out, or the parent failed
+                _kill_group(child)
+    if returncode is None:
+        return _failure(
+            case, "timeout", f"no result after {case.timeout_s:g} s: killed", stderr_path
+        )
     if result_path.exists():
         return json.loads(result_path.read_text())
     if returncode < 0:
@@ -64,6 +125,17 @@ def run_in_child(case: Case, workdir: Path) -> dict[str, Any]:
     else:
         how = f"exited with code {returncode} without writing a result"
     return _failure(case, "crashed", how, stderr_path)
+
+
+def _wait(child: subprocess.Popen, deadline: float | None, stop: StopFlag) -> int | None:
+    """The child's exit code, or None past the deadline; raises Interrupted on a stop."""
+    while True:
+        stop.raise_if_set()
+        timeout = POLL_S if deadline is None else min(POLL_S, deadline - time.monotonic())
+        if timeout <= 0:
+            return None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return child.wait(timeout=timeout)
 
 
 def _kill_group(child: subprocess.Popen) -> None:
@@ -84,6 +156,66 @@ def _failure(case: Case, status: str, message: str, stderr_path: Path) -> dict[s
     }
 
 
+def unmeasured_result(
+    fields: dict[str, Any], status: str, message: str, error_type: str | None = None
+) -> dict[str, Any]:
+    """The result of a case that was never measured (skipped, or failed before it ran)."""
+    return {
+        "result_schema": RESULT_SCHEMA,
+        "status": status,
+        "case": fields,
+        "device": None,
+        "metrics": {},
+        "error": {"type": error_type or status, "message": message},
+    }
+
+
+@dataclass(frozen=True)
+class SweepItem:
+    """One case of a sweep. ``fields`` is a full case dump whose ``batch_size`` may be
+    ``"max"``; ``key`` identifies it within its suite (None: never resumed)."""
+
+    fields: dict[str, Any]
+    key: str | None = None
+    skip_reason: str | None = None
+
+    @property
+    def label(self) -> str:
+        return label_of(self.fields)
+
+    @classmethod
+    def of(cls, case: Case) -> SweepItem:
+        return cls(case.model_dump())
+
+
+@dataclass
+class SweepEvents:
+    """Callbacks for progress display; all optional."""
+
+    on_start: Callable[[int, SweepItem], None] = lambda index, item: None
+    on_probe: Callable[[int, Any], None] = lambda index, probe: None
+    on_result: Callable[[int, dict[str, Any]], None] = lambda index, result: None
+
+
+@dataclass
+class SweepOutcome:
+    results: list[dict[str, Any]] = field(default_factory=list)
+    run_id: str | None = None
+    interrupted: str | None = None  # signal name when the sweep stopped early
+    exit_signal: int | None = None
+    not_run: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return any(r["status"] in FAILED_STATUSES for r in self.results)
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for r in self.results:
+            counts[r["status"]] = counts.get(r["status"], 0) + 1
+        return counts
+
+
 def run_cases(
     cases: Sequence[Case],
     store: Store,
@@ -94,15 +226,137 @@ def run_cases(
     label: str | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``cases`` one after another, storing each result as soon as it is known."""
-    run_id = store.start_run(system, label)
-    results = []
-    with tempfile.TemporaryDirectory(prefix="trainperf-") as tmp:
-        for index, case in enumerate(cases):
-            on_start(index, case)
-            result = run_in_child(case, Path(tmp))
-            result["id"] = store.add_result(run_id, system["fingerprint"], result)
-            result["run_id"] = run_id
-            result["system"] = system
-            results.append(result)
-            on_result(index, result)
-    return results
+    events = SweepEvents(
+        on_start=lambda i, item: on_start(i, cases[i]), on_result=lambda i, r: on_result(i, r)
+    )
+    items = [SweepItem.of(case) for case in cases]
+    return run_sweep(items, store, system, events=events, label=label).results
+
+
+def run_sweep(
+    items: Sequence[SweepItem],
+    store: Store,
+    system: dict[str, Any],
+    *,
+    suite: tuple[str, str] | None = None,
+    fresh: bool = False,
+    events: SweepEvents | None = None,
+    label: str | None = None,
+) -> SweepOutcome:
+    """Run a sweep: skip, reuse or measure each item, storing each new result at once.
+
+    ``suite`` is (name, version): with it, items whose key already has an ok result for
+    this system and suite version are taken from the store (unless ``fresh``).
+    """
+    events = events or SweepEvents()
+    fingerprint = system["fingerprint"]
+    outcome = SweepOutcome(run_id=store.start_run(system, label))
+    done = store.finished(fingerprint, suite[1]) if suite and not fresh else {}
+    smallest_oom: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="trainperf-") as tmp, StopFlag().installed() as stop:
+        plan = list(items)
+        for index, item in enumerate(plan):
+            try:
+                stop.raise_if_set()
+                events.on_start(index, item)
+                if item.key in done:
+                    result = done[item.key] | {"reused": True}
+                else:
+                    result = _run_item(item, index, store, system, Path(tmp), stop, events)
+                    result["id"] = store.add_result(
+                        outcome.run_id, fingerprint, result, suite=suite, case_key=item.key
+                    )
+                    result |= {"run_id": outcome.run_id, "system": system, "reused": False}
+            except Interrupted as exc:
+                outcome.interrupted, outcome.exit_signal = str(exc), exc.signum
+                outcome.not_run = len(plan) - index
+                break
+            _note_oom(item, result, smallest_oom)
+            _skip_larger_batches(plan, index, smallest_oom)
+            outcome.results.append(result)
+            events.on_result(index, result)
+    return outcome
+
+
+def _run_item(
+    item: SweepItem,
+    index: int,
+    store: Store,
+    system: dict[str, Any],
+    workdir: Path,
+    stop: StopFlag,
+    events: SweepEvents,
+) -> dict[str, Any]:
+    if item.skip_reason:
+        return unmeasured_result(item.fields, "skipped", item.skip_reason)
+    batch_size = item.fields["batch_size"]
+    if batch_size == "max":
+        batch_size, failure = _resolve_max_batch(item, index, store, system, workdir, stop, events)
+        if failure:
+            return failure
+    case = Case.model_validate(item.fields | {"batch_size": batch_size})
+    return run_in_child(case, workdir, stop)
+
+
+def _resolve_max_batch(
+    item: SweepItem,
+    index: int,
+    store: Store,
+    system: dict[str, Any],
+    workdir: Path,
+    stop: StopFlag,
+    events: SweepEvents,
+) -> tuple[int, dict[str, Any] | None]:
+    """The stored largest batch for the item's settings, searched for when absent."""
+    from trainperf import maxbatch
+
+    template = Case.model_validate(item.fields | {"batch_size": 1})
+    key = maxbatch.memory_key(template)
+    found = store.max_batch(system["fingerprint"], key)
+    if found is None:
+        try:
+            search = maxbatch.find_max_batch(
+                template,
+                workdir,
+                stop=stop,
+                on_probe=lambda probe: events.on_probe(index, probe),
+            )
+        except maxbatch.SearchFailed as exc:
+            message = f"largest-batch search: {exc}"
+            return 0, unmeasured_result(item.fields, "error", message, "SearchFailed")
+        store.add_max_batch(
+            system["fingerprint"],
+            key,
+            template.model_dump(),
+            search.batch_size,
+            [p.__dict__ for p in search.probes],
+            search.note,
+        )
+        found = {"batch_size": search.batch_size, "note": search.note}
+    if found["batch_size"] is None:
+        message = found["note"] or "no batch size fits"
+        return 0, unmeasured_result(item.fields, "oom", message, "OutOfMemory")
+    return found["batch_size"], None
+
+
+def _without_batch(fields: dict[str, Any]) -> str:
+    rest = {k: v for k, v in fields.items() if k != "batch_size"}
+    return json.dumps(rest, sort_keys=True)
+
+
+def _note_oom(item: SweepItem, result: dict[str, Any], smallest_oom: dict[str, int]) -> None:
+    batch = result["case"].get("batch_size")
+    if result["status"] == "oom" and isinstance(batch, int):
+        key = _without_batch(item.fields)
+        smallest_oom[key] = min(batch, smallest_oom.get(key, batch))
+
+
+def _skip_larger_batches(plan: list[SweepItem], index: int, smallest_oom: dict[str, int]) -> None:
+    """Mark the later items whose batch is larger than one that already ran out of memory."""
+    for later in range(index + 1, len(plan)):
+        item = plan[later]
+        batch = item.fields["batch_size"]
+        limit = smallest_oom.get(_without_batch(item.fields))
+        if item.skip_reason is None and isinstance(batch, int) and limit and batch > limit:
+            reason = f"batch {limit} of the same case already ran out of memory"
+            plan[later] = SweepItem(item.fields, item.key, reason)

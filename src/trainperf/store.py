@@ -3,22 +3,31 @@
 Schema version lives in ``PRAGMA user_version``. History (add a migration for every bump):
   1: tables ``systems`` (fingerprint -> system record), ``runs`` (one per invocation) and
      ``results`` (one per case: status, full case, metrics, raw step times, error).
+  2: ``results`` gains ``suite``, ``suite_version`` and ``case_key`` (resuming a suite);
+     table ``max_batch`` holds the largest batch found per system and memory settings.
 
 Each result is committed in its own transaction as soon as it arrives, so an interrupted
-run keeps everything finished before the interruption.
+run keeps everything finished before the interruption, and a process killed in the middle
+of a write leaves no half row (SQLite rolls the journal back). Several sweeps may write one
+database at once: it is in WAL mode, every write takes the write lock up front
+(``BEGIN IMMEDIATE``) and waits up to ``BUSY_TIMEOUT_S`` for it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# How long a writer waits for another to finish its transaction (ours take milliseconds).
+BUSY_TIMEOUT_S = 60.0
 
 _SCHEMA_V1 = """
 CREATE TABLE systems (
@@ -49,8 +58,26 @@ CREATE TABLE results (
 CREATE INDEX results_model ON results(model);
 """
 
-# version reached -> SQL taking the previous version to it
-_MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1}
+_SCHEMA_V2 = """
+ALTER TABLE results ADD COLUMN suite TEXT;
+ALTER TABLE results ADD COLUMN suite_version TEXT;
+ALTER TABLE results ADD COLUMN case_key TEXT;
+CREATE INDEX results_resume ON results(system, suite_version, case_key, status);
+CREATE TABLE max_batch (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    system      TEXT NOT NULL REFERENCES systems(fingerprint),
+    created_at  TEXT NOT NULL,
+    memory_key  TEXT NOT NULL,
+    case_json   TEXT NOT NULL,
+    batch_size  INTEGER,
+    probes_json TEXT NOT NULL,
+    note        TEXT
+);
+CREATE INDEX max_batch_lookup ON max_batch(system, memory_key);
+"""
+
+# version reached -> SQL taking the previous version to it (statements split on ';')
+_MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
 
 
 class StoreError(Exception):
@@ -87,9 +114,11 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self.db = sqlite3.connect(self.path)
+        # isolation_level=None: no implicit transactions; every write says where it begins.
+        self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA foreign_keys = ON")
+        self.db.execute("PRAGMA journal_mode = WAL")
         self._migrate()
 
     def close(self) -> None:
@@ -101,25 +130,41 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, holding the write lock from its start."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
     @property
     def schema_version(self) -> int:
         return int(self.db.execute("PRAGMA user_version").fetchone()[0])
 
     def _migrate(self) -> None:
-        version = self.schema_version
-        if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.path} has schema version {version}, newer than this trainperf "
-                f"({SCHEMA_VERSION}): upgrade trainperf to read it"
-            )
-        for target in range(version + 1, SCHEMA_VERSION + 1):
-            with self.db:
-                self.db.executescript(_MIGRATIONS[target])
-                self.db.execute(f"PRAGMA user_version = {target}")
+        if self.schema_version == SCHEMA_VERSION:
+            return
+        # Read the version again under the write lock: another process may be migrating.
+        with self._write() as db:
+            version = self.schema_version
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} has schema version {version}, newer than this trainperf "
+                    f"({SCHEMA_VERSION}): upgrade trainperf to read it"
+                )
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[target].split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version = {target}")
 
     def add_system(self, record: dict[str, Any]) -> str:
-        with self.db:
-            self.db.execute(
+        with self._write() as db:
+            db.execute(
                 "INSERT OR IGNORE INTO systems VALUES (?, ?, ?, ?)",
                 (record["fingerprint"], record["hostname"], json.dumps(record), _now()),
             )
@@ -129,19 +174,30 @@ class Store:
         """Register the system and a new run; return the run id."""
         fingerprint = self.add_system(system)
         run_id = uuid.uuid4().hex[:12]
-        with self.db:
-            self.db.execute(
-                "INSERT INTO runs VALUES (?, ?, ?, ?)", (run_id, _now(), fingerprint, label)
-            )
+        with self._write() as db:
+            db.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", (run_id, _now(), fingerprint, label))
         return run_id
 
-    def add_result(self, run_id: str, system: str, result: dict[str, Any]) -> int:
-        """Store one result (committed at once); return its id."""
-        with self.db:
-            cursor = self.db.execute(
+    def add_result(
+        self,
+        run_id: str,
+        system: str,
+        result: dict[str, Any],
+        *,
+        suite: tuple[str, str] | None = None,
+        case_key: str | None = None,
+    ) -> int:
+        """Store one result (committed at once); return its id.
+
+        ``suite`` is (name, version) when the case came from a suite, ``case_key`` its key
+        there; both let a rerun of the suite find the cases already done.
+        """
+        suite_name, suite_version = suite or (None, None)
+        with self._write() as db:
+            cursor = db.execute(
                 "INSERT INTO results (run_id, system, created_at, model, status, result_schema,"
-                " case_json, device_json, metrics_json, error_json)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " case_json, device_json, metrics_json, error_json, suite, suite_version,"
+                " case_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run_id,
                     system,
@@ -153,9 +209,59 @@ class Store:
                     json.dumps(result.get("device")),
                     json.dumps(result.get("metrics") or {}),
                     json.dumps(result["error"]) if result.get("error") else None,
+                    suite_name,
+                    suite_version,
+                    case_key,
                 ),
             )
         return int(cursor.lastrowid)
+
+    def finished(self, system: str, suite_version: str) -> dict[str, dict[str, Any]]:
+        """The newest ok result of each case of a suite version on a system, by case key."""
+        rows = self.db.execute(
+            "SELECT r.*, s.record AS system_json FROM results r"
+            " JOIN systems s ON s.fingerprint = r.system"
+            " WHERE r.system = ? AND r.suite_version = ? AND r.status = 'ok'"
+            " ORDER BY r.id",
+            (system, suite_version),
+        ).fetchall()
+        return {row["case_key"]: _document(row) for row in rows}
+
+    def add_max_batch(
+        self,
+        system: str,
+        memory_key: str,
+        case: dict[str, Any],
+        batch_size: int | None,
+        probes: list[dict[str, Any]],
+        note: str | None = None,
+    ) -> int:
+        """Store the outcome of a largest-batch search; return its id."""
+        with self._write() as db:
+            cursor = db.execute(
+                "INSERT INTO max_batch (system, created_at, memory_key, case_json, batch_size,"
+                " probes_json, note) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (system, _now(), memory_key, json.dumps(case), batch_size)
+                + (json.dumps(probes), note),
+            )
+        return int(cursor.lastrowid)
+
+    def max_batch(self, system: str, memory_key: str) -> dict[str, Any] | None:
+        """The newest largest-batch search for these memory settings on this system."""
+        row = self.db.execute(
+            "SELECT * FROM max_batch WHERE system = ? AND memory_key = ? ORDER BY id DESC LIMIT 1",
+            (system, memory_key),
+        ).fetchone()
+        if row is None:
+            return None
+        return {
+            "id": row["id"],
+            "created_at": row["created_at"],
+            "batch_size": row["batch_size"],
+            "case": json.loads(row["case_json"]),
+            "probes": json.loads(row["probes_json"]),
+            "note": row["note"],
+        }
 
     def results(self, model: str | None = None) -> list[dict[str, Any]]:
         """Stored results, oldest first, as documents with their system record."""
@@ -182,5 +288,8 @@ def _document(row: sqlite3.Row) -> dict[str, Any]:
         "device": json.loads(row["device_json"]) if row["device_json"] else None,
         "metrics": json.loads(row["metrics_json"]),
         "error": json.loads(row["error_json"]) if row["error_json"] else None,
+        "suite": row["suite"],
+        "suite_version": row["suite_version"],
+        "case_key": row["case_key"],
         "system": json.loads(row["system_json"]),
     }

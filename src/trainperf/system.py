@@ -107,12 +107,15 @@ def fingerprint(record: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def device_capabilities(record: dict[str, Any]) -> dict[str, tuple[int, int] | None]:
-    """Device types of this machine and their compute capability, for ``check_case``."""
+def device_capabilities(record: dict[str, Any]) -> dict[str, Any]:
+    """Device types of this machine (``DeviceKind`` by type name), for ``check_case``."""
     import torch
 
-    capabilities: dict[str, tuple[int, int] | None] = {"cpu": None}
+    from trainperf.case import DeviceKind
+
+    capabilities = {"cpu": DeviceKind(count=1)}
     # NVML may see GPUs that this torch build cannot use (a CPU-only wheel): ask both.
     if record["gpus"] and torch.cuda.is_available():
-        capabilities["cuda"] = tuple(record["gpus"][0]["capability"])  # type: ignore[assignment]
+        first = record["gpus"][0]["capability"]
+        capabilities["cuda"] = DeviceKind(len(record["gpus"]), (first[0], first[1]))
     return capabilities

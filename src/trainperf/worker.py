@@ -8,12 +8,18 @@ half a result: the parent then records the case as crashed from the exit status.
 Result statuses decided here: ``ok``, ``oom`` (device or host memory exhausted, detected
 from the exception) and ``error`` (any other exception, with its type, message and
 traceback). ``crashed`` and ``timeout`` can only be seen from outside, by the parent.
+
+The worker dies with its parent: a sweep killed with SIGKILL cannot clean up, so each
+worker asks Linux to send it SIGKILL when the parent goes (``prctl(PR_SET_PDEATHSIG)``)
+instead of measuring on as an orphan and disturbing the next sweep.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -58,11 +64,23 @@ def measure(case_dict: dict[str, Any]) -> dict[str, Any]:
             "metrics": {},
             "error": {
                 "type": type(exc).__name__,
-                "message": _first_line(exc),
+                "message": _oom_sentence(exc) if status == "oom" else _first_line(exc),
                 "traceback": traceback.format_exc()[-8000:],
             },
         }
     return result
+
+
+def _oom_sentence(exc: BaseException) -> str:
+    """From the sentence that says memory ran out: allocator messages often start with a
+    C++ assertion ('[enforce fail at alloc_cpu.cpp:117] err == 0. DefaultCPUAllocator: ...')."""
+    line = _first_line(exc)
+    lowered = line.lower()
+    found = [lowered.find(m) for m in _OOM_MARKERS if m in lowered]
+    if not found:
+        return line
+    start = line.rfind(". ", 0, min(found))
+    return line[start + 2 :] if start >= 0 else line
 
 
 def _first_line(exc: BaseException, limit: int = 500) -> str:
@@ -77,11 +95,28 @@ def write_atomically(path: Path, document: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+# prctl option from <linux/prctl.h>: signal to deliver when the parent process dies.
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Have the kernel kill this process when the runner that started it dies (Linux)."""
+    parent = os.environ.get("TRAINPERF_PARENT_PID")
+    if parent is None or not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        return  # not fatal: the worker still ends when its case does
+    if os.getppid() != int(parent):  # the parent died before the request took effect
+        os._exit(1)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
         print("usage: python -m trainperf.worker CASE.json RESULT.json", file=sys.stderr)
         return 2
+    die_with_parent()
     case_path, result_path = Path(args[0]), Path(args[1])
     result = measure(json.loads(case_path.read_text()))
     write_atomically(result_path, result)

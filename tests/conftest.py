@@ -1,0 +1,58 @@
+"""Shared fixtures: user networks that misbehave on purpose, importable by child processes."""
+
+import textwrap
+
+import pytest
+
+# Tiny image networks (any image size: they pool to 1x1) that fail in the ways a sweep
+# must survive. On the meta device (trainperf's class-count probe) they behave.
+FLAKY_NETS = """
+import os, time
+import torch
+from torch import nn
+
+class Net(nn.Module):
+    def __init__(self, behaviour="normal"):
+        super().__init__()
+        self.pool, self.fc = nn.AdaptiveAvgPool2d(1), nn.Linear(3, 2)
+        self.behaviour = behaviour
+
+    def forward(self, x):
+        if x.device.type != "meta":
+            if self.behaviour == "abort":
+                os.abort()
+            if self.behaviour == "hang":
+                time.sleep(600)
+            if self.behaviour == "slow":
+                time.sleep(0.2)
+            if self.behaviour == "hog" or (self.behaviour == "hog_above_5" and x.shape[0] > 5):
+                torch.empty(2**60, dtype=torch.uint8)  # an exabyte: no machine has it
+        return self.fc(self.pool(x).flatten(1))
+
+def normal():
+    return Net()
+
+def aborts():
+    return Net("abort")
+
+def hangs():
+    return Net("hang")
+
+def slow():
+    return Net("slow")
+
+def hog():
+    return Net("hog")
+
+def hog_above_5():
+    return Net("hog_above_5")
+"""
+
+
+@pytest.fixture
+def user_nets(tmp_path, monkeypatch):
+    """Make ``flakynets`` importable here and in every child process."""
+    (tmp_path / "flakynets.py").write_text(textwrap.dedent(FLAKY_NETS))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    return tmp_path
