@@ -222,15 +222,19 @@ def test_sigkill_mid_sweep_then_rerun_gives_one_ok_result_per_case(tmp_path, use
     assert len({key for *_, key in final}) == 3  # each case exactly once
 
 
-def test_sigterm_stops_cleanly_after_ending_the_running_child(tmp_path, user_nets):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_and_ctrl_c_stop_cleanly_after_ending_the_running_child(
+    tmp_path, user_nets, signum
+):
     suite, db = write_suite(tmp_path, SLOW_SUITE), tmp_path / "r.db"
     sweep = start_sweep(suite, db)
     wait_for_rows(db, 1, sweep)
     children = measuring_children(sweep)
-    sweep.send_signal(signal.SIGTERM)
+    sweep.send_signal(signum)
     out, err = sweep.communicate(timeout=30)
-    assert sweep.returncode == 128 + signal.SIGTERM
-    assert "interrupted by SIGTERM: 2 case(s) not run" in err
+    assert sweep.returncode == 128 + signum
+    assert f"interrupted by {signal.Signals(signum).name}: 2 case(s) not run" in err
+    assert "summary" in out  # what finished is still reported
     _, alive = psutil.wait_procs(children, timeout=5)
     assert alive == []
     assert [status for _, _, status, _ in rows(db)] == ["ok"]  # no row for the killed case

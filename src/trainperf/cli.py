@@ -1,8 +1,10 @@
 """The ``trainperf`` command: verbs that parse, call the library and print. No logic here.
 
-Exit codes: 0 success; 1 a run finished but some cases failed; 2 bad input (one line on
-stderr, nothing written). The library is imported inside the verbs, so ``--help`` and bad
-flags answer without waiting for torch to import.
+Exit codes: 0 success (every case ok or skipped); 1 a run finished but some cases failed;
+2 bad input (one line on stderr, nothing written); 128 + N a sweep stopped by signal N
+(130 Ctrl-C, 143 SIGTERM) after ending its running case, its finished results kept.
+The library is imported inside the verbs, so ``--help`` and bad flags answer without
+waiting for torch to import.
 """
 
 from __future__ import annotations
@@ -244,15 +246,10 @@ def suites(as_json: bool) -> None:
     rows = [load(builtin_path(name)).summary() | {"source": "built-in"} for name in BUILTIN]
     if as_json:
         _emit_json(rows)
-        return
-    from rich.table import Table
+    else:
+        from trainperf.report.tables import suites_table
 
-    table = Table(title="built-in suites")
-    for column in ("name", "cases", "version", "description"):
-        table.add_column(column, justify="right" if column == "cases" else "left")
-    for row in rows:
-        table.add_row(row["name"], str(row["cases"]), row["version"], row["description"])
-    stdout.print(table)
+        stdout.print(suites_table(rows))
 
 
 @cli.command()

@@ -254,6 +254,7 @@ def run_sweep(
     done = store.finished(fingerprint, suite[1]) if suite and not fresh else {}
     smallest_oom: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="trainperf-") as tmp, StopFlag().installed() as stop:
+        sweep = _Sweep(store, system, Path(tmp), stop, events)
         plan = list(items)
         for index, item in enumerate(plan):
             try:
@@ -262,7 +263,7 @@ def run_sweep(
                 if item.key in done:
                     result = done[item.key] | {"reused": True}
                 else:
-                    result = _run_item(item, index, store, system, Path(tmp), stop, events)
+                    result = _run_item(item, index, sweep)
                     result["id"] = store.add_result(
                         outcome.run_id, fingerprint, result, suite=suite, case_key=item.key
                     )
@@ -278,54 +279,52 @@ def run_sweep(
     return outcome
 
 
-def _run_item(
-    item: SweepItem,
-    index: int,
-    store: Store,
-    system: dict[str, Any],
-    workdir: Path,
-    stop: StopFlag,
-    events: SweepEvents,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Sweep:
+    """What every case of a running sweep shares."""
+
+    store: Store
+    system: dict[str, Any]
+    workdir: Path
+    stop: StopFlag
+    events: SweepEvents
+
+
+def _run_item(item: SweepItem, index: int, sweep: _Sweep) -> dict[str, Any]:
     if item.skip_reason:
         return unmeasured_result(item.fields, "skipped", item.skip_reason)
     batch_size = item.fields["batch_size"]
     if batch_size == "max":
-        batch_size, failure = _resolve_max_batch(item, index, store, system, workdir, stop, events)
+        batch_size, failure = _resolve_max_batch(item, index, sweep)
         if failure:
             return failure
     case = Case.model_validate(item.fields | {"batch_size": batch_size})
-    return run_in_child(case, workdir, stop)
+    return run_in_child(case, sweep.workdir, sweep.stop)
 
 
 def _resolve_max_batch(
-    item: SweepItem,
-    index: int,
-    store: Store,
-    system: dict[str, Any],
-    workdir: Path,
-    stop: StopFlag,
-    events: SweepEvents,
+    item: SweepItem, index: int, sweep: _Sweep
 ) -> tuple[int, dict[str, Any] | None]:
     """The stored largest batch for the item's settings, searched for when absent."""
     from trainperf import maxbatch
 
     template = Case.model_validate(item.fields | {"batch_size": 1})
     key = maxbatch.memory_key(template)
-    found = store.max_batch(system["fingerprint"], key)
+    store, fingerprint = sweep.store, sweep.system["fingerprint"]
+    found = store.max_batch(fingerprint, key)
     if found is None:
         try:
             search = maxbatch.find_max_batch(
                 template,
-                workdir,
-                stop=stop,
-                on_probe=lambda probe: events.on_probe(index, probe),
+                sweep.workdir,
+                stop=sweep.stop,
+                on_probe=lambda probe: sweep.events.on_probe(index, probe),
             )
         except maxbatch.SearchFailed as exc:
             message = f"largest-batch search: {exc}"
             return 0, unmeasured_result(item.fields, "error", message, "SearchFailed")
         store.add_max_batch(
-            system["fingerprint"],
+            fingerprint,
             key,
             template.model_dump(),
             search.batch_size,

@@ -75,7 +75,9 @@ def results_table(results: Iterable[dict[str, Any]], title: str = "trainperf res
     for r in results:
         case, m = r["case"], r.get("metrics") or {}
         status = r["status"]
-        if status == "ok" and m.get("unstable"):
+        if status == "ok" and r.get("reused"):
+            status = "ok (earlier run)" + (" unstable" if m.get("unstable") else "")
+        elif status == "ok" and m.get("unstable"):
             status = "ok (unstable)"
         elif status != "ok" and r.get("error"):
             status = f"{status}: {r['error'].get('message', '')[:40]}"
@@ -122,6 +124,15 @@ def models_table(rows: Iterable[dict[str, Any]]) -> Table:
             f"{row['grad_bytes_fp32'] / 1e6:.1f}",
             f"{row['flops_per_param']:.0f}",
         )
+    return table
+
+
+def suites_table(rows: Iterable[dict[str, Any]]) -> Table:
+    table = Table(title="built-in suites")
+    for column in ("name", "cases", "version", "description"):
+        table.add_column(column, justify="right" if column == "cases" else "left")
+    for row in rows:
+        table.add_row(row["name"], str(row["cases"]), row["version"], row["description"])
     return table
 
 
