@@ -19,9 +19,10 @@ class Net(nn.Module):
 
     def forward(self, x):
         if x.device.type != "meta":
-            if self.behaviour == "abort":
+            rank1 = os.environ.get("RANK") == "1"  # torchrun's rank of this process
+            if self.behaviour == "abort" or (self.behaviour == "abort_rank1" and rank1):
                 os.abort()
-            if self.behaviour == "hang":
+            if self.behaviour == "hang" or (self.behaviour == "hang_rank1" and rank1):
                 time.sleep(600)
             if self.behaviour == "slow":
                 time.sleep(0.2)
@@ -46,6 +47,12 @@ def hog():
 
 def hog_above_5():
     return Net("hog_above_5")
+
+def abort_rank1():
+    return Net("abort_rank1")
+
+def hang_rank1():
+    return Net("hang_rank1")
 """
 
 

@@ -74,5 +74,34 @@ def test_devices_nodes_and_workers_fields():
         make_case(model="resnet50", batch_size=8, devices=0)
     with pytest.raises(CaseError, match="need a real data set"):
         check_case(make_case(model="resnet50", batch_size=8, workers=2), CPU_ONLY)
-    with pytest.raises(CaseError, match="torch.distributed"):
-        check_case(make_case(model="resnet50", batch_size=8, devices=2), CPU_ONLY)
+
+
+def test_parallel_modes_and_batches():
+    weak = make_case(model="resnet50", batch_size=32, devices=4)
+    assert (weak.mode, weak.processes, weak.device_batch, weak.global_batch) == ("ddp", 4, 32, 128)
+    strong = make_case(model="resnet50", batch_size=32, devices=4, scaling="strong", grad_accum=2)
+    assert (strong.device_batch, strong.global_batch) == (8, 64)
+    assert "ddp x4" in strong.label() and "strong" in strong.label()
+    assert make_case(model="resnet50", batch_size=8).mode == "none"
+    two_nodes = make_case(model="resnet50", batch_size=8, devices=2, nodes=3)
+    assert two_nodes.processes == 6 and two_nodes.label().endswith("ddp x2x3n")
+    dp = make_case(model="resnet50", batch_size=8, devices=2, parallel="dp", device="cuda")
+    assert (dp.processes, dp.replicas, dp.global_batch) == (1, 2, 16)
+    check_case(make_case(model="resnet50", batch_size=8, devices=2), CPU_ONLY)
+    with pytest.raises(HardwareAbsent, match="needs 4 cuda devices per node; this machine has 2"):
+        check_case(make_case(model="resnet50", batch_size=8, devices=4, device="cuda"), VOLTA)
+
+
+@pytest.mark.parametrize(
+    "fields,message",
+    [
+        ({"devices": 2, "parallel": "none"}, "2 devices need parallel ddp or dp"),
+        ({"devices": 2, "parallel": "dp"}, r"dp \(DataParallel\) runs on the CUDA GPUs"),
+        ({"bucket_mb": 10.0}, "bucket_mb applies to parallel ddp, not none"),
+        ({"grad_compression": "fp16"}, "grad_compression applies to parallel ddp"),
+        ({"devices": 3, "scaling": "strong"}, "strong scaling splits batch_size 8 over 3"),
+    ],
+)
+def test_parallel_settings_that_cannot_run(fields, message):
+    with pytest.raises(CaseError, match=message):
+        check_case(make_case(model="resnet50", batch_size=8, **fields), CPU_ONLY)

@@ -2,11 +2,19 @@
 
 The worker calls ``run_case`` in a fresh child process; benchmarks/ and notebooks may call
 it directly. It raises on failure; the worker turns exceptions into result statuses.
+
+Under torchrun (parallel ddp) every rank measures its own steps; rank 0 gathers them all.
+The global throughput of step i is the global batch over the time of the slowest rank in
+that step (max over ranks): a synchronous step ends when its last rank ends. Never rank 0's
+times multiplied by N. After the measured steps each rank times the same number of steps
+with gradient synchronization switched off (DDP ``no_sync``): the difference of the medians
+is the communication time the backward pass did not hide.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -42,8 +50,16 @@ def device_info(device: torch.device) -> dict[str, Any]:
     return info
 
 
-def run_case(case: Case) -> dict[str, Any]:
-    """Measure ``case`` and return ``{"device": ..., "metrics": ...}``."""
+def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -> dict[str, Any]:
+    """Measure ``case`` and return ``{"device": ..., "metrics": ...}``.
+
+    Under torchrun, ranks other than 0 return None. ``on_phase`` hears where the case is
+    ("building", "measuring", ...), which names the stuck rank when a distributed case hangs.
+    """
+    if case.mode == "ddp":
+        from trainperf.distributed_case import run_distributed_case
+
+        return run_distributed_case(case, on_phase)
     if case.threads:
         torch.set_num_threads(case.threads)
     spec = models.get(case.model)
@@ -51,11 +67,17 @@ def run_case(case: Case) -> dict[str, Any]:
     policy = parse_policy(case.steps)
 
     reset_peak(device)
+    on_phase("building")
     training = build_training_step(spec, case, device)
+    on_phase("measuring")
     record = measure_steps(training.step, policy, make_timer(device.type))
     final_loss = float(training.step().detach())  # one more step, outside the timing
     info = device_info(device)
-    metrics = derive_metrics(spec, case, training.size, record, policy.ci_target, info["name"])
+    if case.mode == "dp":
+        info["devices"] = case.devices
+    metrics = derive_metrics(
+        spec, case, training.size, record, policy.ci_target, info["name"], case.replicas
+    )
     peak = read_peak(device)
     metrics |= {"mem_peak_bytes": peak.mem_peak_bytes, "mem_peak_source": peak.source}
     if peak.mem_reserved_peak_bytes is not None:
@@ -71,9 +93,14 @@ def derive_metrics(
     record: StepRecord,
     ci_target: float | None,
     device_name: str,
+    device_count: int = 1,
 ) -> dict[str, Any]:
-    """Throughput, uncertainty, stability, FLOP rate and MFU from the raw step times."""
-    summary = summarize(record.step_s, case.batch_size)
+    """Throughput, uncertainty, stability, FLOP rate and MFU from the raw step times.
+
+    ``record.step_s`` are the times of whole steps (of the slowest rank when distributed),
+    each processing ``case.global_batch`` samples on ``device_count`` devices.
+    """
+    summary = summarize(record.step_s, case.global_batch)
     metrics: dict[str, Any] = summary.as_dict()
     metrics[spec.size_name] = size  # the size used, also when the case left it natural
     tokens = spec.tokens_per_sample(size)
@@ -89,9 +116,15 @@ def derive_metrics(
         "train_flops_per_sample": flops.train_flops_per_sample,
         "achieved_tflops": achieved / 1e12,
     }
+    metrics |= {
+        "global_batch": case.global_batch,
+        "device_batch": case.device_batch,
+        "device_count": device_count,
+    }
     peak = peak_flops(device_name, case.precision)
     if peak.flops_per_s:
-        metrics |= {"mfu": achieved / peak.flops_per_s, "mfu_peak_source": peak.source}
+        mfu = achieved / (peak.flops_per_s * device_count)
+        metrics |= {"mfu": mfu, "mfu_peak_source": peak.source}
     else:
         metrics |= {"mfu": None, "mfu_absent_reason": peak.absent_reason}
 

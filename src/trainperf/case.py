@@ -42,7 +42,9 @@ class Case(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     model: str
-    batch_size: int = Field(gt=0, description="samples per step per device")
+    batch_size: int = Field(
+        gt=0, description="samples per step per device (weak scaling) or in all (strong)"
+    )
     image_size: int | None = Field(default=None, gt=0)
     seq_len: int | None = Field(default=None, gt=0)
     precision: Literal["fp32", "tf32", "fp16", "bf16"] = "fp32"
@@ -50,6 +52,13 @@ class Case(BaseModel):
     devices: int = Field(default=1, gt=0, description="devices (processes) per node")
     nodes: int = Field(default=1, gt=0)
     workers: int = Field(default=0, ge=0, description="data-loader processes per device")
+    # Data parallelism: auto is ddp above one device, none otherwise.
+    parallel: Literal["auto", "none", "ddp", "dp"] = "auto"
+    scaling: Literal["weak", "strong"] = "weak"
+    bucket_mb: float | None = Field(default=None, gt=0, description="DDP gradient bucket size")
+    grad_compression: Literal["none", "fp16", "bf16"] = "none"
+    static_graph: bool = False
+    grad_accum: int = Field(default=1, gt=0, description="micro-batches per optimizer step")
     steps: str = "adaptive"
     channels_last: bool = False
     compile: bool = False
@@ -67,6 +76,39 @@ class Case(BaseModel):
         """A short human description: 'resnet50 b32 @64 fp32 cpu'."""
         return label_of(self.model_dump())
 
+    @property
+    def mode(self) -> str:
+        """The parallel mode, with ``auto`` resolved."""
+        return parallel_mode(self.model_dump())
+
+    @property
+    def processes(self) -> int:
+        """Processes in the job: one per device with ddp, else one."""
+        return self.devices * self.nodes if self.mode == "ddp" else 1
+
+    @property
+    def replicas(self) -> int:
+        """Model replicas working on one step's data (devices in data parallelism)."""
+        return {"ddp": self.devices * self.nodes, "dp": self.devices}.get(self.mode, 1)
+
+    @property
+    def device_batch(self) -> int:
+        """Samples per micro-batch on each device."""
+        return self.batch_size // self.replicas if self.scaling == "strong" else self.batch_size
+
+    @property
+    def global_batch(self) -> int:
+        """Samples per optimizer step over all devices (all micro-batches)."""
+        return self.device_batch * self.replicas * self.grad_accum
+
+
+def parallel_mode(fields: dict) -> str:
+    """``parallel`` of a case dict with ``auto`` resolved: ddp above one device."""
+    mode = fields.get("parallel", "auto")
+    if mode != "auto":
+        return mode
+    return "ddp" if fields.get("devices", 1) * fields.get("nodes", 1) > 1 else "none"
+
 
 def label_of(fields: dict) -> str:
     """The label of a case given as a dict of its fields (``batch_size`` may be 'max')."""
@@ -76,8 +118,11 @@ def label_of(fields: dict) -> str:
         parts.append(f"@{size}")
     parts += [fields.get("precision", "fp32"), fields.get("device", "cpu")]
     devices, nodes = fields.get("devices", 1), fields.get("nodes", 1)
-    if devices * nodes > 1:
-        parts.append(f"x{devices}" + (f"x{nodes}n" if nodes > 1 else ""))
+    mode = parallel_mode(fields)
+    if devices * nodes > 1 or mode != "none":
+        parts.append(f"{mode} x{devices}" + (f"x{nodes}n" if nodes > 1 else ""))
+        if fields.get("scaling") == "strong":
+            parts.append("strong")
     parts += [flag for flag in ("channels_last", "compile") if fields.get(flag)]
     return " ".join(parts)
 
@@ -136,11 +181,7 @@ def check_case(case: Case, capabilities: dict[str, DeviceKind]) -> models.ModelS
             "workers (data-loader processes) need a real data set; the synthetic batches "
             "of benchmark cases are made on the device: use workers 0"
         )
-    if case.devices * case.nodes > 1:
-        raise CaseError(
-            "devices and nodes above 1 need torch.distributed runs, which this version "
-            "does not have yet: use devices 1 and nodes 1"
-        )
+    _check_parallel(case)
     if spec.is_language_model and case.image_size is not None:
         raise CaseError(f"{spec.name} is a language model: give seq_len, not image_size")
     if not spec.is_language_model and case.seq_len is not None:
@@ -153,6 +194,25 @@ def check_case(case: Case, capabilities: dict[str, DeviceKind]) -> models.ModelS
         raise CaseError("channels_last applies to image models only")
     _check_hardware(case, capabilities)
     return spec
+
+
+def _check_parallel(case: Case) -> None:
+    mode, world = case.mode, case.devices * case.nodes
+    if mode == "none" and world > 1:
+        raise CaseError(f"{world} devices need parallel ddp or dp (or auto), not none")
+    if mode == "dp" and (case.device != "cuda" or case.nodes > 1):
+        raise CaseError("parallel dp (DataParallel) runs on the CUDA GPUs of one node only")
+    if mode != "ddp":
+        for name in ("bucket_mb", "static_graph"):
+            if getattr(case, name):
+                raise CaseError(f"{name} applies to parallel ddp, not {mode}")
+        if case.grad_compression != "none":
+            raise CaseError(f"grad_compression applies to parallel ddp, not {mode}")
+    if case.scaling == "strong" and case.batch_size % case.replicas:
+        raise CaseError(
+            f"strong scaling splits batch_size {case.batch_size} over {case.replicas} "
+            "devices: give a multiple of the device count"
+        )
 
 
 def _check_hardware(case: Case, capabilities: dict[str, DeviceKind]) -> None:

@@ -72,7 +72,80 @@ CASE_FLAGS = (
     "compile_",
     "threads",
     "timeout_s",
+    "devices",
+    "nodes",
+    "parallel",
+    "scaling",
+    "bucket_mb",
+    "grad_compression",
+    "static_graph",
+    "grad_accum",
 )
+
+
+class CountList(click.ParamType):
+    """'1,2,4,8': positive integers, one case per value."""
+
+    name = "counts"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> list[int]:
+        if isinstance(value, list):
+            return value
+        counts = []
+        for part in str(value).split(","):
+            if not part.strip().isdigit() or int(part) < 1:
+                self.fail(f"must be positive integers separated by commas, got '{value}'")
+            counts.append(int(part))
+        return counts
+
+
+def _parallel_options(function: Any) -> Any:
+    """Flags of data-parallel cases (torch.distributed)."""
+    options = (
+        click.option(
+            "--devices",
+            type=CountList(),
+            help="devices (one process each with ddp) per node; 1,2,4 gives one case per count",
+        ),
+        click.option("--nodes", type=PositiveInt(), default=1, show_default=True),
+        click.option(
+            "--parallel",
+            type=click.Choice(["auto", "none", "ddp", "dp"]),
+            default="auto",
+            show_default=True,
+            help="auto: ddp above one device",
+        ),
+        click.option(
+            "--scaling",
+            type=click.Choice(["weak", "strong"]),
+            default="weak",
+            show_default=True,
+            help="weak: --batch-size per device; strong: --batch-size in all, split",
+        ),
+        click.option(
+            "--bucket-mb",
+            type=click.FloatRange(min=0, min_open=True),
+            help="DDP gradient bucket size in MiB (PyTorch's default: 25)",
+        ),
+        click.option(
+            "--grad-compression",
+            type=click.Choice(["none", "fp16", "bf16"]),
+            default="none",
+            show_default=True,
+            help="DDP communication hook compressing gradients",
+        ),
+        click.option("--static-graph", is_flag=True, help="DDP static_graph=True"),
+        click.option(
+            "--grad-accum",
+            type=PositiveInt(),
+            default=1,
+            show_default=True,
+            help="micro-batches per optimizer step (all-reduce once, no_sync before)",
+        ),
+    )
+    for option in reversed(options):
+        function = option(function)
+    return function
 
 
 def _case_options(function: Any) -> Any:
@@ -93,14 +166,22 @@ def _case_options(function: Any) -> Any:
             type=click.FloatRange(min=0, min_open=True),
             help="seconds before a case is killed and recorded as timeout",
         ),
-        click.option(
-            "--db", default=DEFAULT_DB, show_default=True, type=click.Path(path_type=Path)
-        ),
-        click.option("--json", "as_json", is_flag=True, help="print one JSON document on stdout"),
     )
     for option in reversed(options):
         function = option(function)
     return function
+
+
+def _db_option(function: Any) -> Any:
+    return click.option(
+        "--db", default=DEFAULT_DB, show_default=True, type=click.Path(path_type=Path)
+    )(function)
+
+
+def _json_option(function: Any) -> Any:
+    return click.option(
+        "--json", "as_json", is_flag=True, help="print one JSON document on stdout"
+    )(function)
 
 
 def _open_machine(db: Path) -> tuple[dict, dict]:
@@ -127,6 +208,14 @@ def _open_machine(db: Path) -> tuple[dict, dict]:
     help="fixed:W:N or adaptive[:TARGET[:MAX_STEPS[:MAX_SECONDS]]]",
 )
 @_case_options
+@_db_option
+@_json_option
+@_parallel_options
+@click.option(
+    "--rdzv-endpoint",
+    help="HOST:PORT of the torchrun rendezvous for cases on several nodes "
+    "(default: loopback 127.0.0.1:29400, one machine only)",
+)
 @click.option(
     "--set",
     "overrides",
@@ -141,6 +230,7 @@ def run(
     suite_name: str | None,
     overrides: tuple[str, ...],
     fresh: bool,
+    rdzv_endpoint: str | None,
     db: Path,
     as_json: bool,
     **flags: Any,
@@ -181,16 +271,18 @@ def run(
         device = flags["device"]
         if device == "auto":
             device = "cuda" if "cuda" in capabilities else "cpu"
+        fields = {k.rstrip("_"): v for k, v in flags.items() if k not in ("device", "devices")}
+        items = []
         try:
-            case = make_case(
-                **{k.rstrip("_"): v for k, v in flags.items() if k != "device"}, device=device
-            )
-            check_case(case, capabilities)
+            for devices in flags["devices"] or [1]:
+                case = make_case(**fields, device=device, devices=devices)
+                check_case(case, capabilities)
+                items.append(SweepItem.of(case))
         except CaseError as exc:
             raise BadInput(str(exc)) from None
-        items = [SweepItem.of(case)]
 
-    outcome = _sweep(items, db, record, suite, fresh)
+    _tell_other_nodes(items, rdzv_endpoint)
+    outcome = _sweep(items, db, record, suite, fresh, rdzv_endpoint)
     if as_json:
         _emit_json(
             {
@@ -219,7 +311,28 @@ def run(
         sys.exit(EXIT_FAILED_CASES)
 
 
-def _sweep(items: list, db: Path, record: dict, suite: Any, fresh: bool) -> Any:
+def _tell_other_nodes(items: list, rdzv_endpoint: str | None) -> None:
+    """Cases on several nodes need the same command on every node: print it."""
+    nodes = max((item.fields.get("nodes", 1) for item in items), default=1)
+    if nodes == 1:
+        return
+    from trainperf.dist import LOOPBACK_ENDPOINT
+
+    command = ["trainperf", *sys.argv[1:]]
+    if rdzv_endpoint is None:
+        command += ["--rdzv-endpoint", LOOPBACK_ENDPOINT]
+        stderr.print(
+            f"cases span up to {nodes} nodes; the rendezvous listens on loopback "
+            f"({LOOPBACK_ENDPOINT}), so all 'nodes' must be this machine; give "
+            "--rdzv-endpoint HOST:PORT (an address of the first node) for real nodes"
+        )
+    stderr.print(f"start this same command on each of the {nodes} nodes:")
+    stderr.print("  " + " ".join(command), soft_wrap=True)
+
+
+def _sweep(
+    items: list, db: Path, record: dict, suite: Any, fresh: bool, rendezvous: str | None = None
+) -> Any:
     from trainperf.report.sweep import SweepDisplay
     from trainperf.runner import SweepEvents, run_sweep
     from trainperf.store import Store
@@ -234,6 +347,7 @@ def _sweep(items: list, db: Path, record: dict, suite: Any, fresh: bool) -> Any:
             fresh=fresh,
             events=events,
             label=f"suite {suite.name} {suite.version}" if suite else None,
+            rendezvous=rendezvous,
         )
 
 
@@ -255,6 +369,8 @@ def suites(as_json: bool) -> None:
 @cli.command()
 @click.argument("model")
 @_case_options
+@_db_option
+@_json_option
 @click.option("--start", type=PositiveInt(), default=1, show_default=True, help="first batch tried")
 @click.option(
     "--limit", type=PositiveInt(), default=65536, show_default=True, help="largest batch tried"
@@ -350,17 +466,9 @@ def models(as_json: bool) -> None:
 @click.option("--csv", "as_csv", is_flag=True, help="print CSV")
 def results(db: Path, model: str | None, as_json: bool, as_csv: bool) -> None:
     """Show the results stored in the database."""
-    from trainperf.store import Store, StoreError
-
     if as_json and as_csv:
         raise BadInput("choose one of --json and --csv")
-    if not db.is_file():
-        raise BadInput(f"no results database at {db}: run `trainperf run` first or give --db")
-    try:
-        with Store(db) as store:
-            rows = store.results(model)
-    except (StoreError, sqlite3.DatabaseError) as exc:
-        raise BadInput(f"cannot read {db}: {exc}") from None
+    rows = _read_results(db, model)
     if as_json:
         _emit_json({"results": rows})
     elif as_csv:
@@ -371,6 +479,146 @@ def results(db: Path, model: str | None, as_json: bool, as_csv: bool) -> None:
         from trainperf.report.tables import results_table
 
         stdout.print(results_table(rows))
+
+
+@cli.command()
+@click.argument("model")
+@click.option("--devices", type=PositiveInt(), required=True, help="ranks of the parallel run")
+@click.option("--steps", "steps", type=PositiveInt(), default=5, show_default=True)
+@click.option("--batch-size", "-b", type=PositiveInt(), help="global batch (default: 4 per device)")
+@_case_options
+@_json_option
+def equivalence(
+    model: str,
+    devices: int,
+    steps: int,
+    batch_size: int | None,
+    as_json: bool,
+    **flags: Any,
+) -> None:
+    """Check that K steps of ddp on N ranks give the model K sequential steps give.
+
+    Same initial weights, same global batches, same optimizer; reports the largest
+    parameter and loss differences and whether they are within the precision's tolerance.
+    """
+    from trainperf import equivalence as equiv
+    from trainperf import system
+    from trainperf.case import CaseError, check_case, make_case
+    from trainperf.runner import Interrupted
+
+    capabilities = system.device_capabilities(system.collect())
+    if flags["device"] == "auto":
+        flags["device"] = "cuda" if "cuda" in capabilities else "cpu"
+    try:
+        case = make_case(
+            model=model,
+            batch_size=batch_size or 4 * devices,
+            devices=devices,
+            parallel="ddp",
+            scaling="strong",
+            steps=f"fixed:0:{steps}",
+            **{k.rstrip("_"): v for k, v in flags.items()},
+        )
+        check_case(case, capabilities)
+    except CaseError as exc:
+        raise BadInput(str(exc)) from None
+    try:
+        result = equiv.check(case, steps)
+    except Interrupted as exc:
+        _fail(f"interrupted by {exc}", 128 + exc.signum)
+    if as_json:
+        _emit_json(result)
+    elif result["status"] != "ok":
+        stdout.print(f"{result['status']}: {result['error']['message']}")
+    else:
+        m = result["metrics"]
+        verdict = "equivalent" if m["equivalent"] else "NOT equivalent"
+        stdout.print(
+            f"{case.model}: {m['steps']} steps, global batch {m['global_batch']}, "
+            f"{m['devices']} ranks vs 1 process: {verdict} (largest parameter difference "
+            f"{m['max_param_diff']:.3g}, loss difference {m['max_loss_diff']:.3g}, "
+            f"tolerance {m['tolerance']:g})"
+        )
+        for note in m["notes"]:
+            stdout.print(f"  note: {note}")
+    if result["status"] != "ok" or not result["metrics"]["equivalent"]:
+        sys.exit(EXIT_FAILED_CASES)
+
+
+@cli.command()
+@click.argument("suite_name", metavar="SUITE")
+@click.option("--nodes", type=PositiveInt(), default=2, show_default=True)
+@click.option("--gpus-per-node", type=PositiveInt(), help="GPUs per node (sets devices)")
+@click.option("--time", "time_limit", default="02:00:00", show_default=True)
+@click.option("--partition", help="Slurm partition")
+@click.option("--set", "overrides", multiple=True, metavar="FIELD=VALUE", help="set a case field")
+@click.option("--db", default=DEFAULT_DB, show_default=True, help="database path on the nodes")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    help="script file (default: trainperf-SUITE.sbatch; '-' for stdout)",
+)
+def slurm(
+    suite_name: str,
+    nodes: int,
+    gpus_per_node: int | None,
+    time_limit: str,
+    partition: str | None,
+    overrides: tuple[str, ...],
+    db: str,
+    out: Path | None,
+) -> None:
+    """Write an sbatch script that runs SUITE across the nodes of a Slurm allocation."""
+    from trainperf.slurm import SlurmError, sbatch_script
+    from trainperf.suite import SuiteError, resolve
+
+    try:
+        suite = resolve(suite_name)
+        sets = [*overrides, f"nodes={nodes}"] + (
+            [f"devices={gpus_per_node}"] if gpus_per_node else []
+        )
+        suite.with_overrides(sets)  # the cases must be valid with the nodes they get
+        script = sbatch_script(
+            suite_name, nodes, gpus_per_node, time_limit, partition, db, overrides
+        )
+    except (SuiteError, SlurmError) as exc:
+        raise BadInput(str(exc)) from None
+    if str(out) == "-":
+        sys.stdout.write(script)
+        return
+    path = out or Path(f"trainperf-{suite.name}.sbatch")
+    path.write_text(script)
+    stderr.print(f"wrote {path}: submit it with `sbatch {path}`")
+
+
+def _read_results(db: Path, model: str | None = None) -> list[dict]:
+    """Stored results, or bad input when the database is missing or unreadable."""
+    from trainperf.store import Store, StoreError
+
+    if not db.is_file():
+        raise BadInput(f"no results database at {db}: run `trainperf run` first or give --db")
+    try:
+        with Store(db) as store:
+            return store.results(model)
+    except (StoreError, sqlite3.DatabaseError) as exc:
+        raise BadInput(f"cannot read {db}: {exc}") from None
+
+
+@cli.command()
+@click.option("--db", default=DEFAULT_DB, show_default=True, type=click.Path(path_type=Path))
+@click.option("--model", "-m", help="only this model")
+@click.option("--json", "as_json", is_flag=True, help="one JSON document: a row per device count")
+def scaling(db: Path, model: str | None, as_json: bool) -> None:
+    """Speedup, efficiency and exposed communication per model, setting and device count."""
+    from trainperf.analysis.scaling import scaling_rows
+
+    rows = scaling_rows(_read_results(db, model))
+    if as_json:
+        _emit_json({"rows": rows})
+    else:
+        from trainperf.report.tables import scaling_table
+
+        stdout.print(scaling_table(rows))
 
 
 def _fail(message: str, code: int) -> NoReturn:

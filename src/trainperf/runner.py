@@ -22,8 +22,10 @@ from the store instead of being measured again.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -35,13 +37,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from trainperf.benchmark import RESULT_SCHEMA
 from trainperf.case import Case, label_of
+from trainperf.lifeline import PARENT_PID_ENV
 from trainperf.store import Store
 
 STDERR_TAIL_CHARS = 4000
 # How often the parent looks at the child and the interrupt flag while it waits.
 POLL_S = 0.25
+# How long the workers get to write their stacks before a timed-out case is killed.
+STACK_WAIT_S = 1.0
 FAILED_STATUSES = ("oom", "timeout", "crashed", "error")
 
 
@@ -87,23 +94,52 @@ def worker_command(case_path: Path, result_path: Path) -> list[str]:
     return [sys.executable, "-m", "trainperf.worker", str(case_path), str(result_path)]
 
 
-def run_in_child(case: Case, workdir: Path, stop: StopFlag | None = None) -> dict[str, Any]:
-    """Run one case in a fresh process and return its result document.
+def child_command(
+    case: Case, case_path: Path, result_path: Path, rendezvous: str | None = None
+) -> list[str]:
+    """The worker itself, or torchrun running one worker per device for a ddp case."""
+    if case.mode != "ddp":
+        return worker_command(case_path, result_path)
+    from trainperf import dist
 
-    Raises ``Interrupted`` (after killing the child's process group) when ``stop`` is set.
+    rdzv_id = "trainperf-" + hashlib.sha256(case.model_dump_json().encode()).hexdigest()[:12]
+    return dist.launch_command(
+        [str(case_path), str(result_path)], case.devices, case.nodes, rendezvous, rdzv_id
+    )
+
+
+def run_in_child(
+    case: Case, workdir: Path, stop: StopFlag | None = None, rendezvous: str | None = None
+) -> dict[str, Any]:
+    """Run one case in a fresh process (or torchrun job) and return its result document.
+
+    Raises ``Interrupted`` (after killing the child's process tree) when ``stop`` is set.
     """
+    return run_job(case.model_dump(), case, workdir, stop, rendezvous)
+
+
+def run_job(
+    document: dict[str, Any],
+    case: Case,
+    workdir: Path,
+    stop: StopFlag | None = None,
+    rendezvous: str | None = None,
+) -> dict[str, Any]:
+    """Run the worker on ``document`` (a case, or a job naming its ``kind``) as ``case``
+    says: one process or torchrun, within ``case.timeout_s``; return its result."""
     stop = stop or StopFlag()
     case_path, result_path = workdir / "case.json", workdir / "result.json"
     stderr_path = workdir / "stderr.txt"
-    case_path.write_text(json.dumps(case.model_dump()))
-    result_path.unlink(missing_ok=True)
+    case_path.write_text(json.dumps(document))
+    for stale in workdir.glob("result.json*"):
+        stale.unlink()
     deadline = time.monotonic() + case.timeout_s if case.timeout_s else None
-    env = os.environ | {"TRAINPERF_PARENT_PID": str(os.getpid())}
+    env = os.environ | {PARENT_PID_ENV: str(os.getpid())}
     with stderr_path.open("wb") as stderr:
         # A new session makes the child the leader of its own process group, so a hung
         # case can be killed with everything it started (compiler workers, loaders).
         child = subprocess.Popen(
-            worker_command(case_path, result_path),
+            child_command(case, case_path, result_path, rendezvous),
             stdout=subprocess.DEVNULL,
             stderr=stderr,
             start_new_session=True,
@@ -111,20 +147,110 @@ def run_in_child(case: Case, workdir: Path, stop: StopFlag | None = None) -> dic
         )
         try:
             returncode = _wait(child, deadline, stop)
+            if returncode is None:  # out of time: ask the workers where they are stuck
+                _request_stacks(child)
         finally:
             if child.poll() is None:  # interrupted, timed out, or the parent failed
-                _kill_group(child)
+                _kill_tree(child)
     if returncode is None:
-        return _failure(
-            case, "timeout", f"no result after {case.timeout_s:g} s: killed", stderr_path
-        )
+        message = f"no result after {case.timeout_s:g} s: killed" + _where_stuck(result_path)
+        return _failure(case, "timeout", message, stderr_path)
+    if case.mode == "ddp" and returncode != 0:
+        # The first rank that failed is the cause; the others fail after it (their peer is
+        # gone), and rank 0 may have written that second-hand error as RESULT.json.
+        cause = _torchrun_root_cause(stderr_path)
+        if cause is not None:
+            rank, code = cause
+            own = result_path if rank == 0 else result_path.with_name(f"result.json.rank{rank}")
+            if own.exists() and code >= 0:
+                return json.loads(own.read_text())
+            return _failure(case, "crashed", _rank_ended(rank, code), stderr_path)
     if result_path.exists():
         return json.loads(result_path.read_text())
+    failed_ranks = sorted(workdir.glob("result.json.rank*"), key=lambda p: int(p.suffix[5:]))
+    if failed_ranks:
+        return json.loads(failed_ranks[0].read_text())
+    return _failure(case, "crashed", _how_it_ended(returncode), stderr_path)
+
+
+def _how_it_ended(returncode: int) -> str:
     if returncode < 0:
-        how = f"killed by signal {signal.Signals(-returncode).name}"
-    else:
-        how = f"exited with code {returncode} without writing a result"
-    return _failure(case, "crashed", how, stderr_path)
+        return f"killed by signal {signal.Signals(-returncode).name}"
+    return f"exited with code {returncode} without writing a result"
+
+
+def _torchrun_root_cause(stderr_path: Path) -> tuple[int, int] | None:
+    """(rank, exit code) of the first failed rank, from torchrun's "Root Cause" report."""
+    text = stderr_path.read_text(errors="replace")
+    if "Root Cause" not in text:
+        return None
+    cause = text[text.rfind("Root Cause") :]
+    rank = re.search(r"rank\s*:\s*(\d+)", cause)
+    code = re.search(r"exitcode\s*:\s*(-?\d+)", cause)
+    return (int(rank[1]), int(code[1])) if rank and code else None
+
+
+def _rank_ended(rank: int, code: int) -> str:
+    return f"rank {rank} " + (
+        f"killed by signal {signal.Signals(-code).name}"
+        if code < 0
+        else f"exited with code {code} without writing a result"
+    )
+
+
+def _request_stacks(child: subprocess.Popen) -> None:
+    """Send the stack-dump signal to every worker process of the child, and wait a moment."""
+    from trainperf.worker import STACK_SIGNAL
+
+    try:
+        processes = [psutil.Process(child.pid), *psutil.Process(child.pid).children(True)]
+    except psutil.NoSuchProcess:
+        return
+    for process in processes:
+        # Only workers handle the signal; for others (torchrun's agent) it would be fatal.
+        with contextlib.suppress(psutil.Error):
+            command = process.cmdline()
+            # torchrun's own command line names the worker module too: leave the agent be,
+            # or it dies and its ranks die with it before they can write their stacks.
+            if "trainperf.worker" in command and "torch.distributed.run" not in command:
+                process.send_signal(STACK_SIGNAL)
+    time.sleep(STACK_WAIT_S)
+
+
+def _innermost_frame(stack_text: str) -> str | None:
+    """'flakynets.py:22 in forward' from a faulthandler dump (innermost frame first)."""
+    match = re.search(r'File "([^"]+)", line (\d+) in (\S+)', stack_text)
+    if not match:
+        return None
+    return f"{match[1]}:{match[2]} in {match[3]}"
+
+
+def _where_stuck(result_path: Path) -> str:
+    """Where each process was when time ran out, from stack dumps and phase files.
+
+    A rank whose innermost frame is inside torch waits for the others (in a collective or
+    the backward that all-reduces); one stuck in other code is named as the cause.
+    """
+    stacks = {
+        (int(p.suffix[5:]) if p.suffix.startswith(".rank") else None): p.read_text()
+        for p in result_path.parent.glob("result.json.stack*")
+    }
+    phases = {
+        int(p.suffix[5:]): p.read_text() for p in result_path.parent.glob("result.json.phase.rank*")
+    }
+    frames = {rank: _innermost_frame(text) for rank, text in stacks.items()}
+    if None in frames:  # one process
+        return f"; stuck at {frames[None]}" if frames[None] else ""
+    parts = []
+    stuck = sorted(r for r, f in frames.items() if f and "/torch/" not in f)
+    waiting = sorted(r for r, f in frames.items() if f and "/torch/" in f)
+    for rank in stuck:
+        parts.append(f"rank {rank} stuck at {frames[rank]}")
+    if waiting:
+        parts.append(f"rank {', '.join(map(str, waiting))} waiting inside torch")
+    silent = sorted(set(phases) - set(frames) | {r for r, f in frames.items() if not f})
+    parts += [f"rank {r} in phase {phases.get(r, 'unknown')}" for r in silent]
+    return "; " + "; ".join(parts) if parts else ""
 
 
 def _wait(child: subprocess.Popen, deadline: float | None, stop: StopFlag) -> int | None:
@@ -138,10 +264,20 @@ def _wait(child: subprocess.Popen, deadline: float | None, stop: StopFlag) -> in
             return child.wait(timeout=timeout)
 
 
-def _kill_group(child: subprocess.Popen) -> None:
+def _kill_tree(child: subprocess.Popen) -> None:
+    """Kill the child's process group and every descendant: torchrun starts each rank in
+    a session of its own, out of reach of the group."""
+    try:
+        descendants = psutil.Process(child.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        descendants = []
     with contextlib.suppress(ProcessLookupError):  # the group may have exited already
         os.killpg(child.pid, signal.SIGKILL)
+    for process in descendants:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
     child.wait()
+    psutil.wait_procs(descendants, timeout=10)
 
 
 def _failure(case: Case, status: str, message: str, stderr_path: Path) -> dict[str, Any]:
@@ -242,11 +378,13 @@ def run_sweep(
     fresh: bool = False,
     events: SweepEvents | None = None,
     label: str | None = None,
+    rendezvous: str | None = None,
 ) -> SweepOutcome:
     """Run a sweep: skip, reuse or measure each item, storing each new result at once.
 
     ``suite`` is (name, version): with it, items whose key already has an ok result for
     this system and suite version are taken from the store (unless ``fresh``).
+    ``rendezvous`` is the torchrun endpoint (HOST:PORT) of cases that span nodes.
     """
     events = events or SweepEvents()
     fingerprint = system["fingerprint"]
@@ -254,7 +392,7 @@ def run_sweep(
     done = store.finished(fingerprint, suite[1]) if suite and not fresh else {}
     smallest_oom: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="trainperf-") as tmp, StopFlag().installed() as stop:
-        sweep = _Sweep(store, system, Path(tmp), stop, events)
+        sweep = _Sweep(store, system, Path(tmp), stop, events, rendezvous)
         plan = list(items)
         for index, item in enumerate(plan):
             try:
@@ -264,9 +402,10 @@ def run_sweep(
                     result = done[item.key] | {"reused": True}
                 else:
                     result = _run_item(item, index, sweep)
-                    result["id"] = store.add_result(
-                        outcome.run_id, fingerprint, result, suite=suite, case_key=item.key
-                    )
+                    if not result.get("follower"):
+                        result["id"] = store.add_result(
+                            outcome.run_id, fingerprint, result, suite=suite, case_key=item.key
+                        )
                     result |= {"run_id": outcome.run_id, "system": system, "reused": False}
             except Interrupted as exc:
                 outcome.interrupted, outcome.exit_signal = str(exc), exc.signum
@@ -288,6 +427,7 @@ class _Sweep:
     workdir: Path
     stop: StopFlag
     events: SweepEvents
+    rendezvous: str | None = None
 
 
 def _run_item(item: SweepItem, index: int, sweep: _Sweep) -> dict[str, Any]:
@@ -299,7 +439,12 @@ def _run_item(item: SweepItem, index: int, sweep: _Sweep) -> dict[str, Any]:
         if failure:
             return failure
     case = Case.model_validate(item.fields | {"batch_size": batch_size})
-    return run_in_child(case, sweep.workdir, sweep.stop)
+    result = run_in_child(case, sweep.workdir, sweep.stop, sweep.rendezvous)
+    if result.get("follower"):
+        # Rank 0 ran on another node; that node's trainperf stores the result.
+        reason = "this node took part; the node of rank 0 stores the result"
+        return unmeasured_result(case.model_dump(), "skipped", reason) | {"follower": True}
+    return result
 
 
 def _resolve_max_batch(

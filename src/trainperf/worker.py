@@ -9,23 +9,30 @@ Result statuses decided here: ``ok``, ``oom`` (device or host memory exhausted, 
 from the exception) and ``error`` (any other exception, with its type, message and
 traceback). ``crashed`` and ``timeout`` can only be seen from outside, by the parent.
 
-The worker dies with its parent: a sweep killed with SIGKILL cannot clean up, so each
-worker asks Linux to send it SIGKILL when the parent goes (``prctl(PR_SET_PDEATHSIG)``)
-instead of measuring on as an orphan and disturbing the next sweep.
+The worker dies with its parent (trainperf.lifeline). Under torchrun (a ddp case) every
+rank runs this module: rank 0 gathers the measurements and writes RESULT.json. A rank that
+fails writes its own result next to it (RESULT.json.rankN) and exits with code 1, so that
+torchrun ends the job at once instead of leaving the other ranks waiting in a collective.
+Each rank also keeps a one-line PHASE file (RESULT.json.phase.rankN: building, measuring,
+...), and dumps its Python stack into RESULT.json.stack[.rankN] on SIGUSR1 (faulthandler:
+it works while the main thread is stuck in C code): before killing a case that ran out of
+time, the runner asks for these to say where each process was stuck.
 """
 
 from __future__ import annotations
 
-import ctypes
+import faulthandler
 import json
 import os
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from trainperf.benchmark import RESULT_SCHEMA
+from trainperf.lifeline import die_with_parent
 
 # Messages by which PyTorch and the C++ allocators report exhausted memory.
 _OOM_MARKERS = (
@@ -46,14 +53,32 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and any(m in text for m in _OOM_MARKERS)
 
 
-def measure(case_dict: dict[str, Any]) -> dict[str, Any]:
-    """Run the case and return the whole result document, whatever happens inside."""
-    result: dict[str, Any] = {"result_schema": RESULT_SCHEMA, "case": case_dict}
-    try:
+def measure(
+    case_dict: dict[str, Any], on_phase: Callable[[str], None] = lambda phase: None
+) -> dict[str, Any] | None:
+    """Run the case and return the whole result document, whatever happens inside.
+
+    None on a rank other than 0 of a distributed case that ran well (rank 0 reports).
+    """
+
+    def benchmark() -> dict[str, Any] | None:
         from trainperf.benchmark import run_case
         from trainperf.case import Case
 
-        outcome = run_case(Case.model_validate(case_dict))
+        return run_case(Case.model_validate(case_dict), on_phase)
+
+    return guarded(case_dict, benchmark)
+
+
+def guarded(
+    case_dict: dict[str, Any], body: Callable[[], dict[str, Any] | None]
+) -> dict[str, Any] | None:
+    """The result document of ``body()`` (its keys merged in, status ok) or of its failure."""
+    result: dict[str, Any] = {"result_schema": RESULT_SCHEMA, "case": case_dict}
+    try:
+        outcome = body()
+        if outcome is None:
+            return None
         result |= {"status": "ok", **outcome, "error": None}
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a recorded result
         if isinstance(exc, KeyboardInterrupt):
@@ -95,20 +120,21 @@ def write_atomically(path: Path, document: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-# prctl option from <linux/prctl.h>: signal to deliver when the parent process dies.
-PR_SET_PDEATHSIG = 1
+def rank_file(result_path: Path, rank: int, kind: str = "") -> Path:
+    """Where rank ``rank`` writes its failure (kind "") or its phase (kind "phase")."""
+    infix = f".{kind}" if kind else ""
+    return result_path.with_name(f"{result_path.name}{infix}.rank{rank}")
 
 
-def die_with_parent() -> None:
-    """Have the kernel kill this process when the runner that started it dies (Linux)."""
-    parent = os.environ.get("TRAINPERF_PARENT_PID")
-    if parent is None or not sys.platform.startswith("linux"):
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        return  # not fatal: the worker still ends when its case does
-    if os.getppid() != int(parent):  # the parent died before the request took effect
-        os._exit(1)
+STACK_SIGNAL = signal.SIGUSR1
+
+
+def dump_stack_on_request(path: Path) -> None:
+    """Write this process's Python stack to ``path`` when it receives STACK_SIGNAL."""
+    handle = path.open("w")  # kept open for the life of the process
+    # all_threads: the kernel may hand the signal to a thread of torch or gloo, not to the
+    # main thread, and the current thread alone would then show no Python frame.
+    faulthandler.register(STACK_SIGNAL, file=handle, all_threads=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,9 +144,39 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     die_with_parent()
     case_path, result_path = Path(args[0]), Path(args[1])
-    result = measure(json.loads(case_path.read_text()))
-    write_atomically(result_path, result)
-    return 0
+    document = json.loads(case_path.read_text())
+    rank = int(os.environ["RANK"]) if "TORCHELASTIC_RUN_ID" in os.environ else None
+    dump_stack_on_request(
+        rank_file(result_path, rank, "stack")
+        if rank is not None
+        else result_path.with_name(result_path.name + ".stack")
+    )
+
+    def on_phase(phase: str) -> None:
+        if rank is not None:
+            rank_file(result_path, rank, "phase").write_text(phase)
+
+    if document.get("kind") == "equivalence":
+        from trainperf.equivalence import run_part
+
+        result = guarded(document["case"], lambda: run_part(document, result_path.parent))
+    else:
+        result = measure(document, on_phase)
+    if rank is None:
+        write_atomically(result_path, result)  # type: ignore[arg-type]
+        return 0
+    if result is None:
+        if os.environ.get("LOCAL_RANK") == "0":
+            # This node's trainperf hears that the result lives with rank 0, on another node.
+            follower = {"follower": True, "rank": rank, "case": document.get("case", document)}
+            write_atomically(result_path, follower)
+        return 0
+    if result["status"] != "ok":
+        result["error"]["message"] = f"rank {rank}: {result['error']['message']}"
+        result["error"]["rank"] = rank
+    write_atomically(result_path if rank == 0 else rank_file(result_path, rank), result)
+    # A failed rank must end the job: torchrun stops the other ranks when one exits non-zero.
+    return 0 if result["status"] == "ok" else 1
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -68,14 +69,16 @@ class SweepDisplay:
 
     def on_probe(self, index: int, probe: Any) -> None:
         verdict = "fits" if probe.fits else f"does not fit ({probe.status})"
-        self.progress.console.print(f"    largest-batch probe b{probe.batch_size}: {verdict}")
+        line = f"    largest-batch probe b{probe.batch_size}: {verdict}"
+        self.progress.console.print(line, markup=False, highlight=False)
 
     def on_result(self, index: int, result: dict[str, Any]) -> None:
         self.to_measure -= 1
         if result["status"] != "skipped" and not result.get("reused"):
             self.measured_s.append(time.monotonic() - self._case_started)
         self.progress.update(self.task, advance=1, eta=_clock(self.eta_s()))
-        self.progress.console.print(f"  {_one_line(result)}")
+        # Messages quote paths and C++ sources ("[pair.cc:537]"): never read them as markup.
+        self.progress.console.print(f"  {_one_line(result)}", markup=False, highlight=False)
 
 
 def _one_line(result: dict[str, Any]) -> str:
@@ -116,7 +119,7 @@ def summary_table(results: Iterable[dict[str, Any]], title: str = "summary") -> 
             table.add_row(
                 status if position == 0 else "",
                 str(len(members)) if position == 0 else "",
-                label_of(result["case"]),
-                _reason(result)[:120],
+                escape(label_of(result["case"])),
+                escape(_reason(result)[:120]),
             )
     return table

@@ -7,6 +7,7 @@ import io
 from collections.abc import Iterable
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 CASE_COLUMNS = ("model", "batch_size", "image_size", "seq_len", "precision", "device", "steps")
@@ -80,7 +81,7 @@ def results_table(results: Iterable[dict[str, Any]], title: str = "trainperf res
         elif status == "ok" and m.get("unstable"):
             status = "ok (unstable)"
         elif status != "ok" and r.get("error"):
-            status = f"{status}: {r['error'].get('message', '')[:40]}"
+            status = escape(f"{status}: {r['error'].get('message', '')[:40]}")
         table.add_row(
             case["model"],
             str(case["batch_size"]),
@@ -123,6 +124,36 @@ def models_table(rows: Iterable[dict[str, Any]]) -> Table:
             _si(row["train_flops_per_sample"]),
             f"{row['grad_bytes_fp32'] / 1e6:.1f}",
             f"{row['flops_per_param']:.0f}",
+        )
+    return table
+
+
+def scaling_table(rows: Iterable[dict[str, Any]]) -> Table:
+    table = Table(title="scaling: speedup and efficiency against 1 device of the same setting")
+    for name, justify in (
+        ("host", "left"),
+        ("setting", "left"),
+        ("scaling", "left"),
+        ("devices", "right"),
+        ("samples/s", "right"),
+        ("speedup", "right"),
+        ("efficiency", "right"),
+        ("exposed comm", "right"),
+        ("rank spread", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for r in rows:
+        share = r.get("comm_exposed_share")
+        table.add_row(
+            str(r["hostname"]),
+            r["setting"],
+            r["scaling"],
+            str(r["devices"]),
+            f"{r['samples_per_s']:.1f}",
+            f"{r['speedup']:.2f}" if r["speedup"] is not None else "-",
+            f"{r['efficiency']:.1%}" if r["efficiency"] is not None else "no baseline",
+            f"{share:.1%}" if share is not None else "-",
+            f"{r['rank_spread']:.1%}" if r.get("rank_spread") is not None else "-",
         )
     return table
 

@@ -1,0 +1,147 @@
+"""One data-parallel (ddp) case on one rank of a torchrun job; rank 0 derives the result.
+
+Metrics added to the single-device ones (all from every rank's own step times):
+- ``samples_per_s_*``: global throughput; step i takes the time of its slowest rank;
+- ``ranks``: per rank its host, median step time and own throughput (device batch /
+  median step time); ``slowest_rank`` and ``rank_spread`` = (slowest - fastest) / fastest
+  median step time, which shows stragglers;
+- ``compute_step_s_median``: the median step with gradient synchronization off (DDP
+  ``no_sync``; still the slowest rank per step); ``comm_exposed_s`` = median step -
+  compute step, the all-reduce time the backward pass did not hide, and
+  ``comm_exposed_share`` = comm_exposed_s / median step. Noise can make it slightly
+  negative; it is reported as measured.
+"""
+
+from __future__ import annotations
+
+import socket
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from trainperf import models
+from trainperf.case import Case
+from trainperf.dist import AgreedPolicy, Job, default_threads
+from trainperf.measure.loop import StepRecord, measure_steps
+from trainperf.measure.memory import read_peak, reset_peak
+from trainperf.measure.policy import parse_policy
+from trainperf.measure.timer import make_timer
+from trainperf.train import TrainingStep, build_training_step
+
+COMPUTE_WARMUP_STEPS = 2
+COMPUTE_MIN_STEPS, COMPUTE_MAX_STEPS = 5, 100
+
+
+def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[str, Any] | None:
+    """Measure this rank's part; rank 0 returns the result, the others None."""
+    from trainperf.benchmark import derive_metrics, device_info
+
+    on_phase("joining")
+    job = Job(case.device, case.timeout_s)
+    try:
+        threads = case.threads
+        if threads is None and case.device == "cpu":
+            threads = default_threads(job.ranks.local_world_size)
+        if threads:
+            torch.set_num_threads(threads)
+        spec = models.get(case.model)
+        policy = AgreedPolicy(parse_policy(case.steps), job)
+        reset_peak(job.device)
+        on_phase("building")
+        training = build_training_step(spec, case, job.device, rank=job.ranks.rank)
+        on_phase("measuring")
+        record = measure_steps(training.step, policy, make_timer(job.device.type))
+        on_phase("measuring compute only")
+        compute_s = measure_compute_only(training, len(record.step_s), job.device.type)
+        final_loss = float(training.step().detach())
+        on_phase("gathering")
+        mine = {
+            "rank": job.ranks.rank,
+            "host": socket.gethostname(),
+            "device": device_info(job.device),
+            "warmup_s": record.warmup_s,
+            "step_s": record.step_s,
+            "compute_step_s": compute_s,
+            "mem_peak_bytes": read_peak(job.device).mem_peak_bytes,
+            "final_loss": final_loss,
+        }
+        everyone = job.gather(mine)
+        on_phase("done")
+        if everyone is None:
+            return None
+        slowest = StepRecord(
+            warmup_s=[max(steps) for steps in zip(*(r["warmup_s"] for r in everyone), strict=True)],
+            step_s=slowest_per_step([r["step_s"] for r in everyone]),
+            warmup_reason=record.warmup_reason,
+            stop_reason=record.stop_reason,
+            measure_elapsed_s=record.measure_elapsed_s,
+        )
+        info = everyone[0]["device"] | {"backend": job.backend}
+        metrics = derive_metrics(
+            spec, case, training.size, slowest, policy.ci_target, info["name"], case.replicas
+        )
+        metrics |= rank_metrics(everyone, case)
+        metrics["final_loss"] = final_loss
+        return {"device": info, "metrics": metrics}
+    finally:
+        job.close()
+
+
+def measure_compute_only(training: TrainingStep, steps: int, device_type: str) -> list[float]:
+    """Times of steps with no gradient synchronization (as many as measured, 5 to 100)."""
+    if training.compute_only is None:
+        return []
+    for _ in range(COMPUTE_WARMUP_STEPS):
+        training.compute_only()
+    timer = make_timer(device_type)
+    for _ in range(min(max(steps, COMPUTE_MIN_STEPS), COMPUTE_MAX_STEPS)):
+        timer.start()
+        training.compute_only()
+        timer.stop()
+    return timer.durations()
+
+
+def slowest_per_step(per_rank: list[list[float]]) -> list[float]:
+    """Step i of a synchronous job lasts as long as its slowest rank's step i."""
+    return [max(times) for times in zip(*per_rank, strict=True)]
+
+
+def rank_metrics(everyone: list[dict[str, Any]], case: Case) -> dict[str, Any]:
+    """Per-rank throughput, stragglers and exposed communication (see the module doc)."""
+    samples_per_rank_step = case.device_batch * case.grad_accum
+    ranks = []
+    for r in everyone:
+        median = statistics.median(r["step_s"])
+        ranks.append(
+            {
+                "rank": r["rank"],
+                "host": r["host"],
+                "step_s_median": median,
+                "samples_per_s_median": samples_per_rank_step / median,
+                "mem_peak_bytes": r["mem_peak_bytes"],
+            }
+        )
+    medians = [r["step_s_median"] for r in ranks]
+    step_median = statistics.median(slowest_per_step([r["step_s"] for r in everyone]))
+    metrics: dict[str, Any] = {
+        "world_size": len(everyone),
+        "ranks": ranks,
+        "slowest_rank": max(ranks, key=lambda r: r["step_s_median"])["rank"],
+        "rank_spread": (max(medians) - min(medians)) / min(medians),
+        "rank_step_s": [r["step_s"] for r in everyone],
+        "mem_peak_bytes": max(r["mem_peak_bytes"] for r in everyone),
+        "mem_peak_source": "max over ranks",
+    }
+    compute = [r["compute_step_s"] for r in everyone]
+    if all(compute):
+        compute_median = statistics.median(slowest_per_step(compute))
+        exposed = step_median - compute_median
+        metrics |= {
+            "compute_step_s_median": compute_median,
+            "compute_step_s": slowest_per_step(compute),
+            "comm_exposed_s": exposed,
+            "comm_exposed_share": exposed / step_median,
+        }
+    return metrics

@@ -1,0 +1,160 @@
+"""Sequential equivalence: K data-parallel steps on N ranks against K steps in one process.
+
+The studies required that a parallel run reaches the same model as the sequential one
+(iso-accuracy). Both runs here start from the same weights (seed), see the same global
+batches (batch k is drawn on the CPU from seed ``seed + 1000 + k``; rank r trains on the
+r-th equal slice) and take the same optimizer steps. Synchronous data parallelism then
+computes the same mean gradient, up to the order of floating-point sums, so the largest
+parameter difference after K steps and the largest difference of the per-step global loss
+(the mean of the ranks' slice losses) must stay below a tolerance suited to the precision.
+
+Dropout is switched off in both runs: its random masks are drawn per process and cannot
+match between layouts. BatchNorm normalizes over each rank's slice, unlike the sequential
+run over the whole batch: such models are reported as not equivalent, with that note.
+
+Flow: the parallel part runs under torchrun and rank 0 saves its final parameters; the
+sequential part then runs in one process, loads them and compares.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainperf import models
+from trainperf.case import Case
+
+# Largest parameter and loss difference accepted, by precision. fp32 differs only by the
+# summation order of the all-reduce (~1e-7 relative per step); the 16-bit formats round.
+TOLERANCE = {"fp32": 1e-5, "tf32": 1e-3, "fp16": 1e-2, "bf16": 1e-2}
+PARAMS_FILE = "parallel_params.pt"
+
+
+def check(case: Case, steps: int) -> dict[str, Any]:
+    """Run both parts, each in its own child (the parallel one under torchrun).
+
+    ``case`` is the parallel case: ddp over ``devices`` x ``nodes``, ``batch_size`` the
+    global batch. Returns the sequential part's result document, whose metrics hold the
+    comparison; or the failed part's result. Raises runner.Interrupted on Ctrl-C/SIGTERM.
+    """
+    import tempfile
+
+    from trainperf.runner import StopFlag, run_job
+
+    single = case.model_copy(update={"devices": 1, "nodes": 1, "parallel": "none"})
+    with tempfile.TemporaryDirectory(prefix="trainperf-") as tmp, StopFlag().installed() as stop:
+        workdir = Path(tmp)
+        result = run_job(job(case, steps, "parallel"), case, workdir, stop)
+        if result["status"] == "ok":
+            result = run_job(job(case, steps, "sequential"), single, workdir, stop)
+    return result
+
+
+def job(case: Case, steps: int, part: str) -> dict[str, Any]:
+    """The worker document of one part: ``parallel`` (torchrun) or ``sequential``."""
+    return {"kind": "equivalence", "part": part, "steps": steps, "case": case.model_dump()}
+
+
+def run_part(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
+    """Run one part in this process (one rank of it under torchrun)."""
+    case, steps = Case.model_validate(document["case"]), int(document["steps"])
+    if document["part"] == "parallel":
+        from trainperf.dist import Job
+
+        job_ = Job(case.device, case.timeout_s)
+        try:
+            losses, params = train(case, steps, job_)
+            if not job_.is_leader:
+                return None
+            torch.save({"losses": losses, "params": params}, workdir / PARAMS_FILE)
+            return {"device": None, "metrics": {"losses": losses}}
+        finally:
+            job_.close()
+    losses, params = train(case, steps, None)
+    parallel = torch.load(workdir / PARAMS_FILE)
+    return {"device": None, "metrics": compare(case, losses, params, parallel)}
+
+
+def train(case: Case, steps: int, job: Any) -> tuple[list[float], torch.Tensor]:
+    """K steps on the global batch (this rank's slice of it); losses and final weights."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from trainperf.train import AUTOCAST_DTYPES, make_optimizer, set_fp32_math
+
+    spec = models.get(case.model)
+    device = job.device if job else torch.device(case.device)
+    rank, world = (job.ranks.rank, job.ranks.world_size) if job else (0, 1)
+    if case.threads:
+        torch.set_num_threads(case.threads)
+    torch.manual_seed(case.seed)
+    set_fp32_math(device, case.precision)
+    size = spec.resolve_size(getattr(case, spec.size_name))
+    model = spec.build().to(device).train()
+    if case.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.eval()  # see the module docstring
+    optimizer = make_optimizer(spec, model)
+    forward = DistributedDataParallel(model) if job else model
+    if case.compile:
+        forward = torch.compile(forward)
+    dtype = AUTOCAST_DTYPES.get(case.precision)
+    share = case.batch_size // world
+    losses = []
+    for k in range(steps):
+        torch.manual_seed(case.seed + 1000 + k)
+        inputs, targets = spec.task.example_batch(case.batch_size, size, "cpu")
+        mine = slice(rank * share, (rank + 1) * share)
+        x, y = inputs[mine].to(device), targets[mine].to(device)
+        if case.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        optimizer.zero_grad(set_to_none=True)
+        autocast = torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext()
+        with autocast:
+            loss = spec.loss(forward(x), y)
+        loss.backward()
+        optimizer.step()
+        global_loss = loss.detach().float()
+        if job:
+            torch.distributed.all_reduce(global_loss)
+            global_loss /= world
+        losses.append(float(global_loss))
+    params = torch.cat([p.detach().double().flatten().cpu() for p in model.parameters()])
+    return losses, params
+
+
+def compare(
+    case: Case, losses: list[float], params: torch.Tensor, parallel: dict[str, Any]
+) -> dict[str, Any]:
+    """Largest differences between the runs and the verdict against the tolerance."""
+    tolerance = TOLERANCE[case.precision]
+    param_diff = float((params - parallel["params"]).abs().max())
+    loss_diff = max(abs(a - b) for a, b in zip(losses, parallel["losses"], strict=True))
+    spec = models.get(case.model)
+    has_batchnorm = any(
+        isinstance(m, nn.modules.batchnorm._BatchNorm) for m in spec.build().modules()
+    )
+    metrics: dict[str, Any] = {
+        "steps": len(losses),
+        "devices": case.devices * case.nodes,
+        "global_batch": case.batch_size,
+        "max_param_diff": param_diff,
+        "max_loss_diff": loss_diff,
+        "tolerance": tolerance,
+        "equivalent": param_diff <= tolerance and loss_diff <= tolerance,
+        "sequential_losses": losses,
+        "parallel_losses": parallel["losses"],
+        "parameters": int(params.numel()),
+        "notes": ["dropout switched off in both runs (random masks differ per process)"],
+    }
+    if has_batchnorm:
+        metrics["notes"].append(
+            "the model has BatchNorm: each rank normalizes over its own slice, so the "
+            "runs differ by design (SyncBatchNorm would make them match)"
+        )
+    return metrics

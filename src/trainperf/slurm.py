@@ -1,0 +1,70 @@
+"""An sbatch script that runs a suite across the nodes of a Slurm allocation.
+
+Slurm starts one trainperf per node (``srun --ntasks-per-node=1``); each sets every case to
+span all the allocated nodes (``--set nodes=$SLURM_NNODES``, and ``devices`` to the GPUs per
+node when given) and meets the others at a torchrun rendezvous on the first node of the
+allocation. Every node must run the same cases in the same order, so the script measures
+every case again (``--fresh``) instead of resuming: a node resuming on its own would wait
+at a rendezvous the others never join.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+
+RDZV_PORT = 29400
+_TIME = re.compile(r"^(\d+-)?\d{1,2}(:\d{2}){0,2}$")
+
+
+class SlurmError(ValueError):
+    """A bad option for the script; the message is one line."""
+
+
+def sbatch_script(
+    suite: str,
+    nodes: int,
+    gpus_per_node: int | None = None,
+    time_limit: str = "02:00:00",
+    partition: str | None = None,
+    db: str = "trainperf.db",
+    overrides: tuple[str, ...] = (),
+    port: int = RDZV_PORT,
+) -> str:
+    """The text of the sbatch script (``suite``: a built-in name or a file path)."""
+    if not _TIME.match(time_limit):
+        raise SlurmError(f"--time '{time_limit}' is not a Slurm time: use HH:MM:SS or D-HH:MM")
+    directives = [
+        f"--job-name=trainperf-{re.sub(r'[^A-Za-z0-9_.-]', '_', suite)}",
+        f"--nodes={nodes}",
+        "--ntasks-per-node=1",
+        f"--time={time_limit}",
+        "--output=trainperf-%j.out",
+    ]
+    if gpus_per_node:
+        directives.append(f"--gpus-per-node={gpus_per_node}")
+    if partition:
+        directives.append(f"--partition={partition}")
+    sets = ["--set", "nodes=$SLURM_NNODES"]
+    if gpus_per_node:
+        sets += ["--set", f"devices={gpus_per_node}"]
+    for override in overrides:
+        sets += ["--set", shlex.quote(override)]
+    trainperf = f"{shlex.quote(sys.executable)} -m trainperf.cli"
+    command = " ".join(
+        [trainperf, "run", shlex.quote(suite), *sets]
+        + ['--rdzv-endpoint "$HEAD:$RDZV_PORT"', "--db", shlex.quote(db), "--fresh"]
+    )
+    lines = ["#!/bin/bash", *(f"#SBATCH {d}" for d in directives)]
+    lines += [
+        "# Written by `trainperf slurm`. The result of each case is stored by the node that",
+        "# holds rank 0. The database should be on a file system with working SQLite locks",
+        "# (or give each node its own --db and merge them later).",
+        "set -euo pipefail",
+        'HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        f"RDZV_PORT={port}",
+        f"srun --ntasks-per-node=1 --nodes=$SLURM_NNODES {command}",
+        "",
+    ]
+    return "\n".join(lines)

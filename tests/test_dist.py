@@ -1,0 +1,162 @@
+"""Distributed pieces that need no process: launch lines, scaling arithmetic, rank metrics,
+torchrun failure reports, the Slurm script."""
+
+import sys
+
+import pytest
+
+from trainperf import dist
+from trainperf.analysis.scaling import NO_BASELINE, scaling_rows, speedup_efficiency
+from trainperf.case import make_case
+from trainperf.distributed_case import rank_metrics, slowest_per_step
+from trainperf.runner import _torchrun_root_cause, _where_stuck, child_command
+from trainperf.slurm import SlurmError, sbatch_script
+
+
+def test_efficiency_arithmetic_on_known_inputs():
+    speedup, efficiency = speedup_efficiency(960.0, 4, 250.0)
+    assert speedup == pytest.approx(3.84)
+    assert efficiency == pytest.approx(0.96)
+
+
+def test_torchrun_lines():
+    assert dist.torchrun_args(2, 1, None, "x")[:1] == ["--standalone"]
+    multi = dist.torchrun_args(8, 4, None, "job1")
+    assert multi[multi.index("--rdzv-endpoint") + 1] == "127.0.0.1:29400"  # loopback
+    assert multi[multi.index("--nnodes") + 1] == "4"
+    given = dist.torchrun_args(8, 4, "10.0.0.1:29500", "job1")
+    assert "10.0.0.1:29500" in given and "job1" in given
+    command = dist.launch_command(["c.json", "r.json"], 2)
+    assert command[:3] == [sys.executable, "-m", "trainperf.launch"]
+    assert command[-4:] == ["-m", "trainperf.worker", "c.json", "r.json"]
+
+
+def test_child_command_by_mode(tmp_path):
+    single = child_command(
+        make_case(model="cifarnet", batch_size=2), tmp_path / "c", tmp_path / "r"
+    )
+    assert single[1:3] == ["-m", "trainperf.worker"]
+    ddp = make_case(model="cifarnet", batch_size=2, devices=2)
+    assert "trainperf.launch" in child_command(ddp, tmp_path / "c", tmp_path / "r")
+    one_rank_ddp = make_case(model="cifarnet", batch_size=2, parallel="ddp")
+    assert "--nproc-per-node" in child_command(one_rank_ddp, tmp_path / "c", tmp_path / "r")
+
+
+def test_slowest_rank_sets_each_step():
+    assert slowest_per_step([[1.0, 2.0, 3.0], [1.5, 1.0, 3.5]]) == [1.5, 2.0, 3.5]
+
+
+def test_rank_metrics_from_every_rank():
+    case = make_case(model="cifarnet", batch_size=10, devices=2)
+    everyone = [
+        {
+            "rank": 0,
+            "host": "a",
+            "step_s": [0.1] * 5,
+            "compute_step_s": [0.08] * 5,
+            "mem_peak_bytes": 10,
+        },
+        {
+            "rank": 1,
+            "host": "a",
+            "step_s": [0.125] * 5,
+            "compute_step_s": [0.09] * 5,
+            "mem_peak_bytes": 12,
+        },
+    ]
+    m = rank_metrics(everyone, case)
+    assert m["world_size"] == 2 and m["slowest_rank"] == 1
+    assert m["rank_spread"] == pytest.approx(0.25)
+    assert [r["samples_per_s_median"] for r in m["ranks"]] == pytest.approx([100.0, 80.0])
+    assert m["compute_step_s_median"] == pytest.approx(0.09)
+    assert m["comm_exposed_s"] == pytest.approx(0.035)
+    assert m["comm_exposed_share"] == pytest.approx(0.035 / 0.125)
+    assert m["mem_peak_bytes"] == 12
+
+
+def result(rid, devices, samples_per_s, scaling="weak", batch=32, host="h", status="ok"):
+    case = make_case(model="resnet18", batch_size=batch, devices=devices, scaling=scaling)
+    return {
+        "id": rid,
+        "status": status,
+        "case": case.model_dump(),
+        "metrics": {"samples_per_s_median": samples_per_s, "global_batch": case.global_batch},
+        "system": {"fingerprint": host, "hostname": host},
+    }
+
+
+def test_scaling_rows_against_the_one_device_result():
+    rows = scaling_rows(
+        [
+            result(1, 1, 250.0),
+            result(2, 4, 900.0),
+            result(3, 4, 960.0),  # newer: replaces id 2
+            result(4, 2, 100.0, status="oom"),  # failed results are not scaling points
+            result(5, 2, 400.0, scaling="strong"),
+            result(6, 2, 300.0, batch=64),  # no 1-device result at batch 64
+        ]
+    )
+    weak = [r for r in rows if r["scaling"] == "weak" and r["setting"].startswith("resnet18 b32")]
+    assert [(r["devices"], r["samples_per_s"]) for r in weak] == [(1, 250.0), (4, 960.0)]
+    assert weak[1]["speedup"] == pytest.approx(3.84) and weak[1]["efficiency"] == pytest.approx(
+        0.96
+    )
+    assert weak[0]["efficiency"] == 1.0
+    strong = [r for r in rows if r["scaling"] == "strong"]
+    assert [(r["devices"], r["efficiency"]) for r in strong] == [(1, 1.0), (2, pytest.approx(0.8))]
+    (orphan,) = [r for r in rows if r["setting"].startswith("resnet18 b64")]
+    assert orphan["efficiency"] is None and orphan["absent_reason"] == NO_BASELINE
+
+
+def test_scaling_keeps_systems_apart():
+    rows = scaling_rows([result(1, 1, 250.0, host="a"), result(2, 2, 400.0, host="b")])
+    assert [(r["hostname"], r["efficiency"]) for r in rows] == [("b", None)]
+
+
+TORCHRUN_FAILURE = """
+Failures:
+[1]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 15132)  (SIGTERM)
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-21_04:57:50
+  rank      : 1 (local_rank: 1)
+  exitcode  : -6 (pid: 15133)  (SIGABRT)
+"""
+
+
+def test_torchrun_root_cause_names_the_first_failed_rank(tmp_path):
+    stderr = tmp_path / "stderr.txt"
+    stderr.write_text(TORCHRUN_FAILURE)
+    assert _torchrun_root_cause(stderr) == (1, -6)
+    stderr.write_text("Traceback: something else")
+    assert _torchrun_root_cause(stderr) is None
+
+
+def test_where_stuck_names_the_rank_outside_torch(tmp_path):
+    (tmp_path / "result.json.stack.rank0").write_text(
+        'Thread 0x1 (most recent call first):\n  File "/venv/torch/autograd/graph.py", line 829'
+        " in _engine_run_backward\n"
+    )
+    (tmp_path / "result.json.stack.rank1").write_text(
+        'Thread 0x2 (most recent call first):\n  File "/home/u/nets.py", line 18 in forward\n'
+    )
+    (tmp_path / "result.json.phase.rank2").write_text("building")
+    where = _where_stuck(tmp_path / "result.json")
+    assert "rank 1 stuck at /home/u/nets.py:18 in forward" in where
+    assert "rank 0 waiting inside torch" in where
+    assert "rank 2 in phase building" in where
+
+
+def test_sbatch_script():
+    script = sbatch_script("short-test", nodes=4, gpus_per_node=8, partition="gpu")
+    assert script.startswith("#!/bin/bash\n")
+    for line in ("#SBATCH --nodes=4", "#SBATCH --gpus-per-node=8", "#SBATCH --partition=gpu"):
+        assert line in script
+    assert "--set nodes=$SLURM_NNODES --set devices=8" in script
+    assert '--rdzv-endpoint "$HEAD:$RDZV_PORT"' in script and "--fresh" in script
+    assert "scontrol show hostnames" in script
+    with pytest.raises(SlurmError, match="not a Slurm time"):
+        sbatch_script("quick", nodes=2, time_limit="two hours")
