@@ -100,6 +100,8 @@ def test_parallel_modes_and_batches():
         ({"bucket_mb": 10.0}, "bucket_mb applies to parallel ddp, not none"),
         ({"grad_compression": "fp16"}, "grad_compression applies to parallel ddp"),
         ({"devices": 3, "scaling": "strong"}, "strong scaling splits batch_size 8 over 3"),
+        ({"devices": 2, "grad_compression": "bf16"}, "bf16 needs NCCL"),
+        ({"devices": 2, "static_graph": True, "grad_accum": 2}, "static_graph cannot be"),
     ],
 )
 def test_parallel_settings_that_cannot_run(fields, message):

@@ -160,3 +160,42 @@ def test_sbatch_script():
     assert "scontrol show hostnames" in script
     with pytest.raises(SlurmError, match="not a Slurm time"):
         sbatch_script("quick", nodes=2, time_limit="two hours")
+
+
+class FakeDistributed:
+    """The parts of torch.distributed and torch.cuda that Job touches, recorded."""
+
+    def __init__(self):
+        self.calls = []
+
+    def init_process_group(self, backend, timeout):
+        self.calls.append(("init", backend, timeout.total_seconds()))
+
+    def new_group(self, backend):
+        self.calls.append(("new_group", backend))
+        return "control-group"
+
+    def set_device(self, index):
+        self.calls.append(("set_device", index))
+
+
+def test_gpu_job_uses_nccl_on_its_local_device_and_gloo_for_control(monkeypatch):
+    import torch
+    import torch.distributed
+
+    fake = FakeDistributed()
+    monkeypatch.setattr(torch.distributed, "init_process_group", fake.init_process_group)
+    monkeypatch.setattr(torch.distributed, "new_group", fake.new_group)
+    monkeypatch.setattr(torch.cuda, "set_device", fake.set_device)
+    for name, value in {"RANK": 5, "WORLD_SIZE": 8, "LOCAL_RANK": 1, "LOCAL_WORLD_SIZE": 4}.items():
+        monkeypatch.setenv(name, str(value))
+    job = dist.Job("cuda", timeout_s=300)
+    assert job.backend == "nccl" and job.device == torch.device("cuda", 1)
+    assert fake.calls == [("set_device", 1), ("init", "nccl", 300.0), ("new_group", "gloo")]
+    assert job.control == "control-group" and not job.is_leader
+    assert job.ranks == dist.Ranks(rank=5, world_size=8, local_rank=1, local_world_size=4)
+
+
+def test_cpu_processes_share_the_cores():
+    assert dist.default_threads(1) >= 1
+    assert dist.default_threads(10_000) == 1

@@ -39,7 +39,7 @@ def test_weak_and_strong_scaling_on_two_ranks(tmp_path, capsys):
 
     code, out, _ = run_cli(
         ["run", "-m", "cifarnet", "-b", 8, "--devices", 2, "--scaling", "strong", *SMALL]
-        + ["--db", db, "--json"],
+        + ["--static-graph", "--db", db, "--json"],
         capsys,
     )
     (strong,) = json.loads(out)["results"]
@@ -59,6 +59,19 @@ def test_weak_and_strong_scaling_on_two_ranks(tmp_path, capsys):
         expected = row["samples_per_s"] / (row["devices"] * one["metrics"]["samples_per_s_median"])
         assert row["efficiency"] == pytest.approx(expected)
         assert row["speedup"] == pytest.approx(row["efficiency"] * row["devices"])
+
+
+def test_ddp_options_run(tmp_path, capsys):
+    code, out, _ = run_cli(
+        ["run", "-m", "cifarnet", "-b", 8, "--devices", 2, *SMALL, "--db", tmp_path / "r.db"]
+        + ["--grad-compression", "fp16", "--bucket-mb", 1, "--grad-accum", 2]
+        + ["--json"],
+        capsys,
+    )
+    (result,) = json.loads(out)["results"]
+    assert code == 0, result["error"]
+    assert result["case"]["grad_compression"] == "fp16" and result["case"]["bucket_mb"] == 1
+    assert result["metrics"]["global_batch"] == 2 * 8 * 2  # ranks x batch x micro-batches
 
 
 def test_cifarnet_is_sequentially_equivalent_on_two_ranks(capsys):

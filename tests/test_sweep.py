@@ -157,6 +157,7 @@ def test_suites_lists_the_builtins(capsys):
         "high-throughput",
         "language-models",
         "batch-scaling",
+        "scaling",
     ]
 
 

@@ -73,3 +73,22 @@ def test_compiled_step_runs():
     case = make_case(model="cifarnet", batch_size=4, image_size=16, compile=True)
     t = build_training_step(models.get("cifarnet"), case, torch.device("cpu"))
     assert torch.isfinite(t.step())
+
+
+def test_data_parallel_scatters_one_batch_over_its_devices():
+    # On a machine without CUDA, DataParallel runs its module as is: the batch layout and
+    # the step are what is checked here; the GPUs themselves only on a GPU machine.
+    case = make_case(model="cifarnet", batch_size=4, image_size=16, devices=2, parallel="dp")
+    t = build_training_step(models.get("cifarnet"), case, torch.device("cpu"))
+    assert isinstance(t.model, torch.nn.Module) and t.inputs.shape[0] == 8
+    assert t.samples_per_step == 8 and t.compute_only is None
+    assert torch.isfinite(t.step())
+
+
+def test_gradient_accumulation_counts_every_micro_batch():
+    case = make_case(model="cifarnet", batch_size=4, image_size=16, grad_accum=3)
+    t = build_training_step(models.get("cifarnet"), case, torch.device("cpu"))
+    assert t.samples_per_step == 12 and t.inputs.shape[0] == 4
+    before = [p.detach().clone() for p in t.model.parameters()]
+    assert torch.isfinite(t.step())
+    assert any(not torch.equal(a, b) for a, b in zip(before, t.model.parameters(), strict=True))

@@ -208,6 +208,12 @@ def _check_parallel(case: Case) -> None:
                 raise CaseError(f"{name} applies to parallel ddp, not {mode}")
         if case.grad_compression != "none":
             raise CaseError(f"grad_compression applies to parallel ddp, not {mode}")
+    if case.static_graph and case.grad_accum > 1:
+        # Seen with torch 2.13: the reducer aborts the process (SIGABRT) when a static
+        # graph meets the no_sync micro-batches of gradient accumulation.
+        raise CaseError("static_graph cannot be combined with grad_accum above 1 in DDP")
+    if case.grad_compression == "bf16" and case.device != "cuda":
+        raise CaseError("grad_compression bf16 needs NCCL (CUDA GPUs); gloo on the CPU takes fp16")
     if case.scaling == "strong" and case.batch_size % case.replicas:
         raise CaseError(
             f"strong scaling splits batch_size {case.batch_size} over {case.replicas} "

@@ -50,6 +50,7 @@ BUILTIN = (
     "high-throughput",
     "language-models",
     "batch-scaling",
+    "scaling",
 )
 
 Path_ = tuple[str | int, ...]

@@ -5,7 +5,9 @@ For N devices (devices per node x nodes):
     efficiency(N) = throughput(N) / (N x throughput(1))
 with throughput the global median samples/s. The baseline is the newest ok one-device
 result of the same system and setting: every case field except devices, nodes, parallel
-mode, seed, timeout and threads, and (a one-device run being both) the scaling mode.
+mode, seed, timeout and threads, the DDP options (bucket size, gradient compression,
+static graph: a single device has no all-reduce to tune), and (a one-device run being
+both) the scaling mode. Results differing in DDP options stay apart as rows.
 ``batch_size`` stays in the setting: for weak scaling it is the batch per device, for
 strong scaling the global batch, so in both cases the baseline has the batch it should.
 Without a baseline, speedup and efficiency are absent with the reason, never guessed.
@@ -21,6 +23,7 @@ from trainperf.case import label_of
 
 # Fields that may differ between the N-device result and its baseline.
 NOT_IN_SETTING = ("devices", "nodes", "parallel", "seed", "timeout_s", "threads", "scaling")
+DDP_OPTIONS = ("bucket_mb", "grad_compression", "static_graph")
 NO_BASELINE = "no ok 1-device result of the same setting on this system"
 
 
@@ -30,8 +33,21 @@ def speedup_efficiency(throughput: float, devices: int, baseline: float) -> tupl
     return speedup, speedup / devices
 
 
-def setting_key(case: dict[str, Any]) -> str:
-    return json.dumps({k: v for k, v in case.items() if k not in NOT_IN_SETTING}, sort_keys=True)
+def setting_key(case: dict[str, Any], without: tuple[str, ...] = ()) -> str:
+    ignored = NOT_IN_SETTING + without
+    return json.dumps({k: v for k, v in case.items() if k not in ignored}, sort_keys=True)
+
+
+def ddp_options(case: dict[str, Any]) -> str:
+    """'bucket 1 MiB, fp16 gradients, static graph', or '' for PyTorch's defaults."""
+    options = []
+    if case.get("bucket_mb"):
+        options.append(f"bucket {case['bucket_mb']:g} MiB")
+    if case.get("grad_compression", "none") != "none":
+        options.append(f"{case['grad_compression']} gradients")
+    if case.get("static_graph"):
+        options.append("static graph")
+    return ", ".join(options)
 
 
 def device_count(case: dict[str, Any]) -> int:
@@ -41,6 +57,7 @@ def device_count(case: dict[str, Any]) -> int:
 def scaling_rows(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per system, setting, scaling mode and device count (newest result wins)."""
     newest: dict[tuple[str, str, str, int], dict[str, Any]] = {}
+    baselines: dict[tuple[str, str], dict[str, Any]] = {}
     for result in results:  # oldest first: later ones replace earlier ones
         if result["status"] != "ok":
             continue
@@ -49,17 +66,18 @@ def scaling_rows(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         scaling = case.get("scaling", "weak") if count > 1 else "any"
         system = result["system"]["fingerprint"]
         newest[(system, setting_key(case), scaling, count)] = result
+        if count == 1:
+            baselines[(system, setting_key(case, DDP_OPTIONS))] = result
 
     rows = []
-    for (system, key, scaling, count), result in newest.items():
+    emitted_baselines = set()
+    for (system, _, scaling, count), result in newest.items():
         if count == 1:
             continue
-        baseline = newest.get((system, key, "any", 1))
+        baseline = baselines.get((system, setting_key(result["case"], DDP_OPTIONS)))
         rows.append(_row(result, count, scaling, baseline))
-        if baseline is not None and not any(
-            r["devices"] == 1 and r["result_id"] == baseline["id"] and r["scaling"] == scaling
-            for r in rows
-        ):
+        if baseline is not None and (baseline["id"], scaling) not in emitted_baselines:
+            emitted_baselines.add((baseline["id"], scaling))
             rows.append(_row(baseline, 1, scaling, baseline))
     rows.sort(key=lambda r: (r["model"], r["hostname"], r["setting"], r["scaling"], r["devices"]))
     return rows
@@ -75,6 +93,7 @@ def _row(
         "hostname": result["system"].get("hostname"),
         "system": result["system"]["fingerprint"],
         "setting": label_of(case | {"devices": 1, "nodes": 1, "parallel": "none"}),
+        "ddp_options": ddp_options(case),
         "scaling": scaling,
         "devices": count,
         "nodes": case.get("nodes", 1),

@@ -146,7 +146,7 @@ def scaling_table(rows: Iterable[dict[str, Any]]) -> Table:
         share = r.get("comm_exposed_share")
         table.add_row(
             str(r["hostname"]),
-            r["setting"],
+            r["setting"] + (f" ({r['ddp_options']})" if r.get("ddp_options") else ""),
             r["scaling"],
             str(r["devices"]),
             f"{r['samples_per_s']:.1f}",
