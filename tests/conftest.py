@@ -4,6 +4,8 @@ import textwrap
 
 import pytest
 
+from trainperf.cli import main
+
 # Tiny image networks (any image size: they pool to 1x1) that fail in the ways a sweep
 # must survive. On the meta device (trainperf's class-count probe) they behave.
 FLAKY_NETS = """
@@ -63,3 +65,21 @@ def user_nets(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     return tmp_path
+
+
+@pytest.fixture
+def run_cli(capsys):
+    """Run the CLI in-process: ``run_cli(args)`` -> (exit code, stdout, stderr).
+
+    ``args`` is a list (items made strings) or a command line split on spaces.
+    """
+
+    def run(args):
+        args = args.split() if isinstance(args, str) else [str(a) for a in args]
+        with pytest.raises(SystemExit) as info:
+            main(args)
+            raise SystemExit(0)
+        out, err = capsys.readouterr()
+        return info.value.code, out, err
+
+    return run

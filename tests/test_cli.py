@@ -7,26 +7,12 @@ import sys
 
 import pytest
 
-from trainperf.cli import main
 
-
-def run_cli(args, capsys):
-    """Run the CLI in-process; ``args`` is a list or a command line to split on spaces."""
-    if isinstance(args, str):
-        args = args.split()
-    with pytest.raises(SystemExit) as info:
-        main(args)
-        raise SystemExit(0)
-    out, err = capsys.readouterr()
-    return info.value.code, out, err
-
-
-def test_one_tiny_case_end_to_end_json(tmp_path, capsys):
+def test_one_tiny_case_end_to_end_json(tmp_path, run_cli):
     db = tmp_path / "r.db"
     code, out, err = run_cli(
         "run --model cifarnet --batch-size 4 --image-size 16 --steps fixed:2:5 --device cpu"
-        f" --db {db} --json",
-        capsys,
+        f" --db {db} --json"
     )
     assert code == 0, err
     doc = json.loads(out)
@@ -57,27 +43,26 @@ def test_one_tiny_case_end_to_end_json(tmp_path, capsys):
     assert m["mfu"] is None and m["mfu_absent_reason"]
 
     # stored, and readable back in each format
-    code, out, _ = run_cli(f"results --db {db} --json", capsys)
+    code, out, _ = run_cli(f"results --db {db} --json")
     assert code == 0
     stored = json.loads(out)["results"]
     assert stored[0]["metrics"]["step_s"] == m["step_s"]
-    code, out, _ = run_cli(f"results --db {db} --csv", capsys)
+    code, out, _ = run_cli(f"results --db {db} --csv")
     header, row = out.strip().splitlines()
     assert header.startswith("id,created_at") and ",cifarnet,4,16," in row
 
 
-def test_language_model_reports_tokens(tmp_path, capsys):
+def test_language_model_reports_tokens(tmp_path, run_cli):
     code, out, err = run_cli(
         "run --model gpt2-small --batch-size 1 --seq-len 8 --steps fixed:1:3 --device cpu"
-        f" --db {tmp_path / 'r.db'} --json",
-        capsys,
+        f" --db {tmp_path / 'r.db'} --json"
     )
     assert code == 0, err
     m = json.loads(out)["results"][0]["metrics"]
     assert m["tokens_per_s_median"] == pytest.approx(m["samples_per_s_median"] * 8)
 
 
-def test_failed_case_is_stored_and_exit_code_is_1(tmp_path, capsys, monkeypatch):
+def test_failed_case_is_stored_and_exit_code_is_1(tmp_path, run_cli, monkeypatch):
     # bf16 on this CPU works, so force a failure: a custom net that raises in forward.
     (tmp_path / "badnet.py").write_text(
         "import torch\n"
@@ -94,8 +79,7 @@ def test_failed_case_is_stored_and_exit_code_is_1(tmp_path, capsys, monkeypatch)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     db = tmp_path / "r.db"
     code, out, _ = run_cli(
-        f"run --model badnet:build --batch-size 2 --steps fixed:0:1 --device cpu --db {db} --json",
-        capsys,
+        f"run --model badnet:build --batch-size 2 --steps fixed:0:1 --device cpu --db {db} --json"
     )
     assert code == 1
     (result,) = json.loads(out)["results"]
@@ -139,9 +123,9 @@ def test_failed_case_is_stored_and_exit_code_is_1(tmp_path, capsys, monkeypatch)
         (["--model", "resnet18", "--batch-size", "8", "--bogus"], "No such option"),
     ],
 )
-def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, args, message):
+def test_bad_input_one_line_exit_2_nothing_written(tmp_path, run_cli, args, message):
     db = tmp_path / "r.db"
-    code, out, err = run_cli(["run", *args, "--db", str(db)], capsys)
+    code, out, err = run_cli(["run", *args, "--db", str(db)])
     assert code == 2
     assert message in err
     assert err.startswith("trainperf: error: ") and err.count("\n") == 1
@@ -150,7 +134,7 @@ def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, args, messa
 
 
 @pytest.mark.parametrize("make_db", ["missing_dir", "is_dir", "under_file", "not_sqlite"])
-def test_unwritable_db(tmp_path, capsys, make_db):
+def test_unwritable_db(tmp_path, run_cli, make_db):
     target = {
         "missing_dir": tmp_path / "nope" / "r.db",
         "is_dir": tmp_path,
@@ -158,16 +142,14 @@ def test_unwritable_db(tmp_path, capsys, make_db):
         "not_sqlite": tmp_path / "f.txt",
     }[make_db]
     (tmp_path / "f.txt").write_text("plain text")
-    code, out, err = run_cli(
-        f"run --model cifarnet --batch-size 2 --db {str(target)}".split(), capsys
-    )
+    code, out, err = run_cli(f"run --model cifarnet --batch-size 2 --db {str(target)}".split())
     assert code == 2 and err.startswith("trainperf: error: --db") and err.count("\n") == 1
     assert (tmp_path / "f.txt").read_text() == "plain text"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"]
 
 
-def test_results_without_database_is_bad_input(tmp_path, capsys):
-    code, _, err = run_cli(f"results --db {tmp_path / 'none.db'}", capsys)
+def test_results_without_database_is_bad_input(tmp_path, run_cli):
+    code, _, err = run_cli(f"results --db {tmp_path / 'none.db'}")
     assert code == 2 and "no results database" in err
     assert not (tmp_path / "none.db").exists()
 
@@ -197,8 +179,8 @@ def test_models_json_lists_the_zoo_quickly():
         assert row["train_flops_per_sample"] > row["fwd_flops_per_sample"] > 0
 
 
-def test_results_of_a_file_that_is_not_a_database(tmp_path, capsys):
+def test_results_of_a_file_that_is_not_a_database(tmp_path, run_cli):
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"definitely not sqlite" * 100)
-    code, _, err = run_cli(f"results --db {junk}", capsys)
+    code, _, err = run_cli(f"results --db {junk}")
     assert code == 2 and "cannot read" in err and err.count("\n") == 1

@@ -8,24 +8,13 @@ import sys
 import psutil
 import pytest
 
-from trainperf.cli import main
-
 SMALL = ["--image-size", "16", "--steps", "fixed:1:5", "--device", "cpu"]
 
 
-def run_cli(args, capsys):
-    with pytest.raises(SystemExit) as info:
-        main([str(a) for a in args])
-        raise SystemExit(0)
-    out, err = capsys.readouterr()
-    return info.value.code, out, err
-
-
-def test_weak_and_strong_scaling_on_two_ranks(tmp_path, capsys):
+def test_weak_and_strong_scaling_on_two_ranks(tmp_path, run_cli):
     db = tmp_path / "r.db"
     code, out, _ = run_cli(
-        ["run", "-m", "cifarnet", "-b", 8, "--devices", "1,2", *SMALL, "--db", db, "--json"],
-        capsys,
+        ["run", "-m", "cifarnet", "-b", 8, "--devices", "1,2", *SMALL, "--db", db, "--json"]
     )
     assert code == 0
     one, two = json.loads(out)["results"]
@@ -39,14 +28,13 @@ def test_weak_and_strong_scaling_on_two_ranks(tmp_path, capsys):
 
     code, out, _ = run_cli(
         ["run", "-m", "cifarnet", "-b", 8, "--devices", 2, "--scaling", "strong", *SMALL]
-        + ["--static-graph", "--db", db, "--json"],
-        capsys,
+        + ["--static-graph", "--db", db, "--json"]
     )
     (strong,) = json.loads(out)["results"]
     assert code == 0 and strong["metrics"]["global_batch"] == 8
     assert strong["metrics"]["device_batch"] == 4
 
-    code, out, _ = run_cli(["scaling", "--db", db, "--json"], capsys)
+    code, out, _ = run_cli(["scaling", "--db", db, "--json"])
     rows = json.loads(out)["rows"]
     assert {(r["scaling"], r["devices"]) for r in rows} == {
         ("weak", 1),
@@ -61,12 +49,11 @@ def test_weak_and_strong_scaling_on_two_ranks(tmp_path, capsys):
         assert row["speedup"] == pytest.approx(row["efficiency"] * row["devices"])
 
 
-def test_ddp_options_run(tmp_path, capsys):
+def test_ddp_options_run(tmp_path, run_cli):
     code, out, _ = run_cli(
         ["run", "-m", "cifarnet", "-b", 8, "--devices", 2, *SMALL, "--db", tmp_path / "r.db"]
         + ["--grad-compression", "fp16", "--bucket-mb", 1, "--grad-accum", 2]
-        + ["--json"],
-        capsys,
+        + ["--json"]
     )
     (result,) = json.loads(out)["results"]
     assert code == 0, result["error"]
@@ -74,11 +61,10 @@ def test_ddp_options_run(tmp_path, capsys):
     assert result["metrics"]["global_batch"] == 2 * 8 * 2  # ranks x batch x micro-batches
 
 
-def test_cifarnet_is_sequentially_equivalent_on_two_ranks(capsys):
+def test_cifarnet_is_sequentially_equivalent_on_two_ranks(run_cli):
     code, out, _ = run_cli(
         ["equivalence", "cifarnet", "--devices", 2, "--steps", 5, "--image-size", 16]
-        + ["--device", "cpu", "--json"],
-        capsys,
+        + ["--device", "cpu", "--json"]
     )
     m = json.loads(out)["metrics"]
     assert code == 0 and m["equivalent"] is True
@@ -91,7 +77,7 @@ def children_now():
     return {p.pid for p in psutil.Process().children(recursive=True)}
 
 
-def test_a_rank_that_dies_or_hangs_is_named_and_nothing_is_left(tmp_path, capsys, user_nets):
+def test_a_rank_that_dies_or_hangs_is_named_and_nothing_is_left(tmp_path, run_cli, user_nets):
     suite = tmp_path / "ranks.yaml"
     suite.write_text(
         "name: ranks\ndefaults: {image_size: 8, steps: 'fixed:1:3', timeout_s: 10, devices: 2}\n"
@@ -100,7 +86,7 @@ def test_a_rank_that_dies_or_hangs_is_named_and_nothing_is_left(tmp_path, capsys
         "  - {model: 'flakynets:hang_rank1', batch_size: 2}\n"
     )
     before = children_now()
-    code, out, _ = run_cli(["run", suite, "--db", tmp_path / "r.db", "--json"], capsys)
+    code, out, _ = run_cli(["run", suite, "--db", tmp_path / "r.db", "--json"])
     crashed, hung = json.loads(out)["results"]
     assert code == 1
     assert crashed["status"] == "crashed"

@@ -11,8 +11,6 @@ import time
 import psutil
 import pytest
 
-from trainperf.cli import main
-
 FLAKY_SUITE = """\
 name: flaky
 description: one case of each outcome
@@ -25,14 +23,6 @@ cases:
   - {model: "flakynets:hangs", batch_size: 2}
   - {model: cifarnet, batch_size: 2, device: cuda}
 """
-
-
-def run_cli(args, capsys):
-    with pytest.raises(SystemExit) as info:
-        main([str(a) for a in args])
-        raise SystemExit(0)
-    out, err = capsys.readouterr()
-    return info.value.code, out, err
 
 
 def write_suite(directory, text, name="suite.yaml"):
@@ -49,10 +39,10 @@ def rows(db):
         ).fetchall()
 
 
-def test_every_outcome_gets_its_status_and_nothing_is_left_running(tmp_path, capsys, user_nets):
+def test_every_outcome_gets_its_status_and_nothing_is_left_running(tmp_path, run_cli, user_nets):
     suite, db = write_suite(tmp_path, FLAKY_SUITE), tmp_path / "r.db"
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    code, out, err = run_cli(["run", suite, "--db", db, "--json"], capsys)
+    code, out, err = run_cli(["run", suite, "--db", db, "--json"])
     assert code == 1  # some cases failed
     document = json.loads(out)
     statuses = [(r["case"]["model"], r["status"]) for r in document["results"]]
@@ -77,18 +67,16 @@ def test_every_outcome_gets_its_status_and_nothing_is_left_running(tmp_path, cap
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
 
 
-def test_summary_groups_by_status_with_reasons(tmp_path, capsys, user_nets):
+def test_summary_groups_by_status_with_reasons(tmp_path, run_cli, user_nets):
     text = FLAKY_SUITE.split('  - {model: "flakynets:hog"')[0]
     text += "  - {model: cifarnet, batch_size: 2, device: cuda}\n"
-    code, out, err = run_cli(
-        ["run", write_suite(tmp_path, text), "--db", tmp_path / "r.db"], capsys
-    )
+    code, out, err = run_cli(["run", write_suite(tmp_path, text), "--db", tmp_path / "r.db"])
     assert code == 0  # ok and skipped only
     assert "summary" in out and "device 'cuda' is not available" in out
     assert "left ~" not in out  # progress goes to stderr, and is gone at the end
 
 
-def test_max_batch_comes_from_the_store_or_a_search(tmp_path, capsys, user_nets):
+def test_max_batch_comes_from_the_store_or_a_search(tmp_path, run_cli, user_nets):
     text = (
         "name: biggest\ndefaults: {image_size: 8, steps: 'fixed:1:2', timeout_s: 60}\n"
         "cases:\n  - {model: 'flakynets:hog_above_5', batch_size: max}\n"
@@ -96,8 +84,7 @@ def test_max_batch_comes_from_the_store_or_a_search(tmp_path, capsys, user_nets)
     db = tmp_path / "r.db"
     code, out, _ = run_cli(
         ["maxbatch", "flakynets:hog_above_5", "--image-size", 8, "--start", 4, "--limit", 6]
-        + ["--db", db, "--json"],
-        capsys,
+        + ["--db", db, "--json"]
     )
     assert code == 0
     found = json.loads(out)
@@ -107,12 +94,12 @@ def test_max_batch_comes_from_the_store_or_a_search(tmp_path, capsys, user_nets)
         (6, False),
         (5, True),
     ]
-    code, out, _ = run_cli(["run", write_suite(tmp_path, text), "--db", db, "--json"], capsys)
+    code, out, _ = run_cli(["run", write_suite(tmp_path, text), "--db", db, "--json"])
     (result,) = json.loads(out)["results"]
     assert code == 0 and result["status"] == "ok" and result["case"]["batch_size"] == 5
 
 
-def test_bad_suites_are_refused_before_anything_is_written(tmp_path, capsys):
+def test_bad_suites_are_refused_before_anything_is_written(tmp_path, run_cli):
     cases = {
         "malformed.yaml": ("name: x\ncases: [\n  {model: resnet18\n", ":4: malformed YAML"),
         "unknown.yaml": (
@@ -132,22 +119,22 @@ def test_bad_suites_are_refused_before_anything_is_written(tmp_path, capsys):
     db = tmp_path / "r.db"
     for name, (text, message) in cases.items():
         path = write_suite(tmp_path, text, name)
-        code, out, err = run_cli(["run", path, "--db", db], capsys)
+        code, out, err = run_cli(["run", path, "--db", db])
         assert code == 2, name
         assert err.startswith(f"trainperf: error: {path}{message}") and err.count("\n") == 1
         assert out == ""
     assert not db.exists()
-    code, _, err = run_cli(["run", "resnet50-please", "--db", db], capsys)
+    code, _, err = run_cli(["run", "resnet50-please", "--db", db])
     assert code == 2 and "unknown suite 'resnet50-please'" in err
-    code, _, err = run_cli(["run", "quick", "--model", "resnet18", "--db", db], capsys)
+    code, _, err = run_cli(["run", "quick", "--model", "resnet18", "--db", db])
     assert code == 2 and "not both" in err
-    code, _, err = run_cli(["run", "--precision", "bf16", "--db", db], capsys)
+    code, _, err = run_cli(["run", "--precision", "bf16", "--db", db])
     assert code == 2 and "--precision describe one case and need --model" in err
     assert not db.exists()
 
 
-def test_suites_lists_the_builtins(capsys):
-    code, out, _ = run_cli(["suites", "--json"], capsys)
+def test_suites_lists_the_builtins(run_cli):
+    code, out, _ = run_cli(["suites", "--json"])
     names = [s["name"] for s in json.loads(out)]
     assert code == 0
     assert names == [
@@ -168,7 +155,7 @@ name: slow
 defaults: {image_size: 8, timeout_s: 120}
 cases:
   - {model: "flakynets:normal", batch_size: 2, steps: "fixed:0:2"}
-  - {model: "flakynets:slow", batch_size: 2, steps: "fixed:0:20"}
+  - {model: "flakynets:slow", batch_size: 2, steps: "fixed:0:10"}
   - {model: "flakynets:normal", batch_size: 4, steps: "fixed:0:2"}
 """
 
