@@ -1,0 +1,104 @@
+"""The one harness of the micro-benchmarks: warm-up, timed windows, cache flushing, summary.
+
+Each kernel benchmark supplies only what differs: the operation to run once, how many
+FLOPs or bytes it moves, and how to check it. This module owns:
+- ``time_op``: warm-up calls, then one timing window per call (CUDA events recorded on the
+  stream on a GPU, synchronized once at the end; the host clock on a CPU), with an
+  optional ``between`` call outside the windows (a cache flush);
+- ``CacheFlusher``: writes a buffer larger than the last-level cache between iterations,
+  so each timed call reads its operands from memory, as DeepBench does;
+- ``Timing``: the per-call times with mean, median and best (units in the names).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from trainperf.measure.timer import make_timer
+
+# Larger than the L2 of current GPUs (H100/H200: 50 MB) and the L3 of most CPU sockets.
+DEFAULT_FLUSH_BYTES = 256 * 2**20
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds of every timed call."""
+
+    times_s: tuple[float, ...]
+
+    @property
+    def mean_s(self) -> float:
+        return statistics.fmean(self.times_s)
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.times_s)
+
+    @property
+    def best_s(self) -> float:
+        return min(self.times_s)
+
+    def rates(self, amount: float, scale: float = 1.0) -> dict[str, float]:
+        """``amount`` per second (e.g. FLOPs) from the mean, median and best time, / scale."""
+        return {
+            "mean": amount / self.mean_s / scale,
+            "median": amount / self.median_s / scale,
+            "best": amount / self.best_s / scale,
+        }
+
+
+class CacheFlusher:
+    """Overwrites a buffer larger than the caches; call it between timed iterations."""
+
+    def __init__(self, device: torch.device, nbytes: int = DEFAULT_FLUSH_BYTES) -> None:
+        self.buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)
+
+    def __call__(self) -> None:
+        self.buffer.zero_()
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_op(
+    op: Callable[[], object],
+    device: torch.device,
+    *,
+    warmup: int = 3,
+    iters: int = 10,
+    between: Callable[[], object] | None = None,
+) -> Timing:
+    """Run ``op`` ``warmup`` times untimed, then ``iters`` times each in its own window."""
+    if iters < 1:
+        raise ValueError("iters must be at least 1")
+    for _ in range(warmup):
+        op()
+    synchronize(device)
+    timer = make_timer(device.type)
+    for _ in range(iters):
+        if between is not None:
+            between()
+        timer.start()
+        op()
+        timer.stop()
+    return Timing(tuple(timer.durations()))
+
+
+def dtype_of(name: str) -> torch.dtype:
+    """torch dtype of a micro-benchmark dtype name (tf32 computes on float32 storage)."""
+    dtypes = {
+        "fp32": torch.float32,
+        "tf32": torch.float32,
+        "fp16": torch.float16,
+        "bf16": torch.bfloat16,
+        "fp8": torch.float8_e4m3fn,
+    }
+    if name not in dtypes:
+        raise ValueError(f"dtype '{name}' is not valid: allowed {', '.join(dtypes)}")
+    return dtypes[name]
