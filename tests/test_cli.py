@@ -157,7 +157,7 @@ def test_results_without_database_is_bad_input(tmp_path, run_cli):
 def test_models_json_lists_the_zoo_quickly():
     # A real subprocess: the console script as a user runs it.
     proc = subprocess.run(
-        [sys.executable, "-m", "trainperf.cli", "models", "--json"],
+        [sys.executable, "-m", "trainperf", "models", "--json"],
         capture_output=True,
         text=True,
         timeout=120,

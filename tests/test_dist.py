@@ -9,7 +9,7 @@ from trainperf import dist
 from trainperf.analysis.scaling import NO_BASELINE, scaling_rows, speedup_efficiency
 from trainperf.case import make_case
 from trainperf.distributed_case import rank_metrics, slowest_per_step
-from trainperf.runner import _torchrun_root_cause, _where_stuck, child_command
+from trainperf.runner import Launch, _torchrun_root_cause, _where_stuck, child_command
 from trainperf.slurm import SlurmError, sbatch_script
 
 
@@ -33,13 +33,14 @@ def test_torchrun_lines():
 
 def test_child_command_by_mode(tmp_path):
     single = child_command(
-        make_case(model="cifarnet", batch_size=2), tmp_path / "c", tmp_path / "r"
+        Launch.of_case(make_case(model="cifarnet", batch_size=2)), tmp_path / "c", tmp_path / "r"
     )
     assert single[1:3] == ["-m", "trainperf.worker"]
     ddp = make_case(model="cifarnet", batch_size=2, devices=2)
-    assert "trainperf.launch" in child_command(ddp, tmp_path / "c", tmp_path / "r")
+    assert "trainperf.launch" in child_command(Launch.of_case(ddp), tmp_path / "c", tmp_path / "r")
     one_rank_ddp = make_case(model="cifarnet", batch_size=2, parallel="ddp")
-    assert "--nproc-per-node" in child_command(one_rank_ddp, tmp_path / "c", tmp_path / "r")
+    launch = Launch.of_case(one_rank_ddp)
+    assert "--nproc-per-node" in child_command(launch, tmp_path / "c", tmp_path / "r")
 
 
 def test_slowest_rank_sets_each_step():

@@ -119,7 +119,7 @@ def test_a_case_across_two_nodes_meets_at_a_loopback_rendezvous(tmp_path):
     endpoint = f"127.0.0.1:{free_port()}"
     nodes = [
         subprocess.Popen(
-            [sys.executable, "-m", "trainperf.cli", "run", str(suite), "--json"]
+            [sys.executable, "-m", "trainperf", "run", str(suite), "--json"]
             + ["--db", str(tmp_path / f"node{n}.db"), "--rdzv-endpoint", endpoint],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

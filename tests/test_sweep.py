@@ -161,7 +161,7 @@ cases:
 
 
 def start_sweep(suite, db, *extra):
-    command = [sys.executable, "-m", "trainperf.cli", "run", str(suite), "--db", str(db), *extra]
+    command = [sys.executable, "-m", "trainperf", "run", str(suite), "--db", str(db), *extra]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -640,5 +640,7 @@ def main(argv: list[str] | None = None) -> None:
         _fail("interrupted", 130)
 
 
-if __name__ == "__main__":
-    main()
+# The micro-benchmark verbs live in their own module, which uses the helpers above.
+from trainperf.cli_micro import micro  # noqa: E402
+
+cli.add_command(micro)

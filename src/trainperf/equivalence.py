@@ -43,14 +43,15 @@ def check(case: Case, steps: int) -> dict[str, Any]:
     """
     import tempfile
 
-    from trainperf.runner import StopFlag, run_job
+    from trainperf.runner import Launch, StopFlag, run_job
 
     single = case.model_copy(update={"devices": 1, "nodes": 1, "parallel": "none"})
     with tempfile.TemporaryDirectory(prefix="trainperf-") as tmp, StopFlag().installed() as stop:
         workdir = Path(tmp)
-        result = run_job(job(case, steps, "parallel"), case, workdir, stop)
+        result = run_job(job(case, steps, "parallel"), Launch.of_case(case), workdir, stop)
         if result["status"] == "ok":
-            result = run_job(job(case, steps, "sequential"), single, workdir, stop)
+            sequential = job(case, steps, "sequential")
+            result = run_job(sequential, Launch.of_case(single), workdir, stop)
     return result
 
 

@@ -94,17 +94,38 @@ def worker_command(case_path: Path, result_path: Path) -> list[str]:
     return [sys.executable, "-m", "trainperf.worker", str(case_path), str(result_path)]
 
 
+@dataclass(frozen=True)
+class Launch:
+    """How a child job runs: one process, or torchrun over processes per node x nodes."""
+
+    torchrun: bool = False
+    processes_per_node: int = 1
+    nodes: int = 1
+    timeout_s: float | None = None
+    job_id: str = "trainperf"  # the rendezvous id: the same on every node of one job
+
+    @classmethod
+    def of_case(cls, case: Case) -> Launch:
+        digest = hashlib.sha256(case.model_dump_json().encode()).hexdigest()[:12]
+        return cls(
+            case.mode == "ddp", case.devices, case.nodes, case.timeout_s, f"trainperf-{digest}"
+        )
+
+
 def child_command(
-    case: Case, case_path: Path, result_path: Path, rendezvous: str | None = None
+    launch: Launch, case_path: Path, result_path: Path, rendezvous: str | None = None
 ) -> list[str]:
-    """The worker itself, or torchrun running one worker per device for a ddp case."""
-    if case.mode != "ddp":
+    """The worker itself, or torchrun running one worker per process."""
+    if not launch.torchrun:
         return worker_command(case_path, result_path)
     from trainperf import dist
 
-    rdzv_id = "trainperf-" + hashlib.sha256(case.model_dump_json().encode()).hexdigest()[:12]
     return dist.launch_command(
-        [str(case_path), str(result_path)], case.devices, case.nodes, rendezvous, rdzv_id
+        [str(case_path), str(result_path)],
+        launch.processes_per_node,
+        launch.nodes,
+        rendezvous,
+        launch.job_id,
     )
 
 
@@ -115,31 +136,32 @@ def run_in_child(
 
     Raises ``Interrupted`` (after killing the child's process tree) when ``stop`` is set.
     """
-    return run_job(case.model_dump(), case, workdir, stop, rendezvous)
+    return run_job(case.model_dump(), Launch.of_case(case), workdir, stop, rendezvous)
 
 
 def run_job(
     document: dict[str, Any],
-    case: Case,
+    launch: Launch,
     workdir: Path,
     stop: StopFlag | None = None,
     rendezvous: str | None = None,
 ) -> dict[str, Any]:
-    """Run the worker on ``document`` (a case, or a job naming its ``kind``) as ``case``
-    says: one process or torchrun, within ``case.timeout_s``; return its result."""
+    """Run the worker on ``document`` (a case, or a job naming its ``kind``) as ``launch``
+    says, within its timeout; return the result document."""
     stop = stop or StopFlag()
     case_path, result_path = workdir / "case.json", workdir / "result.json"
     stderr_path = workdir / "stderr.txt"
     case_path.write_text(json.dumps(document))
     for stale in workdir.glob("result.json*"):
         stale.unlink()
-    deadline = time.monotonic() + case.timeout_s if case.timeout_s else None
+    deadline = time.monotonic() + launch.timeout_s if launch.timeout_s else None
+    what = document.get("case", document)  # what a failure result describes
     env = os.environ | {PARENT_PID_ENV: str(os.getpid())}
     with stderr_path.open("wb") as stderr:
         # A new session makes the child the leader of its own process group, so a hung
         # case can be killed with everything it started (compiler workers, loaders).
         child = subprocess.Popen(
-            child_command(case, case_path, result_path, rendezvous),
+            child_command(launch, case_path, result_path, rendezvous),
             stdout=subprocess.DEVNULL,
             stderr=stderr,
             start_new_session=True,
@@ -153,9 +175,9 @@ def run_job(
             if child.poll() is None:  # interrupted, timed out, or the parent failed
                 _kill_tree(child)
     if returncode is None:
-        message = f"no result after {case.timeout_s:g} s: killed" + _where_stuck(result_path)
-        return _failure(case, "timeout", message, stderr_path)
-    if case.mode == "ddp" and returncode != 0:
+        message = f"no result after {launch.timeout_s:g} s: killed" + _where_stuck(result_path)
+        return _failure(what, "timeout", message, stderr_path)
+    if launch.torchrun and returncode != 0:
         # The first rank that failed is the cause; the others fail after it (their peer is
         # gone), and rank 0 may have written that second-hand error as RESULT.json.
         cause = _torchrun_root_cause(stderr_path)
@@ -164,13 +186,13 @@ def run_job(
             own = result_path if rank == 0 else result_path.with_name(f"result.json.rank{rank}")
             if own.exists() and code >= 0:
                 return json.loads(own.read_text())
-            return _failure(case, "crashed", _rank_ended(rank, code), stderr_path)
+            return _failure(what, "crashed", _rank_ended(rank, code), stderr_path)
     if result_path.exists():
         return json.loads(result_path.read_text())
     failed_ranks = sorted(workdir.glob("result.json.rank*"), key=lambda p: int(p.suffix[5:]))
     if failed_ranks:
         return json.loads(failed_ranks[0].read_text())
-    return _failure(case, "crashed", _how_it_ended(returncode), stderr_path)
+    return _failure(what, "crashed", _how_it_ended(returncode), stderr_path)
 
 
 def _how_it_ended(returncode: int) -> str:
@@ -280,12 +302,12 @@ def _kill_tree(child: subprocess.Popen) -> None:
     psutil.wait_procs(descendants, timeout=10)
 
 
-def _failure(case: Case, status: str, message: str, stderr_path: Path) -> dict[str, Any]:
+def _failure(case: dict[str, Any], status: str, message: str, stderr_path: Path) -> dict[str, Any]:
     tail = stderr_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
     return {
         "result_schema": RESULT_SCHEMA,
         "status": status,
-        "case": case.model_dump(),
+        "case": case,
         "device": None,
         "metrics": {},
         "error": {"type": status, "message": message, "stderr_tail": tail},
@@ -402,6 +424,7 @@ def run_sweep(
                     result = done[item.key] | {"reused": True}
                 else:
                     result = _run_item(item, index, sweep)
+                    _add_achievable(result, store, fingerprint)
                     if not result.get("follower"):
                         result["id"] = store.add_result(
                             outcome.run_id, fingerprint, result, suite=suite, case_key=item.key
@@ -481,6 +504,25 @@ def _resolve_max_batch(
         message = found["note"] or "no batch size fits"
         return 0, unmeasured_result(item.fields, "oom", message, "OutOfMemory")
     return found["batch_size"], None
+
+
+def _add_achievable(result: dict[str, Any], store: Store, fingerprint: str) -> None:
+    """Utilization against the best matmul rate `micro gemm` measured on this system, beside
+    the data-sheet MFU; absent (with the reason) when no such measurement is stored."""
+    metrics = result.get("metrics") or {}
+    if result["status"] != "ok" or "achieved_tflops" not in metrics:
+        return
+    case = result["case"]
+    best = store.achievable_tflops(fingerprint, case["device"], case["precision"])
+    if best is None:
+        metrics["utilization_of_achievable"] = None
+        metrics["achievable_absent_reason"] = (
+            f"no `trainperf micro gemm --dtype {case['precision']}` result on this system"
+        )
+        return
+    devices = metrics.get("device_count", 1)
+    metrics["achievable_tflops"] = best
+    metrics["utilization_of_achievable"] = metrics["achieved_tflops"] / (best * devices)
 
 
 def _without_batch(fields: dict[str, Any]) -> str:

@@ -51,7 +51,7 @@ def sbatch_script(
         sets += ["--set", f"devices={gpus_per_node}"]
     for override in overrides:
         sets += ["--set", shlex.quote(override)]
-    trainperf = f"{shlex.quote(sys.executable)} -m trainperf.cli"
+    trainperf = f"{shlex.quote(sys.executable)} -m trainperf"
     command = " ".join(
         [trainperf, "run", shlex.quote(suite), *sets]
         + ['--rdzv-endpoint "$HEAD:$RDZV_PORT"', "--db", shlex.quote(db), "--fresh"]

@@ -5,6 +5,7 @@ Schema version lives in ``PRAGMA user_version``. History (add a migration for ev
      ``results`` (one per case: status, full case, metrics, raw step times, error).
   2: ``results`` gains ``suite``, ``suite_version`` and ``case_key`` (resuming a suite);
      table ``max_batch`` holds the largest batch found per system and memory settings.
+  3: table ``micro`` holds micro-benchmark runs (kind, parameters, rows, summary).
 
 Each result is committed in its own transaction as soon as it arrives, so an interrupted
 run keeps everything finished before the interruption, and a process killed in the middle
@@ -25,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # How long a writer waits for another to finish its transaction (ours take milliseconds).
 BUSY_TIMEOUT_S = 60.0
 
@@ -76,8 +77,23 @@ CREATE TABLE max_batch (
 CREATE INDEX max_batch_lookup ON max_batch(system, memory_key);
 """
 
+_SCHEMA_V3 = """
+CREATE TABLE micro (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    system      TEXT NOT NULL REFERENCES systems(fingerprint),
+    created_at  TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    params_json TEXT NOT NULL,
+    device_json TEXT,
+    metrics_json TEXT NOT NULL,
+    error_json  TEXT
+);
+CREATE INDEX micro_kind ON micro(system, kind)
+"""
+
 # version reached -> SQL taking the previous version to it (statements split on ';')
-_MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+_MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
 
 
 class StoreError(Exception):
@@ -262,6 +278,61 @@ class Store:
             "probes": json.loads(row["probes_json"]),
             "note": row["note"],
         }
+
+    def add_micro(
+        self, system: dict[str, Any], params: dict[str, Any], result: dict[str, Any]
+    ) -> int:
+        """Store one micro-benchmark run (its rows and summary in ``metrics``)."""
+        fingerprint = self.add_system(system)
+        with self._write() as db:
+            cursor = db.execute(
+                "INSERT INTO micro (system, created_at, kind, status, params_json, device_json,"
+                " metrics_json, error_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    fingerprint,
+                    _now(),
+                    params["kind"],
+                    result["status"],
+                    json.dumps(params),
+                    json.dumps(result.get("device")),
+                    json.dumps(result.get("metrics") or {}),
+                    json.dumps(result["error"]) if result.get("error") else None,
+                ),
+            )
+        return int(cursor.lastrowid)
+
+    def micro(self, kind: str | None = None) -> list[dict[str, Any]]:
+        """Stored micro-benchmark runs, oldest first."""
+        query, args = "SELECT * FROM micro", ()
+        if kind:
+            query, args = query + " WHERE kind = ?", (kind,)
+        return [
+            {
+                "id": row["id"],
+                "system": row["system"],
+                "created_at": row["created_at"],
+                "kind": row["kind"],
+                "status": row["status"],
+                "params": json.loads(row["params_json"]),
+                "device": json.loads(row["device_json"]) if row["device_json"] else None,
+                "metrics": json.loads(row["metrics_json"]),
+                "error": json.loads(row["error_json"]) if row["error_json"] else None,
+            }
+            for row in self.db.execute(query + " ORDER BY id", args).fetchall()
+        ]
+
+    def achievable_tflops(self, system: str, device_type: str, dtype: str) -> float | None:
+        """The best matmul TFLOP/s measured by ``micro gemm`` on this system and device type."""
+        best = None
+        for run in self.micro("gemm"):
+            if run["system"] != system or run["status"] != "ok":
+                continue
+            if run["params"].get("device") != device_type:
+                continue
+            found = (run["metrics"].get("max_achievable") or {}).get(dtype)
+            if found and (best is None or found["tflops"] > best):
+                best = found["tflops"]
+        return best
 
     def results(self, model: str | None = None) -> list[dict[str, Any]]:
         """Stored results, oldest first, as documents with their system record."""

@@ -156,7 +156,13 @@ def main(argv: list[str] | None = None) -> int:
         if rank is not None:
             rank_file(result_path, rank, "phase").write_text(phase)
 
-    if document.get("kind") == "equivalence":
+    from trainperf.micro import KINDS as MICRO_KINDS
+
+    if document.get("kind") in MICRO_KINDS:
+        from trainperf.micro import run_document
+
+        result = guarded(document, lambda: run_document(document, result_path.parent))
+    elif document.get("kind") == "equivalence":
         from trainperf.equivalence import run_part
 
         result = guarded(document["case"], lambda: run_part(document, result_path.parent))

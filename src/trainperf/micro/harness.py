@@ -90,6 +90,21 @@ def time_op(
     return Timing(tuple(timer.durations()))
 
 
+_SIZE_SUFFIXES = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
+
+
+def parse_bytes(text: str) -> int:
+    """Bytes of ``text``: a whole number with an optional K, M or G suffix (powers of 1024)."""
+    cleaned = str(text).strip().lower()
+    suffix = cleaned[-1] if cleaned and cleaned[-1] in "kmg" else ""
+    digits = cleaned[: len(cleaned) - len(suffix)]
+    if not (digits.isascii() and digits.isdigit()):
+        raise ValueError(
+            f"size '{text}' is not valid: use a number with an optional K, M or G suffix, e.g. 8M"
+        )
+    return int(digits) * _SIZE_SUFFIXES[suffix]
+
+
 def dtype_of(name: str) -> torch.dtype:
     """torch dtype of a micro-benchmark dtype name (tf32 computes on float32 storage)."""
     dtypes = {

@@ -1,0 +1,383 @@
+"""``trainperf micro KIND``: the micro-benchmark verbs (parse, run in a child, store, print).
+
+Kept apart from cli.py so each file stays readable; registered on the main group there.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trainperf.cli import (
+    EXIT_FAILED_CASES,
+    BadInput,
+    PositiveInt,
+    _db_option,
+    _emit_json,
+    _fail,
+    _json_option,
+    _open_machine,
+    stderr,
+    stdout,
+)
+
+DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
+
+
+def _device_option(function: Any) -> Any:
+    return click.option("--device", default="auto", show_default=True, help="cpu, cuda or auto")(
+        function
+    )
+
+
+def _timing_options(warmup: int, iters: int) -> Any:
+    def decorate(function: Any) -> Any:
+        function = click.option("--iters", type=PositiveInt(), default=iters, show_default=True)(
+            function
+        )
+        return click.option(
+            "--warmup", type=click.IntRange(min=0), default=warmup, show_default=True
+        )(function)
+
+    return decorate
+
+
+def _timeout_option(function: Any) -> Any:
+    return click.option(
+        "--timeout",
+        "timeout_s",
+        type=click.FloatRange(min=0, min_open=True),
+        default=3600,
+        show_default=True,
+        help="seconds before the run is killed",
+    )(function)
+
+
+@click.group()
+def micro() -> None:
+    """Micro-benchmarks with the field's definitions (DeepBench, nccl-tests)."""
+
+
+def _resolve_device(device: str, capabilities: dict) -> str:
+    if device == "auto":
+        return "cuda" if "cuda" in capabilities else "cpu"
+    if device not in ("cpu", "cuda"):
+        raise BadInput(f"--device '{device}' is not valid: allowed cpu, cuda or auto")
+    if device not in capabilities:
+        raise BadInput(f"device '{device}' is not available on this machine")
+    return device
+
+
+def _execute(
+    document: dict[str, Any], db: Path, record: dict, launch: Any, rendezvous: str | None = None
+) -> dict[str, Any]:
+    """Run the document in a child (or torchrun job), store it, return the result."""
+    import tempfile
+
+    from trainperf.runner import Interrupted, StopFlag, run_job
+    from trainperf.store import Store
+
+    stderr.print(f"running micro {document['kind']} on {document.get('device', 'cuda')}")
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="trainperf-") as tmp,
+            StopFlag().installed() as stop,
+        ):
+            result = run_job(document, launch, Path(tmp), stop, rendezvous)
+    except Interrupted as exc:
+        _fail(f"interrupted by {exc}: nothing stored", 128 + exc.signum)
+    if result.get("follower"):
+        stderr.print("this node took part; the node of rank 0 stores the result")
+        sys.exit(0)
+    with Store(db) as store:
+        result["id"] = store.add_micro(record, document, result)
+    stderr.print(f"stored in {db}")
+    return result
+
+
+def _finish(result: dict[str, Any], as_json: bool, render: Any) -> None:
+    if as_json:
+        _emit_json(result)
+    elif result["status"] == "ok":
+        render(result["metrics"])
+    else:
+        stdout.print(
+            f"{result['status']}: {(result.get('error') or {}).get('message', '')}", markup=False
+        )
+    if result["status"] != "ok":
+        sys.exit(EXIT_FAILED_CASES)
+
+
+def _parse_dtypes(text: str) -> list[str]:
+    names = [d.strip() for d in text.split(",") if d.strip()]
+    bad = [d for d in names if d not in DTYPES]
+    if bad or not names:
+        raise BadInput(f"--dtype '{text}' is not valid: allowed {', '.join(DTYPES)} (comma list)")
+    return names
+
+
+@micro.command()
+@click.option(
+    "--dtype",
+    "dtypes",
+    default="fp32",
+    show_default=True,
+    help="comma list of " + ", ".join(DTYPES),
+)
+@click.option(
+    "--shapes",
+    type=click.Choice(["deepbench", "square", "all"]),
+    default="all",
+    show_default=True,
+    help="the 160 DeepBench training GEMMs, a square sweep, or both",
+)
+@click.option("--limit", type=PositiveInt(), help="only the first N shapes")
+@click.option("--no-flush", is_flag=True, help="do not flush the caches between iterations")
+@_device_option
+@_timing_options(warmup=3, iters=10)
+@_timeout_option
+@_db_option
+@_json_option
+def gemm(
+    dtypes: str,
+    shapes: str,
+    limit: int | None,
+    no_flush: bool,
+    device: str,
+    warmup: int,
+    iters: int,
+    timeout_s: float,
+    db: Path,
+    as_json: bool,
+) -> None:
+    """Matrix multiply TFLOP/s (2·M·N·K / time): mean, median and best per shape."""
+    from trainperf.report.micro import gemm_table
+    from trainperf.runner import Launch
+
+    names = _parse_dtypes(dtypes)
+    record, capabilities = _open_machine(db)
+    document = {
+        "kind": "gemm",
+        "device": _resolve_device(device, capabilities),
+        "dtypes": names,
+        "shapes": shapes,
+        "limit": limit,
+        "flush": not no_flush,
+        "warmup": warmup,
+        "iters": iters,
+    }
+    result = _execute(document, db, record, Launch(timeout_s=timeout_s))
+    _finish(result, as_json, lambda m: stdout.print(gemm_table(m)))
+
+
+@micro.command()
+@click.option("--dtype", default="fp32", show_default=True, type=click.Choice(DTYPES[:4]))
+@click.option("--model", help="the convolutions of a zoo model instead of DeepBench's")
+@click.option(
+    "--batch-size", type=PositiveInt(), default=32, show_default=True, help="with --model"
+)
+@click.option("--limit", type=PositiveInt(), help="only the first N shapes")
+@click.option("--no-flush", is_flag=True, help="do not flush the caches between iterations")
+@_device_option
+@_timing_options(warmup=2, iters=5)
+@_timeout_option
+@_db_option
+@_json_option
+def conv(
+    dtype: str,
+    model: str | None,
+    batch_size: int,
+    limit: int | None,
+    no_flush: bool,
+    device: str,
+    warmup: int,
+    iters: int,
+    timeout_s: float,
+    db: Path,
+    as_json: bool,
+) -> None:
+    """Convolution forward, backward-data and backward-filter times and TFLOP/s."""
+    from trainperf.report.micro import conv_table
+    from trainperf.runner import Launch
+
+    if model is not None:
+        from trainperf import models
+
+        try:
+            models.get(model)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+    record, capabilities = _open_machine(db)
+    resolved = _resolve_device(device, capabilities)
+    if dtype == "tf32" and resolved != "cuda":
+        raise BadInput("--dtype tf32 is a CUDA tensor-core mode: on the CPU use fp32, fp16 or bf16")
+    document = {
+        "kind": "conv",
+        "device": resolved,
+        "dtype": dtype,
+        "model": model,
+        "batch_size": batch_size,
+        "limit": limit,
+        "flush": not no_flush,
+        "warmup": warmup,
+        "iters": iters,
+    }
+    result = _execute(document, db, record, Launch(timeout_s=timeout_s))
+    _finish(result, as_json, lambda m: stdout.print(conv_table(m)))
+
+
+@micro.command()
+@click.option(
+    "--size", "size_text", help="buffer size, e.g. 256M (default: 256M on a GPU, 64M on a CPU)"
+)
+@_device_option
+@_timing_options(warmup=3, iters=20)
+@_timeout_option
+@_db_option
+@_json_option
+def memory(
+    size_text: str | None,
+    device: str,
+    warmup: int,
+    iters: int,
+    timeout_s: float,
+    db: Path,
+    as_json: bool,
+) -> None:
+    """Copy bandwidth: device to device (CPU: memory copy), host to/from device."""
+    from trainperf.micro.harness import parse_bytes
+    from trainperf.report.micro import memory_table
+    from trainperf.runner import Launch
+
+    try:
+        size_bytes = parse_bytes(size_text) if size_text else None
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    record, capabilities = _open_machine(db)
+    document = {
+        "kind": "memory",
+        "device": _resolve_device(device, capabilities),
+        "size_bytes": size_bytes,
+        "warmup": warmup,
+        "iters": iters,
+    }
+    result = _execute(document, db, record, Launch(timeout_s=timeout_s))
+    _finish(result, as_json, lambda m: stdout.print(memory_table(m)))
+
+
+@micro.command()
+@click.option("--size", "size_text", default="256M", show_default=True, help="bytes per copy")
+@_timeout_option
+@_db_option
+@_json_option
+def p2p(size_text: str, timeout_s: float, db: Path, as_json: bool) -> None:
+    """GPU pairs: connectivity, uni/bidirectional bandwidth and latency matrices."""
+    from trainperf.micro.harness import parse_bytes
+    from trainperf.report.micro import p2p_text
+    from trainperf.runner import Launch
+
+    try:
+        size_bytes = parse_bytes(size_text)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    record, _ = _open_machine(db)
+    document = {"kind": "p2p", "device": "cuda", "size_bytes": size_bytes}
+    result = _execute(document, db, record, Launch(timeout_s=timeout_s))
+    if result["status"] == "ok" and result["metrics"].get("status") == "skipped":
+        result["status"] = "skipped"
+        result["error"] = {"type": "skipped", "message": result["metrics"]["reason"]}
+    if as_json:
+        _emit_json(result)
+    elif result["status"] == "ok":
+        stdout.print(p2p_text(result["metrics"]), markup=False)
+    else:
+        stdout.print(f"{result['status']}: {result['error']['message']}", markup=False)
+    if result["status"] not in ("ok", "skipped"):
+        sys.exit(EXIT_FAILED_CASES)
+
+
+@micro.command()
+@click.option(
+    "--ops",
+    default="all_reduce,all_gather,reduce_scatter,broadcast,reduce,all_to_all,sendrecv",
+    show_default=True,
+    help="comma list of collectives",
+)
+@click.option(
+    "--nprocs", type=PositiveInt(), default=2, show_default=True, help="processes per node"
+)
+@click.option("--nodes", type=PositiveInt(), default=1, show_default=True)
+@click.option("--rdzv-endpoint", help="HOST:PORT of the rendezvous for several nodes")
+@click.option("--min-bytes", default="1K", show_default=True)
+@click.option("--max-bytes", default="64M", show_default=True)
+@click.option("--factor", type=PositiveInt(), default=2, show_default=True)
+@click.option(
+    "--dtype", default="fp32", show_default=True, type=click.Choice(["fp32", "fp16", "bf16"])
+)
+@_device_option
+@_timing_options(warmup=5, iters=20)
+@_timeout_option
+@_db_option
+@_json_option
+def collective(
+    ops: str,
+    nprocs: int,
+    nodes: int,
+    rdzv_endpoint: str | None,
+    min_bytes: str,
+    max_bytes: str,
+    factor: int,
+    dtype: str,
+    device: str,
+    warmup: int,
+    iters: int,
+    timeout_s: float,
+    db: Path,
+    as_json: bool,
+) -> None:
+    """Collectives over torch.distributed with nccl-tests' algbw and busbw definitions."""
+    from trainperf.micro import collective as coll
+    from trainperf.runner import Launch
+
+    names = [o.strip() for o in ops.split(",") if o.strip()]
+    unknown = [o for o in names if o not in coll.OPS]
+    if unknown or not names:
+        raise BadInput(f"--ops '{ops}' is not valid: allowed {', '.join(coll.OPS)}")
+    try:
+        low, high = coll.parse_bytes(min_bytes), coll.parse_bytes(max_bytes)
+        coll.sizes(low, high, factor)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    record, capabilities = _open_machine(db)
+    resolved = _resolve_device(device, capabilities)
+    if resolved == "cuda" and capabilities["cuda"].count < nprocs:
+        raise BadInput(
+            f"--nprocs {nprocs} needs {nprocs} GPUs; this machine has {capabilities['cuda'].count}"
+        )
+    document = {
+        "kind": "collective",
+        "ops": names,
+        "min_bytes": low,
+        "max_bytes": high,
+        "factor": factor,
+        "dtype": dtype,
+        "warmup": warmup,
+        "iters": iters,
+        "device": resolved,
+        "timeout_s": timeout_s,
+    }
+    launch = Launch(True, nprocs, nodes, timeout_s, "trainperf-collective")
+    if rdzv_endpoint:
+        stderr.print("start this same command on each node")
+    result = _execute(document, db, record, launch, rdzv_endpoint)
+
+    def render(metrics: dict) -> None:
+        world = (result.get("device") or {}).get("world_size", nprocs * nodes)
+        backend = (result.get("device") or {}).get("backend", "")
+        table = coll.format_table(metrics["rows"], world, backend, metrics.get("skipped"))
+        stdout.print(table, markup=False, highlight=False)
+
+    _finish(result, as_json, render)

@@ -1,0 +1,674 @@
+"""Collective micro-benchmark with the definitions of NVIDIA's nccl-tests.
+
+Definitions, from nccl-tests' doc/PERFORMANCE.md and the ``*GetCollByteCount`` and
+``*GetBw`` functions of its src/*.cu, for ``n`` ranks and elements of ``e`` bytes:
+
+==============  ==========================  ============================  =============
+op              count (nccl-tests' column)  size_bytes (its size column)  busbw / algbw
+==============  ==========================  ============================  =============
+all_reduce      count                       count*e                       2(n-1)/n
+all_gather      c, sent by each rank        n*c*e, the output             (n-1)/n
+reduce_scatter  c, received by each rank    n*c*e, the input              (n-1)/n
+all_to_all      c, sent to each peer        n*c*e, each rank's send       (n-1)/n
+broadcast       count                       count*e                       1
+reduce          count                       count*e                       1
+sendrecv        count                       count*e                       1
+==============  ==========================  ============================  =============
+
+``size_bytes`` is the larger of the send and receive buffers (nccl-tests prints
+``max(sendBytes, recvBytes)``); ``algbw_gbps = size_bytes / time_s / 1e9``. ``busbw_gbps =
+algbw_gbps * factor`` makes the numbers comparable to the hardware's bandwidth whatever
+``n``: in an all-reduce each rank must send and receive 2(n-1)/n of the data (a
+reduce-scatter then an all-gather, (n-1)/n each); broadcast, reduce and send/receive move
+the data once over the slowest link. A sweep gives sizes in bytes of ``size_bytes``; the
+count is ``size // e``; where the size is a total over ranks (all_gather, reduce_scatter,
+all_to_all) it is divided by ``n`` and, as current nccl-tests does (``(count/nranks) &
+-(16/eltSize)``), rounded down to whole 16 bytes per rank. The size actually moved is
+reported, as nccl-tests does; sizes that leave no element are skipped. (Current nccl-tests
+also switches all_reduce's factor to (n-1)/(n+1) when NCCL_ALGO forces NVLS; trainperf keeps
+PERFORMANCE.md's 2(n-1)/n, as NCCL picks its algorithm by itself here.)
+
+Timing, as nccl-tests' BenchTime: ``warmup`` untimed iterations, a barrier, then one window
+around ``iters`` iterations (CUDA events on a GPU, the host clock on a CPU); the time of
+one iteration is the window / ``iters``, averaged over ranks (nccl-tests' default
+``-a 1``). ``#wrong`` is checked on one more run with fresh inputs and summed over ranks;
+"Avg bus bandwidth" is the mean busbw of every row of an op, in-place and out-of-place.
+
+In-place and out-of-place. torch.distributed's all_reduce, broadcast and reduce take one
+tensor that is both the send and the receive buffer (NCCL is called with sendbuff ==
+recvbuff): torch has no out-of-place form of them, so they are measured in-place only.
+all_gather and reduce_scatter run both ways; in-place, the smaller buffer is the rank's
+slice of the larger one, at nccl-tests' offset (``rank * count``). all_to_all and sendrecv
+run out-of-place. sendrecv posts its send and receive together (``batch_isend_irecv``,
+one NCCL group, as nccl-tests' ncclGroupStart/End): a plain isend then irecv puts both of
+two ranks' sends ahead of their receives on the pair's one stream and can deadlock on NCCL.
+
+Checking. Inputs are small integers chosen so that every partial sum over the ranks is an
+integer the dtype holds exactly (at most 2**24 in fp32, 2**11 in fp16, 2**8 in bf16), in
+any order of reduction; the expected result is computed on the CPU in float64, chunk by
+chunk, and compared exactly after casting to the dtype.
+
+Run alone: ``torchrun ... -m trainperf.micro.collective DOC.json OUT.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from trainperf.dist import Job, default_threads
+from trainperf.micro.harness import (
+    dtype_of,
+    parse_bytes,  # noqa: F401 - part of this module's API
+    synchronize,
+    time_op,
+)
+
+DTYPES = ("fp32", "fp16", "bf16")
+DEVICES = ("cpu", "cuda")
+# The names nccl-tests prints in its type column.
+NCCL_TYPE_NAMES = {"fp32": "float", "fp16": "half", "bf16": "bfloat16"}
+# Every integer from 0 to this is exact in the dtype: 2 ** (significand bits + 1).
+EXACT_INTEGERS = {torch.float32: 2**24, torch.float16: 2**11, torch.bfloat16: 2**8}
+# At most this many distinct input values (0 .. LEVELS-1) per element.
+LEVELS = 7
+# Written into receive buffers before the checked run; valid results are never negative.
+SENTINEL = -1.0
+# Elements checked at a time: bounds the host memory of checking a large buffer.
+CHECK_CHUNK = 2**22
+GB = 1e9
+
+
+# ---------------------------------------------------------------- sizes and bandwidths
+
+
+def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
+    """``min_bytes``, ``min_bytes * factor``, ... up to ``max_bytes`` (nccl-tests' -b -e -f)."""
+    if factor < 2:
+        raise ValueError(f"factor must be at least 2, got {factor}")
+    if min_bytes < 1:
+        raise ValueError(f"min_bytes must be at least 1, got {min_bytes}")
+    if max_bytes < min_bytes:
+        raise ValueError(f"max_bytes ({max_bytes}) is smaller than min_bytes ({min_bytes})")
+    out, size = [], min_bytes
+    while size <= max_bytes:
+        out.append(size)
+        size *= factor
+    return out
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Elements of one size of a sweep: nccl-tests' count column and the two buffers."""
+
+    count: int
+    send: int
+    recv: int
+    elsize: int
+
+    @property
+    def size_bytes(self) -> int:
+        return max(self.send, self.recv) * self.elsize
+
+
+def _same(total: int, n: int, elsize: int) -> tuple[int, int, int]:
+    return total, total, total
+
+
+def _per_rank(total: int, n: int, elsize: int) -> int:
+    """nccl-tests' ``(count/nranks) & -(16/eltSize)``: whole 16-byte pieces per rank."""
+    align = max(1, 16 // elsize)
+    return total // n // align * align
+
+
+def _gathered(total: int, n: int, elsize: int) -> tuple[int, int, int]:  # output: n slices
+    c = _per_rank(total, n, elsize)
+    return c, c, n * c
+
+
+def _scattered(total: int, n: int, elsize: int) -> tuple[int, int, int]:  # input: n slices
+    c = _per_rank(total, n, elsize)
+    return c, n * c, c
+
+
+def _exchanged(total: int, n: int, elsize: int) -> tuple[int, int, int]:  # n slices each way
+    c = _per_rank(total, n, elsize)
+    return c, n * c, n * c
+
+
+# ---------------------------------------------------------------- exact inputs
+
+
+@dataclass(frozen=True)
+class Peers:
+    """This rank among the ``n`` of the job, and what its buffers are made of."""
+
+    rank: int
+    n: int
+    device: torch.device
+    dtype: torch.dtype
+
+
+def levels(n: int, dtype: torch.dtype) -> int:
+    """Distinct input values per element such that a sum over ``n`` ranks stays exact."""
+    return min(LEVELS, EXACT_INTEGERS[dtype] // n + 1)
+
+
+def value(rank: int | torch.Tensor, index: torch.Tensor, peers: Peers) -> torch.Tensor:
+    """Input of ``rank`` at element ``index`` (float64): (index + rank) mod k, k <= 7 levels.
+
+    When even 0/1 values could sum past the exact range (bf16 beyond 256 ranks), exactly
+    one rank holds a 1 at each element.
+    """
+    k = levels(peers.n, peers.dtype)
+    if k == 1:
+        return (index % peers.n == rank).double()
+    return ((index + rank) % k).double()
+
+
+def value_sum(index: torch.Tensor, peers: Peers) -> torch.Tensor:
+    """Sum over all ranks of ``value(rank, index)``, in closed form.
+
+    Over each run of k consecutive ranks the residues (index + rank) mod k take every value
+    0..k-1 once; the n mod k ranks left over add (index + j) mod k for j < n mod k.
+    """
+    k = levels(peers.n, peers.dtype)
+    if k == 1:
+        return torch.ones(index.shape, dtype=torch.float64)
+    total = torch.full(index.shape, (peers.n // k) * k * (k - 1) / 2, dtype=torch.float64)
+    for j in range(peers.n % k):
+        total += (index + j) % k
+    return total
+
+
+# ---------------------------------------------------------------- the plug-ins
+
+
+Values = Callable[[torch.Tensor, Layout, Peers], torch.Tensor | None]
+
+
+@dataclass(frozen=True)
+class Buffers:
+    send: torch.Tensor
+    recv: torch.Tensor
+
+
+@dataclass(frozen=True)
+class Collective:
+    """What one collective adds to the harness.
+
+    ``split(total elements, n, element bytes)`` gives (count, send elements, receive
+    elements);
+    ``factor(n)`` is busbw / algbw; ``run`` calls torch.distributed once; ``inputs`` gives
+    this rank's send buffer at the given indices and ``expected`` its receive buffer (None:
+    nothing to check on this rank), both float64.
+    """
+
+    name: str
+    split: Callable[[int, int, int], tuple[int, int, int]]
+    factor: Callable[[int], float]
+    in_place: tuple[bool, ...]
+    run: Callable[[Buffers, Peers], None]
+    inputs: Values
+    expected: Values
+    redop: str | None = None
+    root: int | None = None
+    min_ranks: int = 1
+
+
+def _own(index: torch.Tensor, layout: Layout, peers: Peers) -> torch.Tensor:
+    return value(peers.rank, index, peers)
+
+
+def _send_recv(buffers: Buffers, peers: Peers) -> None:
+    ops = [
+        dist.P2POp(dist.isend, buffers.send, (peers.rank + 1) % peers.n),
+        dist.P2POp(dist.irecv, buffers.recv, (peers.rank - 1) % peers.n),
+    ]
+    for request in dist.batch_isend_irecv(ops):
+        request.wait()
+
+
+def _ring(n: int) -> float:
+    return (n - 1) / n
+
+
+def _once(n: int) -> float:
+    return 1.0
+
+
+COLLECTIVES: dict[str, Collective] = {
+    c.name: c
+    for c in (
+        Collective(
+            name="all_reduce",
+            split=_same,
+            factor=lambda n: 2 * (n - 1) / n,
+            in_place=(True,),
+            run=lambda b, p: dist.all_reduce(b.recv),
+            inputs=_own,
+            expected=lambda i, lay, p: value_sum(i, p),
+            redop="sum",
+        ),
+        Collective(
+            name="all_gather",
+            split=_gathered,
+            factor=_ring,
+            in_place=(False, True),
+            run=lambda b, p: dist.all_gather_single(b.recv, b.send),
+            inputs=lambda i, lay, p: value(p.rank, p.rank * lay.count + i, p),
+            expected=lambda i, lay, p: value(i // lay.count, i, p),
+        ),
+        Collective(
+            name="reduce_scatter",
+            split=_scattered,
+            factor=_ring,
+            in_place=(False, True),
+            run=lambda b, p: dist.reduce_scatter_single(b.recv, b.send),
+            inputs=_own,
+            expected=lambda i, lay, p: value_sum(p.rank * lay.count + i, p),
+            redop="sum",
+        ),
+        Collective(
+            name="broadcast",
+            split=_same,
+            factor=_once,
+            in_place=(True,),
+            run=lambda b, p: dist.broadcast(b.recv, src=0),
+            inputs=lambda i, lay, p: (
+                value(0, i, p)
+                if p.rank == 0
+                else torch.full(i.shape, SENTINEL, dtype=torch.float64)
+            ),
+            expected=lambda i, lay, p: value(0, i, p),
+            root=0,
+        ),
+        Collective(
+            name="reduce",
+            split=_same,
+            factor=_once,
+            in_place=(True,),
+            run=lambda b, p: dist.reduce(b.recv, dst=0),
+            inputs=_own,
+            expected=lambda i, lay, p: value_sum(i, p) if p.rank == 0 else None,
+            redop="sum",
+            root=0,
+        ),
+        Collective(
+            name="all_to_all",
+            split=_exchanged,
+            factor=_ring,
+            in_place=(False,),
+            run=lambda b, p: dist.all_to_all_single(b.recv, b.send),
+            inputs=_own,
+            # Slice s of the output is slice `rank` of rank s's input.
+            expected=lambda i, lay, p: value(i // lay.count, p.rank * lay.count + i % lay.count, p),
+        ),
+        Collective(
+            name="sendrecv",
+            split=_same,
+            factor=_once,
+            in_place=(False,),
+            run=_send_recv,
+            inputs=_own,
+            expected=lambda i, lay, p: value((p.rank - 1) % p.n, i, p),
+            min_ranks=2,
+        ),
+    )
+}
+
+
+OPS = tuple(COLLECTIVES)
+
+
+def collective(name: str) -> Collective:
+    if name not in COLLECTIVES:
+        raise ValueError(f"unknown collective '{name}': allowed {', '.join(COLLECTIVES)}")
+    return COLLECTIVES[name]
+
+
+def layout(op: str, size_bytes: int, elsize: int, n: int) -> Layout | None:
+    """The buffers nccl-tests uses for ``size_bytes`` of ``op``; None if no element fits."""
+    count, send, recv = collective(op).split(size_bytes // elsize, n, elsize)
+    return Layout(count, send, recv, elsize) if count > 0 else None
+
+
+def bandwidths(op: str, size_bytes: int, time_s: float, n: int) -> tuple[float, float]:
+    """(algbw_gbps, busbw_gbps) of moving ``size_bytes`` of ``op`` in ``time_s`` on n ranks."""
+    algbw_gbps = size_bytes / time_s / GB
+    return algbw_gbps, algbw_gbps * collective(op).factor(n)
+
+
+# ---------------------------------------------------------------- the sweep document
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A collective sweep as the document gives it, checked field by field."""
+
+    ops: tuple[str, ...]
+    min_bytes: int
+    max_bytes: int
+    factor: int
+    dtype: str
+    warmup: int
+    iters: int
+    device: str
+    timeout_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.ops, str) or not isinstance(self.ops, Sequence):
+            raise ValueError(f"field 'ops' is {self.ops!r}: a list of collectives")
+        object.__setattr__(self, "ops", tuple(self.ops))
+        for name in ("min_bytes", "max_bytes", "factor", "warmup", "iters"):
+            number = getattr(self, name)
+            if not isinstance(number, int) or isinstance(number, bool):
+                raise ValueError(f"field '{name}' is {number!r}: a whole number")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise ValueError(f"field 'timeout_s' is {self.timeout_s!r}: seconds above 0, or null")
+        if not self.ops:
+            raise ValueError(f"field 'ops' is empty: allowed {', '.join(COLLECTIVES)}")
+        for name in self.ops:
+            if name not in COLLECTIVES:
+                raise ValueError(f"field 'ops' has '{name}': allowed {', '.join(COLLECTIVES)}")
+        for name, allowed in (("dtype", DTYPES), ("device", DEVICES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"field '{name}' is '{getattr(self, name)}': allowed {', '.join(allowed)}"
+                )
+        for name, least in (("warmup", 0), ("iters", 1)):
+            if getattr(self, name) < least:
+                raise ValueError(f"field '{name}' is {getattr(self, name)}: at least {least}")
+        sizes(self.min_bytes, self.max_bytes, self.factor)
+
+    @classmethod
+    def from_document(cls, document: dict[str, Any]) -> Sweep:
+        """The sweep of a ``{"kind": "collective", ...}`` document; ValueError names the field."""
+        fields = dict(document)
+        kind = fields.pop("kind", "collective")
+        if kind != "collective":
+            raise ValueError(f"field 'kind' is '{kind}': allowed collective")
+        known = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(fields) - set(known))
+        if unknown:
+            raise ValueError(f"unknown fields {', '.join(unknown)}: allowed {', '.join(known)}")
+        missing = [name for name in known if name not in fields and name != "timeout_s"]
+        if missing:
+            raise ValueError(f"missing fields {', '.join(missing)}")
+        return cls(**fields)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "collective", **dataclasses.asdict(self), "ops": list(self.ops)}
+
+
+# ---------------------------------------------------------------- measuring
+
+
+def _allocate(lay: Layout, peers: Peers, in_place: bool) -> Buffers:
+    """Separate buffers, or nccl-tests' in-place: the smaller buffer is the rank's slice
+    of the larger (the same buffer when both are the same size)."""
+
+    def empty(elements: int) -> torch.Tensor:
+        return torch.empty(elements, dtype=peers.dtype, device=peers.device)
+
+    if not in_place:
+        return Buffers(empty(lay.send), empty(lay.recv))
+    big = empty(max(lay.send, lay.recv))
+    if lay.send == lay.recv:
+        return Buffers(big, big)
+    small = min(lay.send, lay.recv)
+    view = big[peers.rank * small : (peers.rank + 1) * small]
+    return Buffers(view, big) if lay.send == small else Buffers(big, view)
+
+
+def _chunks(elements: int) -> Iterator[tuple[slice, torch.Tensor]]:
+    """Consecutive pieces of a buffer: the slice and its element indices."""
+    for start in range(0, elements, CHECK_CHUNK):
+        stop = min(start + CHECK_CHUNK, elements)
+        yield slice(start, stop), torch.arange(start, stop)
+
+
+def _fill(op: Collective, buffers: Buffers, lay: Layout, peers: Peers) -> None:
+    """Sentinel in the receive buffer, then this rank's exact inputs in the send buffer."""
+    buffers.recv.fill_(SENTINEL)
+    for piece, index in _chunks(len(buffers.send)):
+        buffers.send[piece].copy_(op.inputs(index, lay, peers).to(peers.dtype))
+
+
+def _wrong(op: Collective, buffers: Buffers, lay: Layout, peers: Peers) -> int:
+    """Elements of this rank's receive buffer that differ from the exact result."""
+    wrong = 0
+    for piece, index in _chunks(len(buffers.recv)):
+        expected = op.expected(index, lay, peers)
+        if expected is None:
+            return 0
+        wrong += int((buffers.recv[piece].cpu() != expected.to(peers.dtype)).sum())
+    return wrong
+
+
+def _barrier(peers: Peers) -> None:
+    if peers.device.type == "cuda":
+        dist.barrier(device_ids=[peers.device.index])
+    else:
+        dist.barrier()
+
+
+def measure(
+    op: Collective, lay: Layout, in_place: bool, peers: Peers, warmup: int, iters: int
+) -> tuple[float, int]:
+    """(seconds per iteration, wrong elements) on this rank, as nccl-tests' BenchTime."""
+    buffers = _allocate(lay, peers, in_place)
+    _fill(op, buffers, lay, peers)
+
+    def once() -> None:
+        op.run(buffers, peers)
+
+    for _ in range(warmup):
+        once()
+    synchronize(peers.device)
+    _barrier(peers)
+
+    def window() -> None:
+        for _ in range(iters):
+            once()
+
+    time_s = time_op(window, peers.device, warmup=0, iters=1).times_s[0] / iters
+
+    _fill(op, buffers, lay, peers)
+    once()
+    synchronize(peers.device)
+    return time_s, _wrong(op, buffers, lay, peers)
+
+
+def sweep(spec: Sweep, peers: Peers) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """This rank's rows (``time_s``, ``wrong``) of every op and size, and the ops skipped."""
+    rows: list[dict[str, Any]] = []
+    skipped: dict[str, str] = {}
+    elsize = torch.empty((), dtype=peers.dtype).element_size()
+    for name in spec.ops:
+        op = COLLECTIVES[name]
+        if peers.n < op.min_ranks:
+            skipped[name] = (
+                f"{name} needs at least {op.min_ranks} ranks (each sends to the next); "
+                f"this job has {peers.n}"
+            )
+            continue
+        for size in sizes(spec.min_bytes, spec.max_bytes, spec.factor):
+            lay = layout(name, size, elsize, peers.n)
+            if lay is None:
+                continue
+            for in_place in op.in_place:
+                time_s, wrong = measure(op, lay, in_place, peers, spec.warmup, spec.iters)
+                row = {"op": name, "size_bytes": lay.size_bytes, "count": lay.count}
+                row |= {"dtype": spec.dtype, "in_place": in_place}
+                row |= {"redop": op.redop} if op.redop else {}
+                row |= {"root": op.root} if op.root is not None else {}
+                rows.append(row | {"time_s": time_s, "wrong": wrong})
+    return rows, skipped
+
+
+def combine(per_rank: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Rows of every rank into one: time averaged over ranks, wrong elements summed."""
+    n = len(per_rank)
+    combined = []
+    for same in zip(*per_rank, strict=True):
+        row = {k: v for k, v in same[0].items() if k not in ("time_s", "wrong")}
+        time_s = statistics.fmean(r["time_s"] for r in same)
+        algbw, busbw = bandwidths(row["op"], row["size_bytes"], time_s, n)
+        row |= {"time_us": time_s * 1e6, "algbw_gbps": algbw, "busbw_gbps": busbw}
+        combined.append(row | {"wrong": sum(r["wrong"] for r in same)})
+    return combined
+
+
+def summary(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Mean busbw of every op over all its rows (nccl-tests' "Avg bus bandwidth")."""
+    by_op: dict[str, list[float]] = {}
+    for row in rows:
+        by_op.setdefault(row["op"], []).append(row["busbw_gbps"])
+    return {op: statistics.fmean(values) for op, values in by_op.items()}
+
+
+def rank_main(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
+    """Run the sweep ``document`` describes on this rank of a torchrun job.
+
+    Returns ``{"device", "metrics"}`` on rank 0 and None elsewhere. ``workdir`` is the
+    job's folder; nothing is written there.
+    """
+    spec = Sweep.from_document(document)
+    job = Job(spec.device, spec.timeout_s)
+    try:
+        if spec.device == "cpu":
+            torch.set_num_threads(default_threads(job.ranks.local_world_size))
+        peers = Peers(job.ranks.rank, job.ranks.world_size, job.device, dtype_of(spec.dtype))
+        rows, skipped = sweep(spec, peers)
+        gathered = job.gather(rows)
+        if gathered is None:
+            return None
+        from trainperf.benchmark import device_info
+
+        combined = combine(gathered)
+        device = device_info(job.device) | {
+            "backend": job.backend,
+            "world_size": job.ranks.world_size,
+            "local_world_size": job.ranks.local_world_size,
+            "torch": torch.__version__,
+        }
+        if spec.device == "cuda":
+            version = torch.cuda.nccl.version()
+            device["nccl"] = ".".join(map(str, version)) if isinstance(version, tuple) else version
+        metrics = {
+            "rows": combined,
+            "avg_busbw_gbps": summary(combined),
+            "wrong_total": sum(r["wrong"] for r in combined),
+            "skipped": skipped,
+            "world_size": job.ranks.world_size,
+        }
+        return {"device": device, "metrics": metrics}
+    finally:
+        job.close()
+
+
+# ---------------------------------------------------------------- nccl-tests' table
+
+
+def _time_text(time_us: float) -> str:
+    if time_us >= 10000:
+        return f"{time_us:7.0f}"
+    return f"{time_us:7.1f}" if time_us >= 100 else f"{time_us:7.2f}"
+
+
+def format_table(
+    rows: Sequence[dict[str, Any]],
+    world_size: int,
+    backend: str,
+    skipped: dict[str, str] | None = None,
+) -> str:
+    """The rows laid out as nccl-tests prints them: one block per op, one line per size,
+    out-of-place then in-place columns ("--" where torch has no such form)."""
+    lines = [f"# world_size {world_size}  backend {backend}"]
+    # nccl-tests' printf formats, so that the columns line up as in its output.
+    left, right = "# {:>10s}  {:>12s}  {:>8s}  {:>6s}  {:>6s}", "  {:>7s}  {:>6s}  {:>6s} {:>6s}"
+    header = [
+        left.format("", "", "", "", "") + "           out-of-place" + " " * 23 + "in-place",
+        left.format("size", "count", "type", "redop", "root")
+        + 2 * right.format("time", "algbw", "busbw", "#wrong"),
+        left.format("(B)", "(elements)", "", "", "")
+        + 2 * right.format("(us)", "(GB/s)", "(GB/s)", ""),
+    ]
+    averages = summary(rows)
+    for op in averages:
+        lines += ["#", f"# {op}", *header]
+        lines += [_table_line(same) for same in _by_size(r for r in rows if r["op"] == op)]
+        lines.append(f"# Avg bus bandwidth    : {averages[op]:g}")
+    for op, reason in (skipped or {}).items():
+        lines += ["#", f"# {op} skipped: {reason}"]
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def _by_size(rows: Any) -> list[list[dict[str, Any]]]:
+    groups: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["size_bytes"], row["count"]), []).append(row)
+    return list(groups.values())
+
+
+def _table_line(same: list[dict[str, Any]]) -> str:
+    first = same[0]
+    root = first.get("root")
+    line = (
+        f"{first['size_bytes']:12d}  {first['count']:12d}  "
+        f"{NCCL_TYPE_NAMES.get(first['dtype'], first['dtype']):>8s}  "
+        f"{first.get('redop') or 'none':>6s}  {-1 if root is None else root:6d}"
+    )
+    for in_place in (False, True):
+        row = next((r for r in same if r["in_place"] == in_place), None)
+        if row is None:
+            line += f"  {'--':>7s}  {'--':>6s}  {'--':>6s}  {'--':>5s}"
+        else:
+            line += (
+                f"  {_time_text(row['time_us'])}  {row['algbw_gbps']:6.2f}"
+                f"  {row['busbw_gbps']:6.2f}  {row['wrong']:5d}"
+            )
+    return line
+
+
+# ---------------------------------------------------------------- alone under torchrun
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``torchrun ... -m trainperf.micro.collective DOC.json OUT.json``: rank 0 writes OUT."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m trainperf.micro.collective DOC.json OUT.json", file=sys.stderr)
+        return 2
+    from trainperf.lifeline import die_with_parent
+
+    die_with_parent()
+    doc_path, out_path = Path(args[0]), Path(args[1])
+    result = rank_main(json.loads(doc_path.read_text()), out_path.parent)
+    if result is not None:
+        tmp = out_path.with_name(out_path.name + ".tmp")
+        tmp.write_text(json.dumps(result))
+        tmp.replace(out_path)
+        metrics = result["metrics"]
+        device = result["device"]
+        print(
+            format_table(
+                metrics["rows"], device["world_size"], device["backend"], metrics["skipped"]
+            ),
+            end="",
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""Matrix multiply throughput with DeepBench's definition: TFLOP/s = 2·M·N·K / time.
+
+C (M×N) = op(A) · op(B) with op(A) M×K and op(B) K×N; a transposed operand ("T" in
+DeepBench's AT/BT columns) is stored transposed and passed as a transposed view, so the
+BLAS library gets the transpose flag rather than a copy. Shapes: the 160 DeepBench
+training GEMMs, and a square sweep (M = N = K doubling). Between timed calls a buffer
+larger than the caches is overwritten, so operands come from memory, not from a warm
+cache (``--no-flush`` turns this off). The best TFLOP/s over a sweep is the device's
+maximum achievable matmul rate for that dtype: stored, and used beside the data-sheet peak.
+
+Dtypes: fp32 (IEEE: TF32 switched off), tf32 (CUDA compute capability 8.0+), fp16, bf16,
+fp8 (e4m3 inputs through ``torch._scaled_mm``, compute capability 8.9+, dimensions
+multiples of 16). A dtype the device lacks gives rows with status ``skipped`` and the reason.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import asdict, dataclass
+from importlib import resources
+from typing import Any
+
+import torch
+
+from trainperf.micro.harness import CacheFlusher, dtype_of, time_op
+
+CPU_SQUARE_SIZES = (128, 256, 512, 1024)
+GPU_SQUARE_SIZES = (256, 512, 1024, 2048, 4096, 8192, 16384)
+FP8_MIN_CAPABILITY = (8, 9)
+TF32_MIN_CAPABILITY = (8, 0)
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    M: int
+    N: int
+    K: int
+    a_transposed: bool = False
+    b_transposed: bool = False
+
+    @property
+    def flops(self) -> int:
+        """2·M·N·K: one multiply and one add per term of every dot product."""
+        return 2 * self.M * self.N * self.K
+
+    def label(self) -> str:
+        flags = ("T" if self.a_transposed else "N") + ("T" if self.b_transposed else "N")
+        return f"M{self.M} N{self.N} K{self.K} {flags}"
+
+
+def deepbench_shapes() -> list[GemmShape]:
+    """The 160 training GEMMs of DeepBench (M, N, K, AT, BT)."""
+    path = resources.files("trainperf") / "micro" / "data" / "deepbench_gemm_train.csv"
+    with path.open() as f:
+        return [
+            GemmShape(int(r["M"]), int(r["N"]), int(r["K"]), r["AT"] == "T", r["BT"] == "T")
+            for r in csv.DictReader(f)
+        ]
+
+
+def square_shapes(device_type: str) -> list[GemmShape]:
+    sizes = GPU_SQUARE_SIZES if device_type == "cuda" else CPU_SQUARE_SIZES
+    return [GemmShape(n, n, n) for n in sizes]
+
+
+def unsupported(device: torch.device, dtype_name: str) -> str | None:
+    """Why ``dtype_name`` cannot run on ``device``, or None."""
+    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+    if dtype_name == "tf32" and (capability is None or capability < TF32_MIN_CAPABILITY):
+        return "tf32 is a tensor-core mode of CUDA GPUs of compute capability 8.0 and newer"
+    if dtype_name == "fp8" and (capability is None or capability < FP8_MIN_CAPABILITY):
+        return "fp8 matmul needs a CUDA GPU of compute capability 8.9 or newer"
+    return None
+
+
+def _operands(shape: GemmShape, dtype: torch.dtype, device: torch.device):
+    def make(rows: int, cols: int, transposed: bool) -> torch.Tensor:
+        stored = (cols, rows) if transposed else (rows, cols)
+        tensor = torch.randn(stored, device=device).to(dtype)
+        return tensor.t() if transposed else tensor
+
+    return make(shape.M, shape.K, shape.a_transposed), make(shape.K, shape.N, shape.b_transposed)
+
+
+def _fp8_op(shape: GemmShape, device: torch.device):
+    if any(d % 16 for d in (shape.M, shape.N, shape.K)):
+        raise ValueError("fp8 matmul needs M, N and K multiples of 16")
+    a = torch.randn(shape.M, shape.K, device=device).to(torch.float8_e4m3fn)
+    # _scaled_mm wants B column-major: the transpose of a row-major N×K tensor.
+    b = torch.randn(shape.N, shape.K, device=device).to(torch.float8_e4m3fn).t()
+    one = torch.tensor(1.0, device=device)
+    return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+
+def run_gemm(
+    shape: GemmShape,
+    device: torch.device,
+    dtype_name: str,
+    *,
+    warmup: int = 3,
+    iters: int = 10,
+    flusher: CacheFlusher | None = None,
+) -> dict[str, Any]:
+    """One shape: times (µs) and TFLOP/s, mean, median and best."""
+    row: dict[str, Any] = {"shape": shape.label(), **asdict(shape), "dtype": dtype_name}
+    row["flops"] = shape.flops
+    reason = unsupported(device, dtype_name)
+    if reason:
+        return row | {"status": "skipped", "reason": reason}
+    if device.type == "cuda":
+        mode = "tf32" if dtype_name == "tf32" else "ieee"
+        torch.backends.cuda.matmul.fp32_precision = mode
+    try:
+        if dtype_name == "fp8":
+            op = _fp8_op(shape, device)
+        else:
+            a, b = _operands(shape, dtype_of(dtype_name), device)
+            op = lambda: torch.matmul(a, b)  # noqa: E731 - the measured call
+        timing = time_op(op, device, warmup=warmup, iters=iters, between=flusher)
+    except torch.OutOfMemoryError as exc:
+        return row | {"status": "oom", "reason": str(exc).splitlines()[0]}
+    except (RuntimeError, ValueError) as exc:
+        return row | {"status": "error", "reason": str(exc).splitlines()[0][:300]}
+    tflops = timing.rates(shape.flops, 1e12)
+    return row | {
+        "status": "ok",
+        "time_us_mean": timing.mean_s * 1e6,
+        "time_us_median": timing.median_s * 1e6,
+        "time_us_best": timing.best_s * 1e6,
+        "tflops_mean": tflops["mean"],
+        "tflops_median": tflops["median"],
+        "tflops_best": tflops["best"],
+    }
+
+
+def run(
+    shapes: list[GemmShape],
+    device: torch.device,
+    dtypes: list[str],
+    *,
+    warmup: int = 3,
+    iters: int = 10,
+    flush: bool = True,
+) -> dict[str, Any]:
+    """Every shape in every dtype; the summary holds the best TFLOP/s per dtype."""
+    flusher = CacheFlusher(device) if flush else None
+    rows = [
+        run_gemm(s, device, d, warmup=warmup, iters=iters, flusher=flusher)
+        for d in dtypes
+        for s in shapes
+    ]
+    return {"rows": rows, "max_achievable": max_achievable(rows), "flush": flush}
+
+
+def max_achievable(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per dtype, the best TFLOP/s of any shape (the device's achievable matmul rate)."""
+    best: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row["status"] != "ok":
+            continue
+        current = best.get(row["dtype"])
+        if current is None or row["tflops_best"] > current["tflops"]:
+            best[row["dtype"]] = {"tflops": row["tflops_best"], "shape": row["shape"]}
+    return best

@@ -1,0 +1,105 @@
+"""Terminal tables of the micro-benchmarks (collectives print nccl-tests' layout instead)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+
+def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
+    value = row.get(key)
+    return format(value, fmt) if isinstance(value, int | float) else "-"
+
+
+def gemm_table(metrics: dict[str, Any]) -> Table:
+    table = Table(
+        title="GEMM: TFLOP/s = 2·M·N·K / time"
+        + ("" if metrics.get("flush") else " (caches not flushed)")
+    )
+    for name in ("shape", "dtype", "status", "time µs (median)", "TFLOP/s mean", "median", "best"):
+        table.add_column(name, justify="left" if name in ("shape", "dtype", "status") else "right")
+    for row in metrics["rows"]:
+        table.add_row(
+            row["shape"],
+            row["dtype"],
+            row["status"]
+            if row["status"] == "ok"
+            else f"{row['status']}: {row.get('reason', '')}"[:60],
+            _cell(row, "time_us_median", ".1f"),
+            _cell(row, "tflops_mean", ".3f"),
+            _cell(row, "tflops_median", ".3f"),
+            _cell(row, "tflops_best", ".3f"),
+        )
+    for dtype, best in (metrics.get("max_achievable") or {}).items():
+        table.caption = (
+            table.caption or ""
+        ) + f"max achievable {dtype}: {best['tflops']:.3f} TFLOP/s ({best['shape']})  "
+    return table
+
+
+def conv_table(metrics: dict[str, Any]) -> Table:
+    table = Table(title="convolution: TFLOP/s = 2·N·K·C·R·S·P·Q / time (median)")
+    for name in (
+        "shape",
+        "dtype",
+        "status",
+        "fwd µs",
+        "fwd TFLOP/s",
+        "bwd data µs",
+        "bwd data TFLOP/s",
+        "bwd filter µs",
+        "bwd filter TFLOP/s",
+    ):
+        table.add_column(name, justify="left" if name in ("shape", "dtype", "status") else "right")
+    for row in metrics["rows"]:
+        table.add_row(
+            row["shape"],
+            row["dtype"],
+            row["status"],
+            *(
+                _cell(row, f"{p}_{what}", fmt)
+                for p in ("fwd", "bwd_data", "bwd_filter")
+                for what, fmt in (("time_us_median", ".1f"), ("tflops_median", ".3f"))
+            ),
+        )
+    return table
+
+
+def memory_table(metrics: dict[str, Any]) -> Table:
+    table = Table(title="memory bandwidth (GB/s = 1e9 bytes/s)")
+    for name in ("kind", "size", "bytes count", "GB/s median", "GB/s best", "time µs median"):
+        table.add_column(name, justify="left" if name in ("kind", "bytes count") else "right")
+    for row in metrics["rows"]:
+        table.add_row(
+            row["kind"],
+            f"{row['size_bytes'] / 2**20:.0f} MiB",
+            row["counts"],
+            _cell(row, "bandwidth_gbps_median", ".1f"),
+            _cell(row, "bandwidth_gbps_best", ".1f"),
+            _cell(row, "time_us_median", ".1f"),
+        )
+    return table
+
+
+def p2p_text(metrics: dict[str, Any]) -> str:
+    """The matrices as p2pBandwidthLatencyTest prints them: a block per measure and mode."""
+    size_mib = metrics["size_bytes"] / 2**20
+    lines = [f"devices: {', '.join(metrics['devices'])}; {size_mib:.0f} MiB per copy"]
+    n = len(metrics["devices"])
+
+    def block(title: str, matrix: list[list[Any]], fmt: str) -> None:
+        lines.append(title)
+        lines.append("   D\\D" + "".join(f"{j:>10}" for j in range(n)))
+        for i, row in enumerate(matrix):
+            lines.append(f"{i:>6} " + "".join(format(v, fmt).rjust(10) for v in row))
+
+    block("peer access (1 = yes)", [[int(v) for v in r] for r in metrics["connectivity"]], "d")
+    for mode, label in (
+        ("peer", "peer access"),
+        ("staged", "staged through host (peer access off)"),
+    ):
+        block(f"unidirectional GB/s, {label}", metrics[mode]["unidirectional_gbps"], ".2f")
+        block(f"bidirectional GB/s, {label}", metrics[mode]["bidirectional_gbps"], ".2f")
+        block(f"latency µs, {label}", metrics[mode]["latency_us"], ".2f")
+    return "\n".join(lines)

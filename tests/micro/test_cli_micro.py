@@ -1,0 +1,55 @@
+"""`trainperf micro` end to end: runs in a child, stored, JSON out; bad input refused."""
+
+import json
+
+from trainperf.store import Store
+
+
+def test_gemm_is_stored_and_feeds_utilization_of_benchmark_cases(tmp_path, run_cli):
+    db = tmp_path / "r.db"
+    code, out, _ = run_cli(
+        ["micro", "gemm", "--shapes", "square", "--limit", 2, "--iters", 2, "--device", "cpu"]
+        + ["--db", db, "--json"]
+    )
+    result = json.loads(out)
+    assert code == 0 and result["status"] == "ok"
+    best = result["metrics"]["max_achievable"]["fp32"]["tflops"]
+    with Store(db) as store:
+        (run,) = store.micro("gemm")
+        assert run["params"]["shapes"] == "square" and len(run["metrics"]["rows"]) == 2
+        assert store.achievable_tflops(run["system"], "cpu", "fp32") == best
+
+    code, out, _ = run_cli(
+        ["run", "-m", "cifarnet", "-b", 4, "--image-size", 16, "--steps", "fixed:1:3"]
+        + ["--device", "cpu", "--db", db, "--json"]
+    )
+    (case,) = json.loads(out)["results"]
+    m = case["metrics"]
+    assert m["achievable_tflops"] == best
+    assert m["utilization_of_achievable"] == m["achieved_tflops"] / best
+
+
+def test_conv_of_a_model_and_memory(tmp_path, run_cli):
+    db = tmp_path / "r.db"
+    code, out, _ = run_cli(
+        ["micro", "conv", "--model", "resnet18", "--batch-size", 1, "--limit", 1, "--iters", 1]
+        + ["--device", "cpu", "--db", db, "--json"]
+    )
+    (row,) = json.loads(out)["metrics"]["rows"]
+    assert code == 0 and row["C"] == 3 and row["fwd_tflops_median"] > 0
+    code, out, _ = run_cli(["micro", "memory", "--size", "1M", "--device", "cpu", "--db", db])
+    assert code == 0 and "read+write" in out
+
+
+def test_bad_micro_input_is_refused_with_nothing_written(tmp_path, run_cli):
+    db = tmp_path / "r.db"
+    for args, message in (
+        (["gemm", "--dtype", "fp64"], "--dtype 'fp64' is not valid"),
+        (["conv", "--model", "resnet5"], "unknown model 'resnet5'"),
+        (["conv", "--dtype", "tf32", "--device", "cpu"], "tf32 is a CUDA tensor-core mode"),
+        (["memory", "--size", "8X"], "size '8X' is not valid"),
+        (["gemm", "--device", "cuda"], "device 'cuda' is not available"),
+    ):
+        code, out, err = run_cli(["micro", *args, "--db", db])
+        assert code == 2 and message in err and err.count("\n") == 1, (args, err)
+    assert not db.exists()

@@ -1,0 +1,89 @@
+"""GEMM and memory micro-benchmarks: shapes, FLOP and bandwidth arithmetic, tiny real runs."""
+
+import pytest
+import torch
+
+from trainperf.micro import gemm, memory, p2p
+from trainperf.micro.harness import Timing, time_op
+
+CPU = torch.device("cpu")
+
+
+def test_deepbench_gemm_file_has_its_160_shapes():
+    shapes = gemm.deepbench_shapes()
+    assert len(shapes) == 160
+    assert shapes[0] == gemm.GemmShape(1760, 16, 1760, False, False)
+    assert any(s.a_transposed for s in shapes) and any(s.b_transposed for s in shapes)
+
+
+def test_gemm_flops_and_label():
+    shape = gemm.GemmShape(3, 5, 7, True, False)
+    assert shape.flops == 2 * 3 * 5 * 7
+    assert shape.label() == "M3 N5 K7 TN"
+
+
+def test_transposed_operands_multiply_like_the_plain_ones():
+    torch.manual_seed(0)
+    plain = gemm._operands(gemm.GemmShape(4, 3, 5), torch.float64, CPU)
+    torch.manual_seed(0)
+    flipped = gemm._operands(gemm.GemmShape(4, 3, 5, True, True), torch.float64, CPU)
+    assert plain[0].shape == flipped[0].shape == (4, 5)
+    assert plain[1].shape == flipped[1].shape == (5, 3)
+    assert not flipped[0].is_contiguous() and not flipped[1].is_contiguous()
+
+
+def test_tiny_gemm_run_reports_consistent_rates():
+    result = gemm.run([gemm.GemmShape(64, 64, 64)], CPU, ["fp32", "tf32"], warmup=1, iters=3)
+    ok, skipped = result["rows"]
+    assert ok["status"] == "ok" and skipped["status"] == "skipped"
+    assert "tf32" in skipped["reason"]
+    assert ok["tflops_median"] == pytest.approx(64**3 * 2 / (ok["time_us_median"] * 1e-6) / 1e12)
+    assert ok["tflops_best"] >= ok["tflops_median"] > 0
+    assert result["max_achievable"] == {
+        "fp32": {"tflops": ok["tflops_best"], "shape": "M64 N64 K64 NN"}
+    }
+
+
+def test_fp8_needs_a_recent_gpu():
+    assert "8.9" in gemm.unsupported(CPU, "fp8")
+    assert gemm.unsupported(CPU, "bf16") is None
+
+
+def test_timing_statistics_and_rates():
+    timing = Timing((0.5, 1.0, 2.0))
+    assert (timing.best_s, timing.median_s) == (0.5, 1.0)
+    assert timing.mean_s == pytest.approx(3.5 / 3)
+    assert timing.rates(10.0) == {
+        "mean": pytest.approx(10 / (3.5 / 3)),
+        "median": 10.0,
+        "best": 20.0,
+    }
+    calls = []
+    assert len(time_op(lambda: calls.append(1), CPU, warmup=2, iters=4).times_s) == 4
+    assert len(calls) == 6
+
+
+def test_bandwidth_arithmetic_says_how_bytes_count():
+    copy = memory._row(
+        "memory_copy", 10**9, {"mean": 1.0, "median": 0.5, "best": 0.25}, "read+write"
+    )
+    assert copy["bandwidth_gbps"] == pytest.approx(4.0)  # 2 x 1 GB in 0.5 s
+    assert copy["copy_gbps"] == pytest.approx(2.0)
+    assert copy["bandwidth_gbps_best"] == pytest.approx(8.0)
+    link = memory._row(
+        "host_to_device_pinned", 10**9, {"mean": 1.0, "median": 0.5, "best": 0.25}, "transferred"
+    )
+    assert link["bandwidth_gbps"] == pytest.approx(2.0) and "copy_gbps" not in link
+
+
+def test_cpu_memory_copy_runs():
+    (row,) = memory.run(CPU, 2**20, warmup=1, iters=3)["rows"]
+    assert row["kind"] == "memory_copy" and row["counts"] == "read+write"
+    assert row["bandwidth_gbps"] > 0
+
+
+def test_p2p_is_skipped_below_two_gpus():
+    assert p2p.skip_reason(1) == "p2p needs two or more CUDA GPUs; this machine has 1"
+    assert p2p.skip_reason(2) is None
+    if torch.cuda.device_count() < 2:
+        assert p2p.run()["status"] == "skipped"
