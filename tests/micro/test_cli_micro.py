@@ -53,3 +53,23 @@ def test_bad_micro_input_is_refused_with_nothing_written(tmp_path, run_cli):
         code, out, err = run_cli(["micro", *args, "--db", db])
         assert code == 2 and message in err and err.count("\n") == 1, (args, err)
     assert not db.exists()
+
+
+def test_collectives_through_the_cli_are_checked_and_stored(tmp_path, run_cli):
+    db = tmp_path / "r.db"
+    code, out, _ = run_cli(
+        ["micro", "collective", "--ops", "all_reduce,all_gather", "--nprocs", 2]
+        + ["--min-bytes", "1K", "--max-bytes", "4K", "--factor", 4, "--iters", 2, "--warmup", 1]
+        + ["--device", "cpu", "--db", db, "--json"]
+    )
+    result = json.loads(out)
+    assert code == 0 and result["device"]["backend"] == "gloo"
+    rows = result["metrics"]["rows"]
+    assert {r["op"] for r in rows} == {"all_reduce", "all_gather"}
+    assert {r["size_bytes"] for r in rows} == {1024, 4096}
+    assert all(r["wrong"] == 0 and r["busbw_gbps"] > 0 for r in rows)
+    with Store(db) as store:
+        (run,) = store.micro("collective")
+        assert run["metrics"]["rows"] == rows
+    code, _, err = run_cli(["micro", "collective", "--ops", "all_reduse", "--db", db])
+    assert code == 2 and "--ops 'all_reduse' is not valid" in err
