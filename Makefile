@@ -31,6 +31,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/harness_overhead.py
+	$(PY) benchmarks/energy_overhead.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache

@@ -26,6 +26,7 @@ from trainperf.case import Case
 from trainperf.measure.loop import StepRecord, measure_steps
 from trainperf.measure.memory import read_peak, reset_peak
 from trainperf.measure.policy import parse_policy
+from trainperf.measure.probes import CaseProbes, probe_metrics
 from trainperf.measure.stats import instability_reasons, summarize
 from trainperf.measure.timer import make_timer
 from trainperf.system import cpu_name
@@ -70,7 +71,8 @@ def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -
     on_phase("building")
     training = build_training_step(spec, case, device)
     on_phase("measuring")
-    record = measure_steps(training.step, policy, make_timer(device.type))
+    probes = CaseProbes(device)
+    record = measure_steps(training.step, policy, make_timer(device.type), probes=probes)
     final_loss = float(training.step().detach())  # one more step, outside the timing
     info = device_info(device)
     if case.mode == "dp":
@@ -78,12 +80,32 @@ def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -
     metrics = derive_metrics(
         spec, case, training.size, record, policy.ci_target, info["name"], case.replicas
     )
+    samples = len(record.step_s) * case.global_batch
+    metrics |= probe_metrics(
+        probes.readings,
+        samples,
+        record.measure_elapsed_s,
+        [probes.start_context],
+        [probes.end_context],
+        device.type,
+    )
+    flag_throttling(metrics)
     peak = read_peak(device)
     metrics |= {"mem_peak_bytes": peak.mem_peak_bytes, "mem_peak_source": peak.source}
     if peak.mem_reserved_peak_bytes is not None:
         metrics["mem_reserved_peak_bytes"] = peak.mem_reserved_peak_bytes
     metrics["final_loss"] = final_loss if math.isfinite(final_loss) else None
     return {"device": info, "metrics": metrics}
+
+
+def flag_throttling(metrics: dict[str, Any]) -> None:
+    """A case whose GPU throttled is unstable: its throughput is not the device's."""
+    if metrics.get("throttled"):
+        metrics["unstable"] = True
+        metrics["unstable_reasons"] = [
+            *metrics["unstable_reasons"],
+            "throttled: " + ", ".join(metrics["throttle_reasons"]),
+        ]
 
 
 def derive_metrics(

@@ -621,6 +621,40 @@ def scaling(db: Path, model: str | None, as_json: bool) -> None:
         stdout.print(scaling_table(rows))
 
 
+@cli.command()
+@click.option("--db", default=DEFAULT_DB, show_default=True, type=click.Path(path_type=Path))
+@click.option("--all", "show_all", is_flag=True, help="also list the dominated configurations")
+@click.option("--json", "as_json", is_flag=True, help="one JSON document: fronts per network")
+def pareto(db: Path, show_all: bool, as_json: bool) -> None:
+    """Configurations on the power-performance Pareto front, per network."""
+    from trainperf.analysis.pareto import pareto_fronts
+
+    fronts = pareto_fronts(_read_results(db))
+    if as_json:
+        _emit_json(fronts)
+        return
+    from trainperf.report.tables import pareto_table
+
+    stdout.print(pareto_table(fronts, show_all))
+    if fronts["left_out"]:
+        stderr.print(f"{fronts['left_out']} ok result(s) left out: {fronts['left_out_reason']}")
+
+
+@cli.command("system")
+@click.option("--json", "as_json", is_flag=True, help="one JSON document")
+def system_(as_json: bool) -> None:
+    """What this machine is: CPU, memory, GPUs and their topology, network, software."""
+    from trainperf import system
+
+    record = system.collect()
+    if as_json:
+        _emit_json(record)
+        return
+    from trainperf.report.system import system_view
+
+    stdout.print(system_view(record))
+
+
 def _fail(message: str, code: int) -> NoReturn:
     print(f"trainperf: error: {message}", file=sys.stderr)
     sys.exit(code)

@@ -27,6 +27,7 @@ from trainperf.dist import AgreedPolicy, Job, default_threads
 from trainperf.measure.loop import StepRecord, measure_steps
 from trainperf.measure.memory import read_peak, reset_peak
 from trainperf.measure.policy import parse_policy
+from trainperf.measure.probes import CaseProbes, probe_metrics
 from trainperf.measure.timer import make_timer
 from trainperf.train import TrainingStep, build_training_step
 
@@ -36,7 +37,7 @@ COMPUTE_MIN_STEPS, COMPUTE_MAX_STEPS = 5, 100
 
 def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[str, Any] | None:
     """Measure this rank's part; rank 0 returns the result, the others None."""
-    from trainperf.benchmark import derive_metrics, device_info
+    from trainperf.benchmark import derive_metrics, device_info, flag_throttling
 
     on_phase("joining")
     job = Job(case.device, case.timeout_s)
@@ -52,7 +53,8 @@ def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[st
         on_phase("building")
         training = build_training_step(spec, case, job.device, rank=job.ranks.rank)
         on_phase("measuring")
-        record = measure_steps(training.step, policy, make_timer(job.device.type))
+        probes = CaseProbes(job.device, read_cpu_energy=job.ranks.local_rank == 0)
+        record = measure_steps(training.step, policy, make_timer(job.device.type), probes=probes)
         on_phase("measuring compute only")
         compute_s = measure_compute_only(training, len(record.step_s), job.device.type)
         final_loss = float(training.step().detach())
@@ -66,6 +68,9 @@ def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[st
             "compute_step_s": compute_s,
             "mem_peak_bytes": read_peak(job.device).mem_peak_bytes,
             "final_loss": final_loss,
+            "readings": probes.readings,
+            "context_start": probes.start_context,
+            "context_end": probes.end_context,
         }
         everyone = job.gather(mine)
         on_phase("done")
@@ -83,6 +88,15 @@ def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[st
             spec, case, training.size, slowest, policy.ci_target, info["name"], case.replicas
         )
         metrics |= rank_metrics(everyone, case)
+        metrics |= probe_metrics(
+            [reading for r in everyone for reading in r["readings"]],
+            len(slowest.step_s) * case.global_batch,
+            record.measure_elapsed_s,
+            [r["context_start"] for r in everyone],
+            [r["context_end"] for r in everyone],
+            job.device.type,
+        )
+        flag_throttling(metrics)
         metrics["final_loss"] = final_loss
         return {"device": info, "metrics": metrics}
     finally:

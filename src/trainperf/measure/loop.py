@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from trainperf.measure.policy import StepPolicy
 from trainperf.measure.timer import StepTimer
@@ -32,8 +33,13 @@ def measure_steps(
     policy: StepPolicy,
     timer: StepTimer,
     clock: Callable[[], float] = time.perf_counter,
+    probes: Any = None,
 ) -> StepRecord:
-    """Run ``step`` under ``policy``, timing every step with ``timer``."""
+    """Run ``step`` under ``policy``, timing every step with ``timer``.
+
+    ``probes`` (trainperf.measure.probes.CaseProbes) hears ``begin()`` when the warm-up is
+    over and ``end()`` after the last measured step: its window is the measured steps.
+    """
     warmup_started = clock()
     while not (warmup_reason := policy.warmup_done(timer.durations(), clock() - warmup_started)):
         timer.start()
@@ -41,6 +47,8 @@ def measure_steps(
         timer.stop()
     warmup_s = timer.durations()
     timer.reset()
+    if probes is not None:
+        probes.begin()
 
     step_s: list[float] = []
     started = clock()
@@ -52,10 +60,13 @@ def measure_steps(
         step_s = timer.durations()
         if stop_reason := policy.measure_done(step_s, clock() - started):
             break
+    measure_elapsed_s = clock() - started
+    if probes is not None:
+        probes.end()
     return StepRecord(
         warmup_s=warmup_s,
         step_s=step_s,
         warmup_reason=warmup_reason,
         stop_reason=stop_reason,
-        measure_elapsed_s=clock() - started,
+        measure_elapsed_s=measure_elapsed_s,
     )

@@ -158,6 +158,41 @@ def scaling_table(rows: Iterable[dict[str, Any]]) -> Table:
     return table
 
 
+def pareto_table(fronts: dict[str, Any], show_all: bool = False) -> Table:
+    table = Table(title="power-performance Pareto front per network")
+    for name, justify in (
+        ("network", "left"),
+        ("host", "left"),
+        ("devices", "right"),
+        ("batch", "right"),
+        ("prec", "left"),
+        ("samples/s", "right"),
+        ("power W", "right"),
+        ("samples/s/W", "right"),
+        ("J/sample", "right"),
+        ("front", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for group in fronts["fronts"]:
+        name = group["model"] + (f" @{group['size']}" if group["size"] else "")
+        for p in group["points"]:
+            if not (show_all or p["on_front"]):
+                continue
+            table.add_row(
+                name,
+                str(p["hostname"]),
+                str(p["devices"]),
+                str(p["batch_size"]),
+                p["precision"],
+                f"{p['samples_per_s']:.1f}",
+                f"{p['average_power_w']:.1f}",
+                f"{p['samples_per_s_per_w']:.3f}" if p.get("samples_per_s_per_w") else "-",
+                f"{p['energy_per_sample_j']:.4f}" if p.get("energy_per_sample_j") else "-",
+                "yes" if p["on_front"] else "dominated",
+            )
+    return table
+
+
 def suites_table(rows: Iterable[dict[str, Any]]) -> Table:
     table = Table(title="built-in suites")
     for column in ("name", "cases", "version", "description"):

@@ -1,0 +1,171 @@
+import pynvml
+import pytest
+
+from trainperf.measure.gpu_context import (
+    cpu_context,
+    decode_throttle_reasons,
+    gpu_context,
+    throttled,
+)
+
+
+class FakeNvml:
+    """The pynvml functions gpu_context calls; ``unsupported`` names the calls that fail."""
+
+    NVML_CLOCK_SM = pynvml.NVML_CLOCK_SM
+    NVML_CLOCK_MEM = pynvml.NVML_CLOCK_MEM
+    NVML_TEMPERATURE_GPU = pynvml.NVML_TEMPERATURE_GPU
+
+    def __init__(self, mask=0, unsupported=(), old_driver=False):
+        self.mask = mask
+        self.unsupported = set(unsupported)
+        self.old_driver = old_driver
+        self.inits = self.shutdowns = 0
+
+    def _check(self, name):
+        if name in self.unsupported:
+            raise pynvml.NVMLError_NotSupported()
+
+    def nvmlInit(self):
+        self.inits += 1
+
+    def nvmlShutdown(self):
+        self.shutdowns += 1
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return ("handle", index)
+
+    def nvmlDeviceGetClockInfo(self, handle, kind):
+        self._check("clock")
+        return {pynvml.NVML_CLOCK_SM: 1980, pynvml.NVML_CLOCK_MEM: 2619}[kind]
+
+    def nvmlDeviceGetTemperature(self, handle, sensor):
+        self._check("temperature")
+        assert sensor == pynvml.NVML_TEMPERATURE_GPU
+        return 61
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        self._check("power")
+        return 412_345
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        if self.old_driver:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        self._check("reasons")
+        return self.mask
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle):
+        self._check("reasons")
+        return self.mask
+
+
+@pytest.fixture(autouse=True)
+def no_visible_devices(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+def test_decode_every_named_bit():
+    names = [
+        "gpu_idle",
+        "applications_clocks_setting",
+        "sw_power_cap",
+        "hw_slowdown",
+        "sync_boost",
+        "sw_thermal_slowdown",
+        "hw_thermal_slowdown",
+        "hw_power_brake_slowdown",
+        "display_clock_setting",
+    ]
+    for i, name in enumerate(names):
+        assert decode_throttle_reasons(1 << i, pynvml) == [name]
+    assert decode_throttle_reasons(0, pynvml) == []
+    assert decode_throttle_reasons(pynvml.nvmlClocksThrottleReasonSwPowerCap, pynvml) == [
+        "sw_power_cap"
+    ]
+    # Without constants in the module the nvml.h values apply; unknown bits stay visible.
+    assert decode_throttle_reasons(0x44 | 0x1000, object()) == [
+        "sw_power_cap",
+        "hw_thermal_slowdown",
+        "unknown_0x1000",
+    ]
+
+
+def test_gpu_context_reads_everything():
+    nvml = FakeNvml(mask=0x1 | 0x4)
+    ctx = gpu_context(nvml, 0)
+    assert ctx["sm_clock_mhz"] == 1980 and ctx["mem_clock_mhz"] == 2619
+    assert ctx["temperature_c"] == 61
+    assert ctx["power_w"] == pytest.approx(412.345)
+    assert ctx["throttle_reasons"] == ["gpu_idle", "sw_power_cap"]
+    assert ctx["throttle_reasons_mask"] == 5
+    assert ctx["absent"] == {}
+    assert (nvml.inits, nvml.shutdowns) == (1, 1)
+
+
+def test_gpu_context_old_driver_uses_throttle_reasons():
+    ctx = gpu_context(FakeNvml(mask=0x40, old_driver=True), 0)
+    assert ctx["throttle_reasons"] == ["hw_thermal_slowdown"]
+
+
+def test_gpu_context_unsupported_values_are_absent_with_reason():
+    nvml = FakeNvml(unsupported={"clock", "power", "reasons"})
+    ctx = gpu_context(nvml, 1)
+    assert ctx["index"] == 1 and ctx["temperature_c"] == 61
+    for key in ("sm_clock_mhz", "mem_clock_mhz", "power_w", "throttle_reasons"):
+        assert ctx[key] is None
+        assert "Not Supported" in ctx["absent"][key]
+    assert "temperature_c" not in ctx["absent"]
+    assert nvml.shutdowns == 1
+
+
+def test_gpu_context_without_nvml():
+    class Broken:
+        def nvmlInit(self):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+
+    ctx = gpu_context(Broken(), 0)
+    assert ctx["sm_clock_mhz"] is None and ctx["throttle_reasons"] is None
+    assert all(r.startswith("NVML not available: ") for r in ctx["absent"].values())
+    assert set(ctx["absent"]) >= {"sm_clock_mhz", "temperature_c", "power_w"}
+
+
+def test_throttled_ignores_states_that_are_not_slowdowns():
+    start = {"throttle_reasons": ["gpu_idle", "applications_clocks_setting"]}
+    end = {"throttle_reasons": ["sw_power_cap", "hw_thermal_slowdown"]}
+    assert throttled(start, start) == []
+    assert throttled(start, end) == ["sw_power_cap", "hw_thermal_slowdown"]
+    assert throttled(end, end) == ["sw_power_cap", "hw_thermal_slowdown"]
+    assert throttled({"throttle_reasons": None}, {}) == []
+
+
+class Freq:
+    def __init__(self, current, max):
+        self.current, self.max = current, max
+
+
+def test_cpu_context_with_fake_thermal_tree(tmp_path):
+    zone = tmp_path / "thermal_zone0"
+    zone.mkdir()
+    (zone / "temp").write_text("47500\n")
+    (zone / "type").write_text("x86_pkg_temp\n")
+    ctx = cpu_context(thermal_root=tmp_path, cpu_freq=lambda: Freq(2700.0, 0.0))
+    assert ctx["cpu_freq_mhz"] == 2700.0
+    assert ctx["cpu_freq_max_mhz"] is None and "no max" in ctx["absent"]["cpu_freq_max_mhz"]
+    assert ctx["thermal_zones"] == [
+        {"zone": "thermal_zone0", "type": "x86_pkg_temp", "temp_c": 47.5}
+    ]
+
+
+def test_cpu_context_absent(tmp_path):
+    ctx = cpu_context(thermal_root=tmp_path / "none", cpu_freq=lambda: None)
+    assert ctx["cpu_freq_mhz"] is None and ctx["thermal_zones"] is None
+    assert ctx["absent"]["cpu_freq_mhz"] == "psutil.cpu_freq gives nothing on this machine"
+    assert ctx["absent"]["thermal_zones"].startswith("no thermal zones under ")
+
+
+def test_cpu_context_on_this_machine():
+    ctx = cpu_context()
+    for key in ("cpu_freq_mhz", "cpu_freq_max_mhz", "thermal_zones"):
+        assert (ctx[key] is None) == (key in ctx["absent"])
+        if ctx[key] is None:
+            assert ctx["absent"][key]
