@@ -107,3 +107,15 @@ def test_parallel_modes_and_batches():
 def test_parallel_settings_that_cannot_run(fields, message):
     with pytest.raises(CaseError, match=message):
         check_case(make_case(model="resnet50", batch_size=8, **fields), CPU_ONLY)
+
+
+def test_cpu_engine_options():
+    case = make_case(model="resnet18", batch_size=8, threads=1, mkldnn=False)
+    assert case.label().endswith("t1 no-onednn")
+    check_case(case, CPU_ONLY)
+    with pytest.raises(
+        HardwareAbsent, match="needs 4 CPU cores for its threads; this machine has 1"
+    ):
+        check_case(make_case(model="resnet18", batch_size=8, threads=4), CPU_ONLY)
+    with pytest.raises(CaseError, match="mkldnn false"):
+        check_case(make_case(model="resnet18", batch_size=8, mkldnn=False, device="cuda"), HOPPER)

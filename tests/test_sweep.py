@@ -145,6 +145,7 @@ def test_suites_lists_the_builtins(run_cli):
         "language-models",
         "batch-scaling",
         "scaling",
+        "cpu-engines",
     ]
 
 

@@ -1,5 +1,6 @@
 import copy
 import io
+import os
 import time
 from types import SimpleNamespace
 
@@ -282,4 +283,6 @@ def test_system_view_shows_values_and_absent_reasons():
 
 
 def test_device_capabilities_on_a_cpu_machine():
-    assert system.device_capabilities(system.collect(BrokenNvml())) == {"cpu": (1, None)}
+    assert system.device_capabilities(system.collect(BrokenNvml())) == {
+        "cpu": (len(os.sched_getaffinity(0)), None)
+    }

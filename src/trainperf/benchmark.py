@@ -37,7 +37,11 @@ RESULT_SCHEMA = 1
 
 def device_info(device: torch.device) -> dict[str, Any]:
     """What the case ran on: device name, compute capability, torch threads."""
-    info: dict[str, Any] = {"type": device.type, "threads": torch.get_num_threads()}
+    info: dict[str, Any] = {
+        "type": device.type,
+        "threads": torch.get_num_threads(),
+        "mkldnn_enabled": torch.backends.mkldnn.enabled,
+    }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         info |= {
@@ -63,6 +67,7 @@ def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -
         return run_distributed_case(case, on_phase)
     if case.threads:
         torch.set_num_threads(case.threads)
+    torch.backends.mkldnn.enabled = case.mkldnn
     spec = models.get(case.model)
     device = torch.device(case.device)
     policy = parse_policy(case.steps)

@@ -63,6 +63,7 @@ class Case(BaseModel):
     channels_last: bool = False
     compile: bool = False
     threads: int | None = Field(default=None, gt=0, description="torch intra-op threads")
+    mkldnn: bool = Field(default=True, description="oneDNN (MKL-DNN) kernels on the CPU")
     timeout_s: float | None = Field(default=None, gt=0)
     seed: int = 0
 
@@ -124,6 +125,10 @@ def label_of(fields: dict) -> str:
         if fields.get("scaling") == "strong":
             parts.append("strong")
     parts += [flag for flag in ("channels_last", "compile") if fields.get(flag)]
+    if fields.get("threads"):
+        parts.append(f"t{fields['threads']}")
+    if fields.get("mkldnn") is False:
+        parts.append("no-onednn")
     return " ".join(parts)
 
 
@@ -182,6 +187,8 @@ def check_case(case: Case, capabilities: dict[str, DeviceKind]) -> models.ModelS
             "of benchmark cases are made on the device: use workers 0"
         )
     _check_parallel(case)
+    if not case.mkldnn and case.device != "cpu":
+        raise CaseError("mkldnn false (no oneDNN) applies to the CPU only")
     if spec.is_language_model and case.image_size is not None:
         raise CaseError(f"{spec.name} is a language model: give seq_len, not image_size")
     if not spec.is_language_model and case.seq_len is not None:
@@ -231,6 +238,10 @@ def _check_hardware(case: Case, capabilities: dict[str, DeviceKind]) -> None:
     if case.device == "cuda" and kind.count < case.devices:
         raise HardwareAbsent(
             f"needs {case.devices} cuda devices per node; this machine has {kind.count}"
+        )
+    if case.device == "cpu" and case.threads and case.threads > kind.count:
+        raise HardwareAbsent(
+            f"needs {case.threads} CPU cores for its threads; this machine has {kind.count}"
         )
     _check_precision(case, kind.capability)
 

@@ -5,7 +5,8 @@ Schema version lives in ``PRAGMA user_version``. History (add a migration for ev
      ``results`` (one per case: status, full case, metrics, raw step times, error).
   2: ``results`` gains ``suite``, ``suite_version`` and ``case_key`` (resuming a suite);
      table ``max_batch`` holds the largest batch found per system and memory settings.
-  3: table ``micro`` holds micro-benchmark runs (kind, parameters, rows, summary).
+  3: table ``micro`` holds micro-benchmark runs (kind, parameters, rows, summary); the
+     profiles of ``trainperf profile`` are stored there too, with kind ``profile``.
 
 Each result is committed in its own transaction as soon as it arrives, so an interrupted
 run keeps everything finished before the interruption, and a process killed in the middle

@@ -51,6 +51,7 @@ BUILTIN = (
     "language-models",
     "batch-scaling",
     "scaling",
+    "cpu-engines",
 )
 
 Path_ = tuple[str | int, ...]

@@ -565,7 +565,9 @@ def device_capabilities(record: dict[str, Any]) -> dict[str, Any]:
 
     from trainperf.case import DeviceKind
 
-    capabilities = {"cpu": DeviceKind(count=1)}
+    # For the CPU, the count is its cores: the most threads a case may ask for.
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    capabilities = {"cpu": DeviceKind(count=cores or 1)}
     # NVML may see GPUs that this torch build cannot use (a CPU-only wheel): ask both.
     if record["gpus"] and torch.cuda.is_available():
         first = record["gpus"][0]["capability"]

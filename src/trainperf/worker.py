@@ -162,6 +162,15 @@ def main(argv: list[str] | None = None) -> int:
         from trainperf.micro import run_document
 
         result = guarded(document, lambda: run_document(document, result_path.parent))
+    elif document.get("kind") == "profile":
+        from trainperf.case import Case
+        from trainperf.profile.breakdown import profile_case
+
+        def profile() -> dict[str, Any]:
+            case = Case.model_validate(document["case"])
+            return profile_case(case, document["steps"], document["warmup"])
+
+        result = guarded(document["case"], profile)
     elif document.get("kind") == "equivalence":
         from trainperf.equivalence import run_part
 
