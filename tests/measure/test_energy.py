@@ -6,17 +6,9 @@ import time
 import pynvml
 import pytest
 
-from trainperf.measure.energy import (
-    AbsentMeter,
-    NvmlEnergy,
-    NvmlPowerSampler,
-    RaplEnergy,
-    Reading,
-    integrate,
-    make_meters,
-    nvml_handle,
-    summarize,
-)
+from trainperf.measure.energy import AbsentMeter, Reading, integrate, make_meters, summarize
+from trainperf.measure.energy_nvml import NvmlEnergy, NvmlPowerSampler, nvml_handle
+from trainperf.measure.energy_rapl import RaplEnergy
 
 
 class FakeClock:

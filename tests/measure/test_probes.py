@@ -5,7 +5,7 @@ import pytest
 from trainperf import benchmark
 from trainperf.case import make_case
 from trainperf.measure import probes as probes_module
-from trainperf.measure.energy import RaplEnergy
+from trainperf.measure.energy_rapl import RaplEnergy
 
 
 def fake_rapl(root):

@@ -19,7 +19,7 @@ from typing import Any
 
 import psutil
 
-from trainperf.measure.energy import nvml_handle
+from trainperf.measure.energy_nvml import nvml_handle
 
 # Bits of nvmlClocksEventReasons (nvml.h): our name, the pynvml constant names (new, old),
 # and the nvml.h value used when the module has neither.

@@ -17,7 +17,8 @@ from typing import Any
 
 import torch
 
-from trainperf.measure.energy import RaplEnergy, Reading, make_meters, summarize
+from trainperf.measure.energy import Reading, make_meters, summarize
+from trainperf.measure.energy_rapl import RaplEnergy
 
 
 class CaseProbes:

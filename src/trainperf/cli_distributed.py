@@ -1,0 +1,133 @@
+"""``trainperf equivalence`` and ``trainperf slurm``: the verbs of distributed runs beyond
+``run`` (kept apart from cli.py so each file stays readable; registered there)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trainperf.cli import (
+    DEFAULT_DB,
+    EXIT_FAILED_CASES,
+    BadInput,
+    PositiveInt,
+    _case_options,
+    _emit_json,
+    _fail,
+    _json_option,
+    stderr,
+    stdout,
+)
+
+
+@click.command()
+@click.argument("model")
+@click.option("--devices", type=PositiveInt(), required=True, help="ranks of the parallel run")
+@click.option("--steps", "steps", type=PositiveInt(), default=5, show_default=True)
+@click.option("--batch-size", "-b", type=PositiveInt(), help="global batch (default: 4 per device)")
+@_case_options
+@_json_option
+def equivalence(
+    model: str,
+    devices: int,
+    steps: int,
+    batch_size: int | None,
+    as_json: bool,
+    **flags: Any,
+) -> None:
+    """Check that K steps of ddp on N ranks give the model K sequential steps give.
+
+    Same initial weights, same global batches, same optimizer; reports the largest
+    parameter and loss differences and whether they are within the precision's tolerance.
+    """
+    from trainperf import equivalence as equiv
+    from trainperf import system
+    from trainperf.case import CaseError, check_case, make_case
+    from trainperf.runner import Interrupted
+
+    capabilities = system.device_capabilities(system.collect())
+    if flags["device"] == "auto":
+        flags["device"] = "cuda" if "cuda" in capabilities else "cpu"
+    try:
+        case = make_case(
+            model=model,
+            batch_size=batch_size or 4 * devices,
+            devices=devices,
+            parallel="ddp",
+            scaling="strong",
+            steps=f"fixed:0:{steps}",
+            **{k.rstrip("_"): v for k, v in flags.items()},
+        )
+        check_case(case, capabilities)
+    except CaseError as exc:
+        raise BadInput(str(exc)) from None
+    try:
+        result = equiv.check(case, steps)
+    except Interrupted as exc:
+        _fail(f"interrupted by {exc}", 128 + exc.signum)
+    if as_json:
+        _emit_json(result)
+    elif result["status"] != "ok":
+        stdout.print(f"{result['status']}: {result['error']['message']}")
+    else:
+        m = result["metrics"]
+        verdict = "equivalent" if m["equivalent"] else "NOT equivalent"
+        stdout.print(
+            f"{case.model}: {m['steps']} steps, global batch {m['global_batch']}, "
+            f"{m['devices']} ranks vs 1 process: {verdict} (largest parameter difference "
+            f"{m['max_param_diff']:.3g}, loss difference {m['max_loss_diff']:.3g}, "
+            f"tolerance {m['tolerance']:g})"
+        )
+        for note in m["notes"]:
+            stdout.print(f"  note: {note}")
+    if result["status"] != "ok" or not result["metrics"]["equivalent"]:
+        sys.exit(EXIT_FAILED_CASES)
+
+
+@click.command()
+@click.argument("suite_name", metavar="SUITE")
+@click.option("--nodes", type=PositiveInt(), default=2, show_default=True)
+@click.option("--gpus-per-node", type=PositiveInt(), help="GPUs per node (sets devices)")
+@click.option("--time", "time_limit", default="02:00:00", show_default=True)
+@click.option("--partition", help="Slurm partition")
+@click.option("--set", "overrides", multiple=True, metavar="FIELD=VALUE", help="set a case field")
+@click.option("--db", default=DEFAULT_DB, show_default=True, help="database path on the nodes")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    help="script file (default: trainperf-SUITE.sbatch; '-' for stdout)",
+)
+def slurm(
+    suite_name: str,
+    nodes: int,
+    gpus_per_node: int | None,
+    time_limit: str,
+    partition: str | None,
+    overrides: tuple[str, ...],
+    db: str,
+    out: Path | None,
+) -> None:
+    """Write an sbatch script that runs SUITE across the nodes of a Slurm allocation."""
+    from trainperf.slurm import SlurmError, sbatch_script
+    from trainperf.suite import SuiteError, resolve
+
+    try:
+        suite = resolve(suite_name)
+        sets = [*overrides, f"nodes={nodes}"] + (
+            [f"devices={gpus_per_node}"] if gpus_per_node else []
+        )
+        suite.with_overrides(sets)  # the cases must be valid with the nodes they get
+        script = sbatch_script(
+            suite_name, nodes, gpus_per_node, time_limit, partition, db, overrides
+        )
+    except (SuiteError, SlurmError) as exc:
+        raise BadInput(str(exc)) from None
+    if str(out) == "-":
+        sys.stdout.write(script)
+        return
+    path = out or Path(f"trainperf-{suite.name}.sbatch")
+    path.write_text(script)
+    stderr.print(f"wrote {path}: submit it with `sbatch {path}`")

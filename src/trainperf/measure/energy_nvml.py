@@ -1,0 +1,250 @@
+"""GPU energy from NVML: the total-energy counter, or power sampled and integrated.
+
+See trainperf.measure.energy for the readings and how absent ones look.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from trainperf.measure.energy import (
+    SOURCE_NVML,
+    SOURCE_NVML_COUNTER,
+    SOURCE_NVML_SAMPLING,
+    Reading,
+    _description,
+    _Meter,
+    absent,
+    integrate,
+    measured,
+)
+
+
+def nvml_handle(nvml: Any, cuda_index: int, visible: str | None = None) -> Any:
+    """The NVML handle of CUDA device ``cuda_index``.
+
+    NVML numbers all GPUs of the machine; CUDA numbers those in ``CUDA_VISIBLE_DEVICES``
+    (indices or UUIDs), so ``cuda:0`` under ``CUDA_VISIBLE_DEVICES=3`` is NVML device 3.
+    Both number in PCI order when ``CUDA_DEVICE_ORDER=PCI_BUS_ID``; on machines with
+    identical GPUs the default order agrees with it too.
+    """
+    if visible is None:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    entries = [e.strip() for e in visible.split(",")] if visible else []
+    if not entries:
+        return nvml.nvmlDeviceGetHandleByIndex(cuda_index)
+    if cuda_index >= len(entries):
+        raise IndexError(f"cuda:{cuda_index} is not visible (CUDA_VISIBLE_DEVICES={visible!r})")
+    entry = entries[cuda_index]
+    if entry.isdigit():
+        return nvml.nvmlDeviceGetHandleByIndex(int(entry))
+    return nvml.nvmlDeviceGetHandleByUUID(entry)
+
+
+class NvmlPowerSampler(_Meter):
+    """Energy of one GPU by sampling its power draw on a background thread.
+
+    ``clock`` (seconds) is injectable so tests control the sample times. Samples are taken
+    at ``begin``, every ``interval_s`` in between, and at ``end``.
+    """
+
+    def __init__(
+        self,
+        nvml: Any,
+        handle: Any,
+        domain: str,
+        interval_s: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if interval_s <= 0:
+            raise ValueError(f"interval_s must be positive, got {interval_s!r}")
+        self._nvml, self._handle, self.domain = nvml, handle, domain
+        self.interval_s = interval_s
+        self._clock = clock
+        self._samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: str | None = None
+
+    def _sample(self) -> None:
+        t = self._clock()
+        try:
+            milliwatts = self._nvml.nvmlDeviceGetPowerUsage(self._handle)
+        except Exception as exc:  # a probe records the failure, never crashes the case
+            self._error = f"nvmlDeviceGetPowerUsage failed: {exc}"
+            return
+        self._samples.append((t, milliwatts / 1000.0))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+
+    def begin(self) -> None:
+        self._halt()
+        self._samples, self._error = [], None
+        self._stop.clear()
+        self._sample()
+        self._thread = threading.Thread(target=self._run, name="nvml-power", daemon=True)
+        self._thread.start()
+
+    def _halt(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+
+    def end(self) -> list[Reading]:
+        if self._thread is None:
+            raise RuntimeError("NvmlPowerSampler.end() without begin()")
+        self._halt()
+        self._sample()
+        samples = self._samples
+        duration = samples[-1][0] - samples[0][0] if samples else 0.0
+        if self._error is not None:
+            return [absent(SOURCE_NVML_SAMPLING, self.domain, self._error, duration)]
+        return [
+            measured(
+                SOURCE_NVML_SAMPLING,
+                self.domain,
+                integrate(samples),
+                duration,
+                samples=len(samples),
+            )
+        ]
+
+    def describe(self) -> list[dict[str, Any]]:
+        method = (
+            f"nvmlDeviceGetPowerUsage (mW) sampled every {self.interval_s} s, "
+            "trapezoidal integral including both edges"
+        )
+        return [_description(SOURCE_NVML_SAMPLING, self.domain, method)]
+
+    def close(self) -> None:
+        self._halt()
+
+
+class NvmlEnergy(_Meter):
+    """GPU energy from NVML for the CUDA devices ``device_indices`` (domains ``gpu<i>``).
+
+    Each GPU uses its total-energy counter; one whose counter fails (NotSupported before
+    Volta) falls back to an ``NvmlPowerSampler``; one with neither gives absent readings.
+    ``nvmlInit`` runs here and may raise (the factory turns that into an ``AbsentMeter``);
+    ``close()`` calls ``nvmlShutdown``. NVML counts init/shutdown pairs, so several meters
+    can coexist.
+    """
+
+    def __init__(
+        self,
+        nvml: Any,
+        device_indices: Sequence[int],
+        interval_s: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+        visible: str | None = None,
+    ) -> None:
+        nvml.nvmlInit()
+        self._nvml = nvml
+        self._closed = False
+        self._clock = clock
+        self._counters: dict[str, Any] = {}  # domain -> handle
+        self._samplers: dict[str, NvmlPowerSampler] = {}
+        self._absent: dict[str, str] = {}  # domain -> reason
+        self._counter_reasons: dict[str, str] = {}  # why a domain is sampled instead
+        self._begin: dict[str, int] = {}
+        self._begin_errors: dict[str, str] = {}
+        self._t0: float | None = None
+        for index in device_indices:
+            self._probe(f"gpu{index}", index, interval_s, visible)
+
+    def _probe(self, domain: str, index: int, interval_s: float, visible: str | None) -> None:
+        try:
+            handle = nvml_handle(self._nvml, index, visible)
+        except Exception as exc:
+            self._absent[domain] = f"no NVML handle for cuda:{index}: {exc}"
+            return
+        try:
+            self._nvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+            self._counters[domain] = handle
+            return
+        except Exception as exc:
+            counter_reason = f"nvmlDeviceGetTotalEnergyConsumption failed: {exc}"
+        try:
+            self._nvml.nvmlDeviceGetPowerUsage(handle)
+        except Exception as exc:
+            self._absent[domain] = f"{counter_reason}; nvmlDeviceGetPowerUsage failed: {exc}"
+            return
+        self._counter_reasons[domain] = counter_reason
+        self._samplers[domain] = NvmlPowerSampler(
+            self._nvml, handle, domain, interval_s, self._clock
+        )
+
+    def begin(self) -> None:
+        self._begin, self._begin_errors = {}, {}
+        for domain, handle in self._counters.items():
+            try:
+                self._begin[domain] = self._nvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+            except Exception as exc:
+                self._begin_errors[domain] = f"nvmlDeviceGetTotalEnergyConsumption failed: {exc}"
+        self._t0 = self._clock()
+        for sampler in self._samplers.values():
+            sampler.begin()
+
+    def end(self) -> list[Reading]:
+        if self._t0 is None:
+            raise RuntimeError("NvmlEnergy.end() without begin()")
+        ends: dict[str, int | str] = {}
+        for domain, handle in self._counters.items():
+            try:
+                ends[domain] = self._nvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+            except Exception as exc:
+                ends[domain] = f"nvmlDeviceGetTotalEnergyConsumption failed: {exc}"
+        duration = self._clock() - self._t0
+        readings: list[Reading] = []
+        for domain, end in ends.items():
+            if domain in self._begin_errors:
+                reason = self._begin_errors[domain]
+                readings.append(absent(SOURCE_NVML_COUNTER, domain, reason, duration))
+            elif isinstance(end, str):
+                readings.append(absent(SOURCE_NVML_COUNTER, domain, end, duration))
+            else:
+                joules = (end - self._begin[domain]) / 1000.0  # millijoules
+                readings.append(measured(SOURCE_NVML_COUNTER, domain, joules, duration))
+        for sampler in self._samplers.values():
+            readings.extend(sampler.end())
+        for domain, reason in self._absent.items():
+            readings.append(absent(SOURCE_NVML, domain, reason, duration))
+        self._t0 = None
+        return sorted(readings, key=lambda r: _gpu_order(r.domain))
+
+    def describe(self) -> list[dict[str, Any]]:
+        out = [
+            _description(
+                SOURCE_NVML_COUNTER,
+                domain,
+                "nvmlDeviceGetTotalEnergyConsumption (mJ since driver load), read at both edges",
+            )
+            for domain in self._counters
+        ]
+        for domain, sampler in self._samplers.items():
+            (entry,) = sampler.describe()
+            entry["method"] += f" (counter unavailable: {self._counter_reasons[domain]})"
+            out.append(entry)
+        out += [_description(SOURCE_NVML, d, reason=r) for d, r in self._absent.items()]
+        return sorted(out, key=lambda d: _gpu_order(d["domain"]))
+
+    def close(self) -> None:
+        for sampler in self._samplers.values():
+            sampler.close()
+        if not self._closed:
+            self._closed = True
+            self._nvml.nvmlShutdown()
+
+
+def _gpu_order(domain: str) -> int:
+    return int(domain[3:]) if domain[3:].isdigit() else -1
+
+
+# ---------------------------------------------------------------------------- RAPL
