@@ -80,7 +80,7 @@ def children_now():
 def test_a_rank_that_dies_or_hangs_is_named_and_nothing_is_left(tmp_path, run_cli, user_nets):
     suite = tmp_path / "ranks.yaml"
     suite.write_text(
-        "name: ranks\ndefaults: {image_size: 8, steps: 'fixed:1:3', timeout_s: 10, devices: 2}\n"
+        "name: ranks\ndefaults: {image_size: 8, steps: 'fixed:1:3', timeout_s: 15, devices: 2}\n"
         "cases:\n"
         "  - {model: 'flakynets:abort_rank1', batch_size: 2}\n"
         "  - {model: 'flakynets:hang_rank1', batch_size: 2}\n"
