@@ -21,14 +21,13 @@ import time
 
 import torch
 
-from trainperf import models
-from trainperf.case import make_case
+from common import add_model_arguments, warmed_up_step
 from trainperf.measure.loop import measure_steps
 from trainperf.measure.policy import FixedPolicy
 from trainperf.measure.probes import CaseProbes
 from trainperf.measure.stats import summarize
 from trainperf.measure.timer import make_timer
-from trainperf.train import TrainingStep, build_training_step
+from trainperf.train import TrainingStep
 
 MAX_OVERHEAD = 0.01
 
@@ -51,27 +50,12 @@ def block(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cuda = torch.cuda.is_available()
-    parser.add_argument("--model", default="resnet50" if cuda else "cifarnet")
-    parser.add_argument("--batch-size", type=int, default=128 if cuda else 32)
-    parser.add_argument("--size", type=int, default=224 if cuda else 32)
-    parser.add_argument("--device", default="cuda" if cuda else "cpu")
-    parser.add_argument("--warmup", type=int, default=10)
+    add_model_arguments(parser)
     parser.add_argument("--steps", type=int, default=50, help="steps per block")
     parser.add_argument("--pairs", type=int, default=20, help="block pairs (ABBA order)")
     args = parser.parse_args()
 
-    spec = models.get(args.model)
-    case = make_case(
-        model=args.model,
-        batch_size=args.batch_size,
-        device=args.device,
-        **{spec.size_name: args.size},
-    )
-    device = torch.device(args.device)
-    training = build_training_step(spec, case, device)
-    for _ in range(args.warmup):
-        training.step()
+    _, device, training = warmed_up_step(args)
 
     reported, wall, readings = [], [], []
     for pair in range(args.pairs):

@@ -27,13 +27,13 @@ import time
 
 import torch
 
+from common import add_model_arguments, warmed_up_step
 from trainperf import models
-from trainperf.case import make_case
 from trainperf.measure.loop import measure_steps
 from trainperf.measure.policy import FixedPolicy
 from trainperf.measure.stats import summarize
 from trainperf.measure.timer import make_timer
-from trainperf.train import TrainingStep, build_training_step
+from trainperf.train import TrainingStep
 
 THRESHOLD = 0.99
 
@@ -69,33 +69,15 @@ def harness_block(t: TrainingStep, device: torch.device, steps: int) -> tuple[fl
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cuda = torch.cuda.is_available()
-    # Short steps are the strict test: a fixed harness cost weighs most against them.
-    parser.add_argument("--model", default="resnet50" if cuda else "cifarnet")
-    parser.add_argument("--batch-size", type=int, default=128 if cuda else 32)
-    parser.add_argument(
-        "--size", type=int, default=224 if cuda else 32, help="image size or sequence length"
-    )
+    add_model_arguments(parser)
     parser.add_argument("--threads", type=int, help="torch intra-op threads (CPU)")
-    parser.add_argument("--device", default="cuda" if cuda else "cpu")
-    parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--steps", type=int, default=50, help="steps per block")
     parser.add_argument("--pairs", type=int, default=30, help="block pairs (ABBA order)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    spec = models.get(args.model)
-    case = make_case(
-        model=args.model,
-        batch_size=args.batch_size,
-        device=args.device,
-        **{spec.size_name: args.size},
-    )
-    device = torch.device(args.device)
-    training = build_training_step(spec, case, device)
-    for _ in range(args.warmup):
-        training.step()
+    spec, device, training = warmed_up_step(args)
 
     reported, wall = [], []
     for pair in range(args.pairs):

@@ -1,0 +1,43 @@
+"""What the benchmark scripts share: the model flags and one warmed-up training step.
+
+The scripts run as ``python benchmarks/NAME.py``, which puts this directory on sys.path.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from trainperf import models
+from trainperf.case import make_case
+from trainperf.train import TrainingStep, build_training_step
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """--model, --batch-size, --size, --device, --warmup; short steps by default on a CPU
+    (a fixed per-step cost weighs most against them), ResNet-50 on a GPU."""
+    cuda = torch.cuda.is_available()
+    parser.add_argument("--model", default="resnet50" if cuda else "cifarnet")
+    parser.add_argument("--batch-size", type=int, default=128 if cuda else 32)
+    parser.add_argument(
+        "--size", type=int, default=224 if cuda else 32, help="image size or sequence length"
+    )
+    parser.add_argument("--device", default="cuda" if cuda else "cpu")
+    parser.add_argument("--warmup", type=int, default=10)
+
+
+def warmed_up_step(args: argparse.Namespace) -> tuple[models.ModelSpec, torch.device, TrainingStep]:
+    """The model, optimizer and batch of ``args``, built once and run ``--warmup`` steps."""
+    spec = models.get(args.model)
+    case = make_case(
+        model=args.model,
+        batch_size=args.batch_size,
+        device=args.device,
+        **{spec.size_name: args.size},
+    )
+    device = torch.device(args.device)
+    training = build_training_step(spec, case, device)
+    for _ in range(args.warmup):
+        training.step()
+    return spec, device, training
