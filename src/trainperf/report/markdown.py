@@ -1,0 +1,37 @@
+"""Any Rich table of trainperf as a GitHub-flavoured Markdown table (``--format md``).
+
+The terminal tables are the one place where columns, headers and number formats are
+decided; Markdown is rendered from them, so the two never disagree. Cells are plain text
+(Rich markup and styles dropped); ``|`` is escaped and line breaks become spaces.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+
+def _plain(cell: Any) -> str:
+    text = cell.plain if isinstance(cell, Text) else Text.from_markup(str(cell)).plain
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def markdown_table(table: Table) -> str:
+    """The table as Markdown, its title (if any) as a bold line above it."""
+    headers = [_plain(column.header) for column in table.columns]
+    align = [
+        "---:" if column.justify == "right" else ":---:" if column.justify == "center" else "---"
+        for column in table.columns
+    ]
+    rows = zip(*(list(column.cells) for column in table.columns), strict=True)
+    lines = []
+    if table.title:
+        lines += [f"**{_plain(table.title)}**", ""]
+    lines.append("| " + " | ".join(headers) + " |")
+    lines.append("| " + " | ".join(align) + " |")
+    lines += ["| " + " | ".join(_plain(cell) for cell in row) + " |" for row in rows]
+    if table.caption:
+        lines += ["", _plain(table.caption)]
+    return "\n".join(lines) + "\n"

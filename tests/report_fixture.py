@@ -1,0 +1,153 @@
+"""A results database with two systems, for the report, compare and export tests.
+
+System A ("cpu-dev") holds real measurements of the 2-core CPU development machine
+(``tests/data/cpu_measurements.json``: cases over batch sizes, a 2-process DDP case, a GEMM
+sweep, gloo collectives, a memory copy, a layer profile). System B ("big-cpu<b>") is
+*made up* from them for the tests only: the same cases with step times divided by a known
+factor (``SPEEDUP``), DDP on 2 and 4 processes, energy readings, and failed cases (oom,
+timeout, crashed). A model named ``<script>alert(1)</script>`` checks HTML escaping. System
+B's numbers are not measurements of anything; they exist to exercise every figure and table.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from trainperf.store import Store
+
+SEED = Path(__file__).parent / "data" / "cpu_measurements.json"
+SPEEDUP = 4.0  # system B's step times are system A's divided by this
+HOSTILE_MODEL = "<script>alert(1)</script>"
+
+
+def seed() -> dict[str, Any]:
+    return json.loads(SEED.read_text())
+
+
+def _system_b(system_a: dict[str, Any]) -> dict[str, Any]:
+    record = copy.deepcopy(system_a)
+    record["hostname"] = "big-cpu<b>"
+    record["fingerprint"] = "fixture0000b"
+    return record
+
+
+def _scaled(result: dict[str, Any], factor: float) -> dict[str, Any]:
+    """The result as if every step were ``factor`` times faster."""
+    r = copy.deepcopy(result)
+    m = r["metrics"]
+    for key in ("step_s", "warmup_step_s", "compute_step_s"):
+        if key in m and m[key]:
+            m[key] = [t / factor for t in m[key]]
+    for key in ("step_s_median", "step_s_mean", "compute_step_s_median", "comm_exposed_s"):
+        if m.get(key) is not None:
+            m[key] /= factor
+    if "rank_step_s" in m:
+        m["rank_step_s"] = [[t / factor for t in times] for times in m["rank_step_s"]]
+    for key in ("samples_per_s_median", "samples_per_s_mean", "tokens_per_s_median"):
+        if m.get(key) is not None:
+            m[key] *= factor
+    if m.get("samples_per_s_ci95"):
+        m["samples_per_s_ci95"] = [v * factor for v in m["samples_per_s_ci95"]]
+    return r
+
+
+def _with_energy(result: dict[str, Any], power_w: float) -> dict[str, Any]:
+    m = result["metrics"]
+    m["average_power_w"] = power_w
+    m["energy_per_sample_j"] = power_w / m["samples_per_s_median"]
+    m["samples_per_s_per_w"] = m["samples_per_s_median"] / power_w
+    m["energy_complete"] = True
+    m["energy_sources"] = ["nvml"]
+    m["energy_absent"] = []
+    m["energy_absent_reason"] = None
+    return result
+
+
+def _failed(template: dict[str, Any], status: str, message: str, **case: Any) -> dict[str, Any]:
+    r = copy.deepcopy(template)
+    r["case"].update(case)
+    r["status"] = status
+    r["metrics"] = {}
+    r["error"] = {"type": status, "message": message}
+    return r
+
+
+def _ddp(template: dict[str, Any], devices: int, factor: float) -> dict[str, Any]:
+    """A weak-scaling result on ``devices`` devices, ``factor`` x the one-device throughput."""
+    r = _scaled(template, factor / devices)  # each step takes longer, the batch is larger
+    r["case"]["devices"] = devices
+    r["case"]["parallel"] = "ddp"
+    m = r["metrics"]
+    for key in ("samples_per_s_median", "samples_per_s_mean"):
+        m[key] *= devices
+    m["samples_per_s_ci95"] = [v * devices for v in m["samples_per_s_ci95"]]
+    m["comm_exposed_share"] = 0.05 * (devices - 1)
+    m["rank_spread"] = 0.01
+    return r
+
+
+def build(path: Path) -> dict[str, Any]:
+    """Write the two-system database at ``path``; return what the tests need to know."""
+    data = seed()
+    system_a = data["system"]
+    system_b = _system_b(system_a)
+    results_a = [r for r in data["results"] if r["status"] == "ok"]
+    one_device = [r for r in results_a if r["case"].get("devices", 1) == 1]
+    cifar32 = next(
+        r for r in one_device if r["case"]["model"] == "cifarnet" and r["case"]["batch_size"] == 32
+    )
+
+    results_b = [
+        _with_energy(_scaled(r, SPEEDUP), 300.0 + 10 * i) for i, r in enumerate(one_device)
+    ]
+    cifar32_b = next(
+        r for r in results_b if r["case"]["model"] == "cifarnet" and r["case"]["batch_size"] == 32
+    )
+    results_b += [_with_energy(_ddp(cifar32_b, n, 0.9 * n), 300.0 * n) for n in (2, 4)]
+    results_b += [
+        _failed(
+            cifar32_b,
+            "oom",
+            "DefaultCPUAllocator: not enough memory: you tried to allocate 2147483648 bytes",
+            batch_size=4096,
+        ),
+        _failed(
+            cifar32_b, "timeout", "killed after 600 s; rank 1 stuck at nets.py:18", batch_size=2048
+        ),
+        _failed(cifar32_b, "crashed", "rank 1 killed by signal SIGABRT", devices=8),
+    ]
+    hostile = copy.deepcopy(cifar32)
+    hostile["case"]["model"] = HOSTILE_MODEL
+    results_a.append(hostile)
+    results_a.append(_failed(cifar32, "error", "<img src=x onerror=alert(2)> raised", batch_size=3))
+
+    with Store(path) as store:
+        for system, results in ((system_a, results_a), (system_b, results_b)):
+            run_id = store.start_run(system, label="fixture")
+            for r in results:
+                store.add_result(
+                    run_id,
+                    system["fingerprint"],
+                    r,
+                    suite=(r.get("suite"), r.get("suite_version")) if r.get("suite") else None,
+                    case_key=r.get("case_key"),
+                )
+        for run in data["micro"]:
+            params = dict(run["params"])
+            result = {k: run[k] for k in ("status", "device", "metrics", "error")}
+            store.add_micro(system_a, params, result)
+            if run["kind"] in ("gemm", "collective"):
+                faster = copy.deepcopy(result)
+                for row in faster["metrics"].get("rows", []):
+                    for key in list(row):
+                        if key.startswith(("tflops", "algbw", "busbw")) and row[key]:
+                            row[key] *= SPEEDUP * 10
+                store.add_micro(system_b, params, faster)
+    return {
+        "systems": {"a": system_a["fingerprint"], "b": system_b["fingerprint"]},
+        "hostnames": {"a": system_a["hostname"], "b": system_b["hostname"]},
+        "speedup": SPEEDUP,
+    }
