@@ -84,6 +84,8 @@ def _ddp(template: dict[str, Any], devices: int, factor: float) -> dict[str, Any
     for key in ("samples_per_s_median", "samples_per_s_mean"):
         m[key] *= devices
     m["samples_per_s_ci95"] = [v * devices for v in m["samples_per_s_ci95"]]
+    m["global_batch"] = template["case"]["batch_size"] * devices
+    m["device_batch"] = template["case"]["batch_size"]
     m["comm_exposed_share"] = 0.05 * (devices - 1)
     m["rank_spread"] = 0.01
     return r

@@ -1,3 +1,4 @@
+import re
 import sqlite3
 
 import pytest
@@ -139,3 +140,43 @@ def test_concurrent_writers_lose_nothing(tmp_path):
     for writer in range(3):
         indexes = [r["metrics"]["index"] for r in rows if r["case"]["model"] == f"m{writer}"]
         assert sorted(indexes) == list(range(60))
+
+
+def test_version_3_database_gets_a_uid_on_every_row(tmp_path):
+    from trainperf.store import _SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3
+
+    path = tmp_path / "v3.db"
+    db = sqlite3.connect(path)
+    for script in (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3):
+        db.executescript(script)
+    db.execute("INSERT INTO systems VALUES ('abc123', 'node1', '{}', 'then')")
+    db.execute("INSERT INTO runs VALUES ('r1', 'then', 'abc123', NULL)")
+    for model in ("resnet18", "bert-squad"):
+        db.execute(
+            "INSERT INTO results (run_id, system, created_at, model, status, result_schema,"
+            " case_json, device_json, metrics_json) VALUES"
+            f" ('r1', 'abc123', 'then', '{model}', 'ok', 1, '{{}}', 'null', '{{}}')"
+        )
+    db.execute(
+        "INSERT INTO micro (system, created_at, kind, status, params_json, metrics_json)"
+        " VALUES ('abc123', 'then', 'gemm', 'ok', '{\"kind\": \"gemm\"}', '{}')"
+    )
+    db.execute(
+        "INSERT INTO max_batch (system, created_at, memory_key, case_json, probes_json)"
+        " VALUES ('abc123', 'then', 'key', '{}', '[]')"
+    )
+    db.execute("PRAGMA user_version = 3")
+    db.commit()
+    db.close()
+    with Store(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        run = store.start_run(SYSTEM)
+        store.add_result(run, SYSTEM["fingerprint"], result())
+        store.add_micro(SYSTEM, {"kind": "memory"}, {"status": "ok", "metrics": {}})
+        store.add_max_batch("abc123", "key", {}, 8, [])
+        uids = [r["uid"] for r in store.results() + store.micro() + store.max_batches()]
+        assert len(uids) == 7 and len(set(uids)) == 7
+        assert all(re.fullmatch(r"[0-9a-f]{32}", uid) for uid in uids)
+        assert store.max_batch("abc123", "key")["uid"] == uids[-1]
+        with pytest.raises(sqlite3.IntegrityError):  # a uid is unique
+            store.db.execute("UPDATE results SET uid = ? WHERE id = 2", (uids[0],))

@@ -184,6 +184,36 @@ def _json_option(function: Any) -> Any:
     )(function)
 
 
+def _format_option(function: Any) -> Any:
+    return click.option(
+        "--format",
+        "table_format",
+        type=click.Choice(["table", "md"]),
+        default="table",
+        show_default=True,
+        help="terminal table, or Markdown for issues and papers",
+    )(function)
+
+
+def show_table(table: Any, table_format: str = "table") -> None:
+    """Print a Rich table on the terminal, or as Markdown (``--format md``)."""
+    if table_format == "md":
+        from trainperf.report.markdown import markdown_table
+
+        sys.stdout.write(markdown_table(table))
+    else:
+        stdout.print(table)
+
+
+def _one_output(as_json: bool, table_format: str, *others: tuple[str, bool]) -> None:
+    """Refuse --json (or --csv) together with --format md."""
+    chosen = [name for name, on in (("--json", as_json), *others) if on]
+    if table_format == "md":
+        chosen.append("--format md")
+    if len(chosen) > 1:
+        raise BadInput(f"choose one of {' and '.join(chosen)}")
+
+
 def _open_machine(db: Path) -> tuple[dict, dict]:
     """Check the database path first (nothing written), then read this machine."""
     from trainperf import system
@@ -353,17 +383,19 @@ def _sweep(
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="print a JSON array")
-def suites(as_json: bool) -> None:
+@_format_option
+def suites(as_json: bool, table_format: str) -> None:
     """List the built-in suites (run one with `trainperf run NAME`)."""
     from trainperf.suite import BUILTIN, builtin_path, load
 
+    _one_output(as_json, table_format)
     rows = [load(builtin_path(name)).summary() | {"source": "built-in"} for name in BUILTIN]
     if as_json:
         _emit_json(rows)
     else:
         from trainperf.report.tables import suites_table
 
-        stdout.print(suites_table(rows))
+        show_table(suites_table(rows), table_format)
 
 
 @cli.command()
@@ -445,18 +477,20 @@ def maxbatch(model: str, start: int, limit: int, db: Path, as_json: bool, **flag
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="print a JSON array")
-def models(as_json: bool) -> None:
+@_format_option
+def models(as_json: bool, table_format: str) -> None:
     """List the zoo with parameters, FLOPs per sample and gradient bytes."""
     from trainperf import models as zoo
     from trainperf.analysis.flops import analyse
 
+    _one_output(as_json, table_format)
     rows = [analyse(zoo.get(name)).as_dict() for name in zoo.names()]
     if as_json:
         _emit_json(rows)
     else:
         from trainperf.report.tables import models_table
 
-        stdout.print(models_table(rows))
+        show_table(models_table(rows), table_format)
 
 
 @cli.command()
@@ -464,10 +498,10 @@ def models(as_json: bool) -> None:
 @click.option("--model", "-m", help="only results of this model")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON document")
 @click.option("--csv", "as_csv", is_flag=True, help="print CSV")
-def results(db: Path, model: str | None, as_json: bool, as_csv: bool) -> None:
+@_format_option
+def results(db: Path, model: str | None, as_json: bool, as_csv: bool, table_format: str) -> None:
     """Show the results stored in the database."""
-    if as_json and as_csv:
-        raise BadInput("choose one of --json and --csv")
+    _one_output(as_json, table_format, ("--csv", as_csv))
     rows = _read_results(db, model)
     if as_json:
         _emit_json({"results": rows})
@@ -478,7 +512,7 @@ def results(db: Path, model: str | None, as_json: bool, as_csv: bool) -> None:
     else:
         from trainperf.report.tables import results_table
 
-        stdout.print(results_table(rows))
+        show_table(results_table(rows), table_format)
 
 
 def _read_results(db: Path, model: str | None = None) -> list[dict]:
@@ -514,9 +548,14 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # Verbs in modules of their own, which use the helpers above.
+from trainperf.cli_compare import compare  # noqa: E402
 from trainperf.cli_distributed import equivalence, slurm  # noqa: E402
+from trainperf.cli_exchange import export, import_  # noqa: E402
 from trainperf.cli_inspect import pareto, profile, scaling, system_  # noqa: E402
 from trainperf.cli_micro import micro  # noqa: E402
+from trainperf.cli_report import report  # noqa: E402
 
 for _verb in (scaling, equivalence, slurm, system_, pareto, profile, micro):
+    cli.add_command(_verb)
+for _verb in (report, compare, export, import_):
     cli.add_command(_verb)

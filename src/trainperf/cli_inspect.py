@@ -18,9 +18,12 @@ from trainperf.cli import (
     _db_option,
     _emit_json,
     _fail,
+    _format_option,
     _json_option,
+    _one_output,
     _open_machine,
     _read_results,
+    show_table,
     stderr,
     stdout,
 )
@@ -30,17 +33,19 @@ from trainperf.cli import (
 @click.option("--db", default=DEFAULT_DB, show_default=True, type=click.Path(path_type=Path))
 @click.option("--model", "-m", help="only this model")
 @click.option("--json", "as_json", is_flag=True, help="one JSON document: a row per device count")
-def scaling(db: Path, model: str | None, as_json: bool) -> None:
+@_format_option
+def scaling(db: Path, model: str | None, as_json: bool, table_format: str) -> None:
     """Speedup, efficiency and exposed communication per model, setting and device count."""
     from trainperf.analysis.scaling import scaling_rows
 
+    _one_output(as_json, table_format)
     rows = scaling_rows(_read_results(db, model))
     if as_json:
         _emit_json({"rows": rows})
     else:
         from trainperf.report.tables import scaling_table
 
-        stdout.print(scaling_table(rows))
+        show_table(scaling_table(rows), table_format)
 
 
 @click.command()
@@ -110,17 +115,19 @@ def profile(
 @click.option("--db", default=DEFAULT_DB, show_default=True, type=click.Path(path_type=Path))
 @click.option("--all", "show_all", is_flag=True, help="also list the dominated configurations")
 @click.option("--json", "as_json", is_flag=True, help="one JSON document: fronts per network")
-def pareto(db: Path, show_all: bool, as_json: bool) -> None:
+@_format_option
+def pareto(db: Path, show_all: bool, as_json: bool, table_format: str) -> None:
     """Configurations on the power-performance Pareto front, per network."""
     from trainperf.analysis.pareto import pareto_fronts
 
+    _one_output(as_json, table_format)
     fronts = pareto_fronts(_read_results(db))
     if as_json:
         _emit_json(fronts)
         return
     from trainperf.report.tables import pareto_table
 
-    stdout.print(pareto_table(fronts, show_all))
+    show_table(pareto_table(fronts, show_all), table_format)
     if fronts["left_out"]:
         stderr.print(f"{fronts['left_out']} ok result(s) left out: {fronts['left_out_reason']}")
 

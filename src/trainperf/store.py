@@ -7,6 +7,9 @@ Schema version lives in ``PRAGMA user_version``. History (add a migration for ev
      table ``max_batch`` holds the largest batch found per system and memory settings.
   3: table ``micro`` holds micro-benchmark runs (kind, parameters, rows, summary); the
      profiles of ``trainperf profile`` are stored there too, with kind ``profile``.
+  4: ``results``, ``micro`` and ``max_batch`` gain ``uid``, a random 32-hex id unique
+     across databases (rows already there get a fresh one), so that an import
+     (``trainperf.exchange``) recognises rows it has already copied.
 
 Each result is committed in its own transaction as soon as it arrives, so an interrupted
 run keeps everything finished before the interruption, and a process killed in the middle
@@ -27,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # How long a writer waits for another to finish its transaction (ours take milliseconds).
 BUSY_TIMEOUT_S = 60.0
 
@@ -93,8 +96,20 @@ CREATE TABLE micro (
 CREATE INDEX micro_kind ON micro(system, kind)
 """
 
+_SCHEMA_V4 = """
+ALTER TABLE results ADD COLUMN uid TEXT;
+UPDATE results SET uid = lower(hex(randomblob(16)));
+CREATE UNIQUE INDEX results_uid ON results(uid);
+ALTER TABLE micro ADD COLUMN uid TEXT;
+UPDATE micro SET uid = lower(hex(randomblob(16)));
+CREATE UNIQUE INDEX micro_uid ON micro(uid);
+ALTER TABLE max_batch ADD COLUMN uid TEXT;
+UPDATE max_batch SET uid = lower(hex(randomblob(16)));
+CREATE UNIQUE INDEX max_batch_uid ON max_batch(uid)
+"""
+
 # version reached -> SQL taking the previous version to it (statements split on ';')
-_MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
+_MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4}
 
 
 class StoreError(Exception):
@@ -212,10 +227,11 @@ class Store:
         suite_name, suite_version = suite or (None, None)
         with self._write() as db:
             cursor = db.execute(
-                "INSERT INTO results (run_id, system, created_at, model, status, result_schema,"
-                " case_json, device_json, metrics_json, error_json, suite, suite_version,"
-                " case_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO results (uid, run_id, system, created_at, model, status,"
+                " result_schema, case_json, device_json, metrics_json, error_json, suite,"
+                " suite_version, case_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
+                    uuid.uuid4().hex,
                     run_id,
                     system,
                     _now(),
@@ -256,9 +272,9 @@ class Store:
         """Store the outcome of a largest-batch search; return its id."""
         with self._write() as db:
             cursor = db.execute(
-                "INSERT INTO max_batch (system, created_at, memory_key, case_json, batch_size,"
-                " probes_json, note) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (system, _now(), memory_key, json.dumps(case), batch_size)
+                "INSERT INTO max_batch (uid, system, created_at, memory_key, case_json,"
+                " batch_size, probes_json, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (uuid.uuid4().hex, system, _now(), memory_key, json.dumps(case), batch_size)
                 + (json.dumps(probes), note),
             )
         return int(cursor.lastrowid)
@@ -269,16 +285,12 @@ class Store:
             "SELECT * FROM max_batch WHERE system = ? AND memory_key = ? ORDER BY id DESC LIMIT 1",
             (system, memory_key),
         ).fetchone()
-        if row is None:
-            return None
-        return {
-            "id": row["id"],
-            "created_at": row["created_at"],
-            "batch_size": row["batch_size"],
-            "case": json.loads(row["case_json"]),
-            "probes": json.loads(row["probes_json"]),
-            "note": row["note"],
-        }
+        return None if row is None else _row_document(row)
+
+    def max_batches(self) -> list[dict[str, Any]]:
+        """Every stored largest-batch search, oldest first."""
+        rows = self.db.execute("SELECT * FROM max_batch ORDER BY id").fetchall()
+        return [_row_document(row) for row in rows]
 
     def add_micro(
         self, system: dict[str, Any], params: dict[str, Any], result: dict[str, Any]
@@ -287,9 +299,10 @@ class Store:
         fingerprint = self.add_system(system)
         with self._write() as db:
             cursor = db.execute(
-                "INSERT INTO micro (system, created_at, kind, status, params_json, device_json,"
-                " metrics_json, error_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO micro (uid, system, created_at, kind, status, params_json,"
+                " device_json, metrics_json, error_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
+                    uuid.uuid4().hex,
                     fingerprint,
                     _now(),
                     params["kind"],
@@ -307,20 +320,8 @@ class Store:
         query, args = "SELECT * FROM micro", ()
         if kind:
             query, args = query + " WHERE kind = ?", (kind,)
-        return [
-            {
-                "id": row["id"],
-                "system": row["system"],
-                "created_at": row["created_at"],
-                "kind": row["kind"],
-                "status": row["status"],
-                "params": json.loads(row["params_json"]),
-                "device": json.loads(row["device_json"]) if row["device_json"] else None,
-                "metrics": json.loads(row["metrics_json"]),
-                "error": json.loads(row["error_json"]) if row["error_json"] else None,
-            }
-            for row in self.db.execute(query + " ORDER BY id", args).fetchall()
-        ]
+        rows = self.db.execute(query + " ORDER BY id", args).fetchall()
+        return [_row_document(row) for row in rows]
 
     def achievable_tflops(self, system: str, device_type: str, dtype: str) -> float | None:
         """The best matmul TFLOP/s measured by ``micro gemm`` on this system and device type."""
@@ -348,18 +349,91 @@ class Store:
         rows = self.db.execute(query + " ORDER BY r.id", args).fetchall()
         return [_document(row) for row in rows]
 
+    def systems(self) -> list[dict[str, Any]]:
+        """The records of the stored systems, in the order they were first seen."""
+        rows = self.db.execute("SELECT record FROM systems ORDER BY rowid").fetchall()
+        return [json.loads(row["record"]) for row in rows]
+
+    def runs(self) -> list[dict[str, Any]]:
+        """The stored runs, oldest first: run_id, started_at, system (fingerprint), label."""
+        rows = self.db.execute("SELECT * FROM runs ORDER BY rowid").fetchall()
+        return [dict(row) for row in rows]
+
+    def import_documents(
+        self, documents: dict[str, list[dict[str, Any]]]
+    ) -> dict[str, tuple[int, int]]:
+        """Insert documents as ``trainperf.exchange`` exports them, keyed by table name
+        (``systems``, ``runs``, ``results``, ``micro``, ``max_batch``), keeping their uids,
+        times and run ids. All go in one transaction: all or nothing. A row already here
+        (same fingerprint, run id or uid) is left as it is. Return (added, already here)
+        per table. The caller checks the documents first (``exchange.validate``).
+        """
+        counts = {}
+        with self._write() as db:
+            for table, columns in _IMPORTED.items():
+                names = [name.strip() for name in columns.split(",")]
+                marks = ", ".join("?" * len(names))
+                sql = f"INSERT OR IGNORE INTO {table} ({columns}) VALUES ({marks})"
+                rows = documents.get(table, [])
+                added = sum(
+                    db.execute(sql, [_column_value(name, row) for name in names]).rowcount
+                    for row in rows
+                )
+                counts[table] = (added, len(rows) - added)
+        return counts
+
+
+# The columns an import fills, per table, tables in an order that inserts what a row refers
+# to (systems, runs) before the row. ``X_json`` holds the document's ``X`` as JSON.
+_IMPORTED: dict[str, str] = {
+    "systems": "fingerprint, hostname, record, first_seen",
+    "runs": "run_id, started_at, system, label",
+    "results": "uid, run_id, system, created_at, model, status, result_schema, suite,"
+    " suite_version, case_key, case_json, device_json, metrics_json, error_json",
+    "micro": "uid, system, created_at, kind, status, params_json, device_json, metrics_json,"
+    " error_json",
+    "max_batch": "uid, system, created_at, memory_key, batch_size, note, case_json, probes_json",
+}
+
+
+def _column_value(column: str, document: dict[str, Any]) -> Any:
+    """The value of ``column`` for an imported document (see ``_IMPORTED``)."""
+    if column == "record":  # a system's document is its record
+        return json.dumps(document)
+    if column == "first_seen":
+        return _now()
+    if column == "model":
+        return document["case"]["model"]
+    if column.endswith("_json"):
+        value = document[column.removesuffix("_json")]
+        return None if value is None else json.dumps(value)
+    return document[column]
+
+
+def _maybe_json(text: str | None) -> Any:
+    return json.loads(text) if text else None
+
+
+def _row_document(row: sqlite3.Row) -> dict[str, Any]:
+    """A row as a document: each ``X_json`` column becomes ``X``, decoded."""
+    return {
+        key.removesuffix("_json"): _maybe_json(row[key]) if key.endswith("_json") else row[key]
+        for key in row.keys()  # noqa: SIM118 (a Row iterates over its values)
+    }
+
 
 def _document(row: sqlite3.Row) -> dict[str, Any]:
     return {
         "id": row["id"],
+        "uid": row["uid"],
         "run_id": row["run_id"],
         "created_at": row["created_at"],
         "status": row["status"],
         "result_schema": row["result_schema"],
         "case": json.loads(row["case_json"]),
-        "device": json.loads(row["device_json"]) if row["device_json"] else None,
+        "device": _maybe_json(row["device_json"]),
         "metrics": json.loads(row["metrics_json"]),
-        "error": json.loads(row["error_json"]) if row["error_json"] else None,
+        "error": _maybe_json(row["error_json"]),
         "suite": row["suite"],
         "suite_version": row["suite_version"],
         "case_key": row["case_key"],

@@ -15,23 +15,43 @@ from rich.text import Text
 
 def _plain(cell: Any) -> str:
     text = cell.plain if isinstance(cell, Text) else Text.from_markup(str(cell)).plain
-    return " ".join(text.split()).replace("|", "\\|")
+    return " ".join(text.split())
+
+
+def plain_table(table: Table) -> dict[str, Any]:
+    """Title, headers, column alignments, rows and caption of the table as plain text.
+
+    The HTML report renders these (escaped by Jinja2); nothing here is escaped for HTML.
+    """
+    return {
+        "title": Text.from_markup(str(table.title)).plain if table.title else "",
+        "caption": Text.from_markup(str(table.caption)).plain if table.caption else "",
+        "headers": [_plain(column.header) for column in table.columns],
+        "justify": [column.justify for column in table.columns],
+        "rows": [
+            [_plain(cell) for cell in row]
+            for row in zip(*(list(column.cells) for column in table.columns), strict=True)
+        ],
+    }
 
 
 def markdown_table(table: Table) -> str:
     """The table as Markdown, its title (if any) as a bold line above it."""
-    headers = [_plain(column.header) for column in table.columns]
+    headers = [_plain(column.header).replace("|", "\\|") for column in table.columns]
     align = [
         "---:" if column.justify == "right" else ":---:" if column.justify == "center" else "---"
         for column in table.columns
     ]
-    rows = zip(*(list(column.cells) for column in table.columns), strict=True)
+    rows = [
+        [_plain(cell).replace("|", "\\|") for cell in row]
+        for row in zip(*(list(column.cells) for column in table.columns), strict=True)
+    ]
     lines = []
     if table.title:
         lines += [f"**{_plain(table.title)}**", ""]
     lines.append("| " + " | ".join(headers) + " |")
     lines.append("| " + " | ".join(align) + " |")
-    lines += ["| " + " | ".join(_plain(cell) for cell in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
     if table.caption:
         lines += ["", _plain(table.caption)]
     return "\n".join(lines) + "\n"

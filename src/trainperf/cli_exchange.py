@@ -1,0 +1,126 @@
+"""The verbs that move results between databases: ``export`` (the JSON format of
+``trainperf.exchange``, or CSV) and ``import`` (kept apart from cli.py; registered there)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trainperf.cli import BadInput, _db_option, _emit_json, _json_option, stdout
+
+FORMATS = ("json", "csv")
+
+
+@click.command()
+@click.argument("file", type=click.Path(path_type=Path))
+@_db_option
+@click.option("--system", "-s", help="only this system: its hostname or fingerprint")
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(FORMATS),
+    help="json (for `trainperf import`) or csv (the results); default: FILE's extension",
+)
+def export(file: Path, db: Path, system: str | None, format_: str | None) -> None:
+    """Write the database (or one system of it) to FILE.
+
+    JSON holds every system, run, result, micro-benchmark and largest-batch search, for
+    `trainperf import` on another machine; CSV holds the results, as `results --csv`.
+    An existing FILE is replaced (atomically).
+    """
+    from trainperf import exchange
+    from trainperf.store import Store, StoreError
+
+    format_ = format_ or _format_of(file)
+    if file.is_dir():
+        raise BadInput(f"{file} is a directory: give a file path")
+    if not file.parent.is_dir():
+        raise BadInput(f"{file}: directory {file.parent} does not exist")
+    if not db.is_file():
+        raise BadInput(f"no results database at {db}: run `trainperf run` first or give --db")
+    try:
+        with Store(db) as store:
+            if format_ == "csv":
+                from trainperf.report.tables import results_csv
+
+                rows = exchange.select_results(store, system)
+                text, counts = results_csv(rows), {"results": len(rows)}
+            else:
+                document = exchange.export_document(store, system)
+                text = json.dumps(document, indent=2) + "\n"
+                counts = {table: len(document[table]) for table in exchange.TABLES}
+    except exchange.ExchangeError as exc:
+        raise BadInput(str(exc)) from None
+    except (StoreError, sqlite3.DatabaseError) as exc:
+        raise BadInput(f"cannot read {db}: {exc}") from None
+    try:
+        exchange.write_atomically(file, text)
+    except OSError as exc:
+        raise BadInput(f"cannot write {file}: {exc.strerror or exc}") from None
+    line = f"exported {exchange.counts_text(counts)} to {file}"
+    stdout.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(path_type=Path))
+@_db_option
+@_json_option
+def import_(file: Path, db: Path, as_json: bool) -> None:
+    """Add the rows of FILE (written by `trainperf export`) to the database.
+
+    Rows already there are left as they are, so importing a file twice adds nothing. The
+    whole file is checked first: one that does not check out writes nothing.
+    """
+    from trainperf import exchange
+    from trainperf.store import Store, StoreError, check_writable
+
+    try:
+        document = exchange.read_file(file)
+    except exchange.ExchangeError as exc:
+        raise BadInput(str(exc)) from None
+    try:
+        validated = exchange.validate(document)
+    except exchange.ExchangeError as exc:
+        raise BadInput(f"{file}: {exc}") from None
+    try:
+        check_writable(db)
+    except StoreError as exc:
+        raise BadInput(str(exc)) from None
+    if validated.unresolved and not db.exists():  # do not create a database to say no
+        where, kind, key = validated.unresolved[0]
+        raise BadInput(f"{file}: {where}: {kind} '{key}' is not in the file and {db} is absent")
+    try:
+        with Store(db) as store:
+            summary = exchange.import_document(store, validated)
+    except exchange.ExchangeError as exc:
+        raise BadInput(f"{file}: {exc}") from None
+    except (StoreError, sqlite3.DatabaseError) as exc:
+        raise BadInput(f"cannot import into {db}: {exc}") from None
+    if as_json:
+        _emit_json(_import_report(file, db, validated, summary))
+    else:
+        stdout.print(summary.line(str(file)), markup=False, highlight=False, soft_wrap=True)
+
+
+def _format_of(file: Path) -> str:
+    format_ = file.suffix.lower().removeprefix(".")
+    if format_ not in FORMATS:
+        raise BadInput(
+            f"cannot tell the format of {file} from its extension: "
+            "name it .json or .csv, or give --format json|csv"
+        )
+    return format_
+
+
+def _import_report(file: Path, db: Path, validated: Any, summary: Any) -> dict[str, Any]:
+    return {
+        "file": str(file),
+        "db": str(db),
+        "format_version": validated.format_version,
+        "exported_at": validated.exported_at,
+        "trainperf_version": validated.trainperf_version,
+    } | summary.as_dict()

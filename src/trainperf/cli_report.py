@@ -1,0 +1,45 @@
+"""``trainperf report``: the HTML report of a results database (registered in cli.py)."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+
+from trainperf.cli import DEFAULT_DB, BadInput, _emit_json, stdout
+
+
+@click.command()
+@click.option("--db", default=DEFAULT_DB, show_default=True, type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    default="trainperf-report",
+    show_default=True,
+    type=click.Path(path_type=Path),
+    help="directory for index.html (made if needed)",
+)
+@click.option("--json", "as_json", is_flag=True, help="print what was written as JSON")
+def report(db: Path, out: Path, as_json: bool) -> None:
+    """Write a self-contained HTML report (tables, figures, failures) of the database."""
+    from trainperf.report.html import write_report
+    from trainperf.store import StoreError
+
+    if not db.is_file():
+        raise BadInput(f"no results database at {db}: run `trainperf run` first or give --db")
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"--out {out} is a file: give a directory for the report")
+    try:
+        summary = write_report(db, out)
+    except (StoreError, sqlite3.DatabaseError) as exc:
+        raise BadInput(f"cannot read {db}: {exc}") from None
+    if as_json:
+        _emit_json({**asdict(summary), "path": str(summary.path)})
+        return
+    empty = f"; no data for {', '.join(summary.empty_sections)}" if summary.empty_sections else ""
+    stdout.print(
+        f"wrote {summary.path}: {summary.systems} system(s), {summary.results} result(s) "
+        f"({summary.failed} failed), {len(summary.figures)} figure(s){empty}",
+        markup=False,
+    )

@@ -1,0 +1,437 @@
+"""Results that travel: a versioned JSON file of systems, runs, results, micro-benchmark
+runs and largest-batch searches, exported from one database and imported into another.
+
+The file (``FORMAT``, ``FORMAT_VERSION``)::
+
+    {"format": "trainperf-results", "format_version": 1,
+     "exported_at": "2026-11-21T06:41:21+00:00", "trainperf_version": "0.1.0",
+     "systems":   [system record (``trainperf system --json``), ...],
+     "runs":      [{run_id, started_at, system, label}, ...],
+     "results":   [{uid, run_id, system, created_at, status, result_schema, case, device,
+                    metrics, error, suite, suite_version, case_key}, ...],
+     "micro":     [{uid, system, created_at, kind, status, params, device, metrics,
+                    error}, ...],
+     "max_batch": [{uid, system, created_at, memory_key, case, batch_size, probes,
+                    note}, ...]}
+
+``system`` fields hold a system's fingerprint; every field is present (null where empty).
+The database's integer ids stay home: rows travel with their ``uid`` (store schema 4), so
+an import adds only the rows the database lacks and importing a file twice adds nothing.
+An import reads the whole file and checks it (``validate``) before it writes anything,
+then writes it in one transaction.
+
+Format history (bump ``FORMAT_VERSION`` for every change and keep reading the old ones):
+  1: the first format.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from trainperf.store import Store
+
+FORMAT = "trainperf-results"
+FORMAT_VERSION = 1
+READABLE_VERSIONS = (1,)
+TABLES = ("systems", "runs", "results", "micro", "max_batch")
+# The statuses a result or micro-benchmark run can have (runner.py: ok, FAILED_STATUSES,
+# skipped); spelled out here so that reading a file does not import torch.
+STATUSES = ("ok", "oom", "timeout", "crashed", "error", "skipped")
+
+
+class ExchangeError(Exception):
+    """An export or import that cannot be done; the message is one line for the user."""
+
+
+# --- the file's shape -------------------------------------------------------------------
+
+Uid = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
+Key = Annotated[str, StringConstraints(min_length=1)]
+Status = Literal["ok", "oom", "timeout", "crashed", "error", "skipped"]
+Json = dict[str, Any]
+
+
+class _Item(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class _Open(BaseModel):
+    """A free-form object of which a few fields are checked."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class SystemItem(_Open):
+    fingerprint: Key
+    hostname: str
+
+
+class CaseItem(_Open):
+    model: Key
+
+
+class RunItem(_Item):
+    run_id: Key
+    started_at: str
+    system: Key
+    label: str | None
+
+
+class ResultItem(_Item):
+    uid: Uid
+    run_id: Key
+    system: Key
+    created_at: str
+    status: Status
+    result_schema: Annotated[int, Field(ge=1)]
+    case: CaseItem
+    device: Json | None
+    metrics: Json
+    error: Json | None
+    suite: str | None
+    suite_version: str | None
+    case_key: str | None
+
+
+class MicroItem(_Item):
+    uid: Uid
+    system: Key
+    created_at: str
+    kind: Key
+    status: Status
+    params: Json
+    device: Json | None
+    metrics: Json
+    error: Json | None
+
+
+class MaxBatchItem(_Item):
+    uid: Uid
+    system: Key
+    created_at: str
+    memory_key: str
+    case: Json
+    batch_size: Annotated[int, Field(ge=1)] | None
+    probes: list[Json]
+    note: str | None
+
+
+class ExportFile(_Item):
+    format: Literal["trainperf-results"]
+    format_version: int
+    exported_at: str
+    trainperf_version: str
+    systems: list[SystemItem]
+    runs: list[RunItem]
+    results: list[ResultItem]
+    micro: list[MicroItem]
+    max_batch: list[MaxBatchItem]
+
+
+class Reference(NamedTuple):
+    """A system or run that a row refers to and the file does not hold."""
+
+    where: str  # e.g. results[3].system
+    kind: Literal["system", "run"]
+    key: str
+
+
+@dataclass(frozen=True)
+class ValidatedExport:
+    """A checked export: its tables as in the file, and what they refer to outside it."""
+
+    format_version: int
+    exported_at: str
+    trainperf_version: str
+    tables: dict[str, list[Json]]
+    unresolved: list[Reference]
+
+
+@dataclass(frozen=True)
+class ImportSummary:
+    """Rows added and rows already in the database, per table."""
+
+    added: dict[str, int]
+    already_present: dict[str, int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"added": self.added, "already_present": self.already_present}
+
+    def line(self, source: str) -> str:
+        """One line for people: what came in from ``source`` and what was there before."""
+        present = counts_text(self.already_present, always=())
+        tail = f" ({present} already present)" if present else ""
+        return f"imported {counts_text(self.added)} from {source}{tail}"
+
+
+# table -> (singular, plural), in the order a summary line names them
+_NAMES = {
+    "results": ("result", "results"),
+    "micro": ("micro run", "micro runs"),
+    "max_batch": ("max-batch search", "max-batch searches"),
+    "systems": ("system", "systems"),
+    "runs": ("run", "runs"),
+}
+
+
+def counts_text(counts: dict[str, int], always: tuple[str, ...] = ("results",)) -> str:
+    """Row counts per table for people, e.g. '12 results, 3 micro runs, 2 systems': the
+    tables with rows, and those in ``always``."""
+    return ", ".join(
+        f"{counts.get(table, 0)} {names[counts.get(table, 0) != 1]}"
+        for table, names in _NAMES.items()
+        if counts.get(table) or table in always
+    )
+
+
+# --- export -----------------------------------------------------------------------------
+
+
+def select_systems(store: Store, system: str | None = None) -> list[Json]:
+    """The records of the stored systems whose fingerprint or hostname is ``system``
+    (all when None); ``ExchangeError`` naming the known ones when there is none."""
+    records = store.systems()
+    if system is None:
+        return records
+    chosen = [r for r in records if system in (r["fingerprint"], r["hostname"])]
+    if not chosen:
+        known = ", ".join(f"{r['hostname']} ({r['fingerprint']})" for r in records)
+        raise ExchangeError(
+            f"no system '{system}' in {store.path}: "
+            + (f"known systems (hostname (fingerprint)): {known}" if known else "it holds none")
+        )
+    return chosen
+
+
+def select_results(store: Store, system: str | None = None) -> list[Json]:
+    """The stored results (``Store.results`` documents) of one system, by fingerprint or
+    hostname, or of all."""
+    chosen = {r["fingerprint"] for r in select_systems(store, system)}
+    return [r for r in store.results() if r["system"]["fingerprint"] in chosen]
+
+
+def export_document(store: Store, system: str | None = None) -> Json:
+    """Everything stored, or everything of one system (fingerprint or hostname), as a
+    document of the current format."""
+    from trainperf import __version__
+
+    chosen = {r["fingerprint"] for r in select_systems(store, system)}
+    results = [
+        _without_id(r) | {"system": r["system"]["fingerprint"]}
+        for r in select_results(store, system)
+    ]
+    # The runs of these systems, and any run a result names (normally one of them).
+    run_ids = {r["run_id"] for r in results}
+    runs = [r for r in store.runs() if r["system"] in chosen or r["run_id"] in run_ids]
+    needed = chosen | {r["system"] for r in runs}
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "trainperf_version": __version__,
+        "systems": [r for r in store.systems() if r["fingerprint"] in needed],
+        "runs": runs,
+        "results": results,
+        "micro": [_without_id(m) for m in store.micro() if m["system"] in chosen],
+        "max_batch": [_without_id(m) for m in store.max_batches() if m["system"] in chosen],
+    }
+
+
+def _without_id(document: Json) -> Json:
+    return {k: v for k, v in document.items() if k != "id"}
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file beside it: a reader sees the
+    old file or the whole new one, never a part."""
+    if path.exists():
+        mode = stat.S_IMODE(path.stat().st_mode)
+    else:  # what open() would give a new file; mkstemp's is owner-only
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+# --- import -----------------------------------------------------------------------------
+
+
+def read_file(path: Path) -> Any:
+    """The JSON value in ``path``; ``ExchangeError`` when it is missing or not JSON."""
+    if not path.is_file():
+        raise ExchangeError(f"{path}: " + ("is a directory" if path.is_dir() else "no such file"))
+    try:
+        text = path.read_text(encoding="utf-8")
+        return json.loads(text)
+    except UnicodeDecodeError:
+        raise ExchangeError(f"{path} is not UTF-8 text: not a trainperf export") from None
+    except json.JSONDecodeError as exc:
+        if not text.strip():
+            raise ExchangeError(f"{path} is empty: not a trainperf export") from None
+        # An export is one object: begun and not ended, the copy was likely cut short.
+        begun, ended = text.lstrip().startswith("{"), text.rstrip().endswith("}")
+        cut = "; the file ends early: truncated?" if begun and not ended else ""
+        raise ExchangeError(
+            f"{path} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}){cut}"
+        ) from None
+    except RecursionError:
+        raise ExchangeError(f"{path}: JSON nested too deeply") from None
+
+
+def validate(document: Any) -> ValidatedExport:
+    """Check a document fully: its format and version, every field's presence and type,
+    and that no row names a system or run twice or that the file does not hold (such
+    references are returned in ``unresolved``: the target database may hold them).
+    Raise ``ExchangeError`` saying which field of which row is wrong."""
+    if not isinstance(document, dict):
+        raise ExchangeError(f"expected a JSON object ({FORMAT}), got {_kind(document)}")
+    _check_format(document)
+    try:
+        ExportFile.model_validate(document)
+    except ValidationError as exc:
+        raise ExchangeError(_describe(exc)) from None
+    tables = {table: document[table] for table in TABLES}
+    for table, key in (("systems", "fingerprint"), ("runs", "run_id")) + tuple(
+        (table, "uid") for table in ("results", "micro", "max_batch")
+    ):
+        _check_unique(tables[table], table, key)
+    fingerprints = {s["fingerprint"] for s in tables["systems"]}
+    run_ids = {r["run_id"] for r in tables["runs"]}
+    unresolved = []
+    for table in ("runs", "results", "micro", "max_batch"):
+        for index, row in enumerate(tables[table]):
+            if row["system"] not in fingerprints:
+                unresolved.append(Reference(f"{table}[{index}].system", "system", row["system"]))
+            if table == "results" and row["run_id"] not in run_ids:
+                unresolved.append(Reference(f"{table}[{index}].run_id", "run", row["run_id"]))
+    return ValidatedExport(
+        document["format_version"],
+        document["exported_at"],
+        document["trainperf_version"],
+        tables,
+        unresolved,
+    )
+
+
+def resolve(validated: ValidatedExport, store: Store) -> None:
+    """Raise ``ExchangeError`` unless ``store`` holds every system and run the file names
+    but does not hold."""
+    fingerprints = {r["fingerprint"] for r in store.systems()}
+    run_ids = {r["run_id"] for r in store.runs()}
+    for where, kind, key in validated.unresolved:
+        if key not in (fingerprints if kind == "system" else run_ids):
+            plural = "systems" if kind == "system" else "runs"
+            raise ExchangeError(
+                f"{where}: {kind} '{key}' is neither in the file's {plural} nor in {store.path}"
+            )
+
+
+def import_document(store: Store, document: Any) -> ImportSummary:
+    """Check ``document`` (a loaded file, or a ``ValidatedExport``) fully, then add its rows
+    that ``store`` lacks in one transaction. Raise ``ExchangeError`` before writing
+    anything when the document is not a readable export."""
+    validated = document if isinstance(document, ValidatedExport) else validate(document)
+    resolve(validated, store)
+    counts = store.import_documents(validated.tables)
+    return ImportSummary(
+        added={t: counts[t][0] for t in TABLES},
+        already_present={t: counts[t][1] for t in TABLES},
+    )
+
+
+def _check_format(document: Json) -> None:
+    """The format and its version first: a file of another kind or a newer version is
+    described as such, not by the list of fields it lacks."""
+    name = document.get("format")
+    if name != FORMAT:
+        found = "missing" if name is None else f"{_short(name)} is not '{FORMAT}'"
+        raise ExchangeError(f"format: {found}: not a trainperf results export")
+    version = document.get("format_version")
+    readable = ", ".join(map(str, READABLE_VERSIONS))
+    if type(version) is not int:
+        raise ExchangeError(f"format_version: expected an integer, got {_short(version)}")
+    if version not in READABLE_VERSIONS:
+        newer = ": upgrade trainperf to read it" if version > FORMAT_VERSION else ""
+        raise ExchangeError(
+            f"format_version: {version} is not one this trainperf reads ({readable}){newer}"
+        )
+
+
+def _check_unique(rows: list[Json], table: str, key: str) -> None:
+    first: dict[str, int] = {}
+    for index, row in enumerate(rows):
+        if row[key] in first:
+            also = f"{table}[{first[row[key]]}]"
+            raise ExchangeError(f"{table}[{index}].{key}: '{row[key]}' appears twice (also {also})")
+        first[row[key]] = index
+
+
+def _describe(exc: ValidationError) -> str:
+    """The first problem as ``where: what`` (and how many more there are)."""
+    errors = exc.errors()
+    error = errors[0]
+    where = ""
+    for part in error["loc"]:
+        where += f"[{part}]" if isinstance(part, int) else f".{part}" if where else str(part)
+    value, kind = error.get("input"), error["type"]
+    if kind == "missing":
+        what = "missing"
+    elif kind == "extra_forbidden":
+        what = f"unknown field (got {_short(value)})"
+    elif kind == "literal_error":
+        allowed = str(error.get("ctx", {}).get("expected", "")).replace("'", "")
+        what = f"{_short(value)} is not one of {allowed}"
+    elif kind == "string_pattern_mismatch" and where.endswith(".uid"):
+        what = f"{_short(value)} is not a uid (32 lowercase hexadecimal digits)"
+    elif kind in _EXPECTED:
+        what = f"expected {_EXPECTED[kind]}, got {_kind(value)} {_short(value)}"
+    else:
+        what = f"{error['msg']} (got {_short(value)})"
+    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+    return f"{where}: {what}{more}"
+
+
+_EXPECTED = {
+    "model_type": "an object",
+    "dict_type": "an object",
+    "list_type": "an array",
+    "string_type": "a string",
+    "int_type": "an integer",
+}
+
+
+def _kind(value: Any) -> str:
+    """The JSON name of a value's type."""
+    for python, name in ((bool, "a boolean"), (dict, "an object"), (list, "an array")):
+        if isinstance(value, python):
+            return name
+    if isinstance(value, int | float):
+        return "a number"
+    return "a string" if isinstance(value, str) else "null"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """A value for an error message, cut to ``limit`` characters."""
+    text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

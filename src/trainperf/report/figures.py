@@ -1,0 +1,549 @@
+"""The report's figures: Matplotlib drawings as inline SVG, each with its caption.
+
+Every function takes data already loaded (result documents of ``Store.results()``, micro
+runs of ``Store.micro()``) and returns ``Figure`` records, none where the data has none of
+that kind. This module holds the rendering and draws what comes from training results
+(scaling over devices, batch size, power and energy); ``figures_micro`` draws profiles,
+collectives and GEMMs.
+
+Output is deterministic (a constant ``svg.hashsalt``, no date), so two reports of one
+database are byte-identical, and fit to inline in a page: no XML prolog, text kept as text
+(``svg.fonttype: none``), every id prefixed with the figure's key so that the ids of
+several inline figures never collide. Text from the data (model names, hostnames) reaches
+the SVG only as Matplotlib text, which writes it as escaped XML character data; ``$`` is
+escaped first so that Matplotlib does not read it as mathtext. A failed case of a drawn
+setting is an ``x`` on the axis at its batch size or device count, labelled by status and
+named in the caption, never left out silently.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import matplotlib
+from matplotlib.figure import Figure as MplFigure
+from matplotlib.ticker import FuncFormatter, NullLocator
+from matplotlib.transforms import blended_transform_factory
+
+from trainperf.analysis.pareto import pareto_fronts
+from trainperf.analysis.scaling import device_count, scaling_rows
+from trainperf.case import label_of
+
+STYLE: dict[str, Any] = {
+    "svg.hashsalt": "trainperf-report",
+    "svg.fonttype": "none",
+    "svg.id": None,
+    "font.size": 9,
+    "axes.grid": True,
+    "axes.axisbelow": True,
+    "grid.alpha": 0.35,
+    "legend.fontsize": 8,
+}
+SIZE = (6.4, 4.0)
+FAILED_COLOR = "#c0392b"
+NOT_FAILED = ("ok", "skipped")  # a skip is hardware absent, not a failure at that point
+# No date (determinism) and no RDF block: nothing a reader of the page needs.
+NO_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
+CI_NOTE = "vertical bars: 95% confidence interval of the mean"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of the report."""
+
+    key: str  # stable slug, unique in a report, usable as an HTML id
+    title: str
+    svg: str  # ``<svg ...>...</svg>`` only, to inline in HTML
+    caption: str  # what was measured, how, and on which systems (plain text)
+    system: str  # hostnames of the systems shown, comma-separated
+
+
+def plain(text: object) -> str:
+    """``text`` for a Matplotlib label: ``$`` escaped so it is never read as mathtext."""
+    return str(text).replace("$", r"\$")
+
+
+def slug(*parts: object) -> str:
+    """A lowercase id made of letters, digits and hyphens."""
+    text = "-".join(str(p) for p in parts if p not in (None, ""))
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def hosts(names: Iterable[str]) -> str:
+    """'a', 'a and b', 'a, b and c' of the distinct names, in order of appearance."""
+    distinct = list(dict.fromkeys(names))
+    return " and ".join(filter(None, [", ".join(distinct[:-1]), "".join(distinct[-1:])]))
+
+
+def span(values: Iterable[Any]) -> str:
+    """'8' or '4–8': the range of some counts."""
+    distinct = sorted(set(values))
+    return str(distinct[0]) if len(distinct) == 1 else f"{distinct[0]}–{distinct[-1]}"
+
+
+def hostname(result: dict[str, Any]) -> str:
+    return result["system"].get("hostname") or result["system"]["fingerprint"]
+
+
+def _namespaced(svg: str, prefix: str) -> str:
+    """``svg`` from its root element on, with ``prefix`` before every id and reference.
+
+    Only tags are rewritten: character data holds no raw ``<`` (Matplotlib escapes it), so
+    ``<[^>]+>`` never reaches into text taken from the data.
+    """
+    svg = svg[svg.index("<svg") :]
+
+    def tag(match: re.Match[str]) -> str:
+        return re.sub(r'(\sid="|href="#|url\(#)', lambda m: m.group(1) + prefix, match.group(0))
+
+    return re.sub(r"<[^>]+>", tag, svg)
+
+
+def render(key: str, draw: Callable[[MplFigure], None], size: Sequence[float] = SIZE) -> str:
+    """The SVG of a new figure of ``size`` inches drawn by ``draw``."""
+    with matplotlib.rc_context(STYLE):
+        fig = MplFigure(figsize=tuple(size), layout="constrained")
+        draw(fig)
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", metadata=NO_METADATA)
+    return _namespaced(buffer.getvalue(), key + "-")
+
+
+def make_figure(
+    key: str,
+    title: str,
+    caption: str,
+    systems: Iterable[str],
+    draw: Callable[[MplFigure], None],
+    size: Sequence[float] = SIZE,
+    note: str = "",
+) -> Figure:
+    """A figure whose caption ends with its systems (hostnames), then ``note``."""
+    names = list(dict.fromkeys(systems))
+    caption = f"{caption} Systems: {hosts(names)}." + (f" {note}" if note else "")
+    return Figure(key, title, render(key, draw, size), caption, ", ".join(names))
+
+
+def log2_ticks(ax: Any, values: Iterable[float], label: Callable[[float], str] = str) -> None:
+    """A base-2 log x axis with a tick at each value, labelled in plain text."""
+    ticks = sorted(set(values))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ticks, [label(t) for t in ticks])
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if value >= 10 else f"{value:.3g}"
+
+
+def log_axis(ax: Any, which: str = "y") -> None:
+    """A log axis labelled with plain numbers, minor ticks too where it spans few decades."""
+    axis = ax.yaxis if which == "y" else ax.xaxis
+    (ax.set_yscale if which == "y" else ax.set_xscale)("log")
+
+    def minor(value: float, _: Any) -> str:
+        low, high = axis.get_view_interval()  # read when drawn, after autoscaling
+        mantissa = round(value / 10 ** math.floor(math.log10(value)), 6)
+        shown = high <= 10 * low or (high <= 1000 * low and mantissa in (2, 5))
+        return _number(value) if shown else ""
+
+    axis.set_major_formatter(FuncFormatter(lambda value, _: _number(value)))
+    axis.set_minor_formatter(FuncFormatter(minor))
+
+
+def mark_failed(ax: Any, failures: Sequence[tuple[float, str]]) -> None:
+    """An ``x`` on the x axis at each failed point, labelled with its status (and host)."""
+    on_axis = blended_transform_factory(ax.transData, ax.transAxes)
+    for i, (x, label) in enumerate(failures):
+        ax.plot(
+            [x],
+            [0],
+            "x",
+            ms=9,
+            mew=2,
+            color=FAILED_COLOR,
+            transform=on_axis,
+            clip_on=False,
+            label="failed (status above)" if i == 0 else None,
+        )
+        ax.annotate(
+            plain(label),
+            (x, 0),
+            xycoords=on_axis,
+            xytext=(0, 9),
+            textcoords="offset points",
+            rotation=90,
+            ha="center",
+            va="bottom",
+            fontsize=7,
+            color=FAILED_COLOR,
+        )
+
+
+def ci_bar(ax: Any, x: float, result: dict[str, Any] | None, color: str) -> None:
+    """The 95% confidence interval of the throughput of ``result`` as a vertical bar."""
+    low, high = ((result or {}).get("metrics") or {}).get("samples_per_s_ci95") or (0, 0)
+    if low > 0 and math.isfinite(high):
+        ax.vlines(x, low, high, color=color, lw=1.2, alpha=0.7)
+
+
+def _failed_note(items: Iterable[str]) -> str:
+    items = list(items)
+    return f"Failed runs, marked x on the axis: {'; '.join(items)}." if items else ""
+
+
+def _failed_label(result: dict[str, Any], several_hosts: bool) -> str:
+    return result["status"] + (f", {hostname(result)}" if several_hosts else "")
+
+
+def devices_figures(results: Sequence[dict[str, Any]]) -> list[Figure]:
+    """Throughput against devices (log-log, ideal line) and scaling efficiency, per setting."""
+    by_id = {r["id"]: r for r in results}
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in scaling_rows(results):
+        groups.setdefault((row["setting"], row["scaling"]), []).append(row)
+    failed: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in results:
+        if r["status"] not in NOT_FAILED and device_count(r["case"]) > 1:
+            setting = label_of(r["case"] | {"devices": 1, "nodes": 1, "parallel": "none"})
+            failed.setdefault((setting, r["case"].get("scaling", "weak")), []).append(r)
+    figures = []
+    for (setting, scaling), rows in groups.items():
+        series: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for row in rows:
+            series.setdefault((row["system"], row["ddp_options"]), []).append(row)
+        bad = failed.get((setting, scaling), [])
+        names = [r["hostname"] or r["system"] for r in rows] + [hostname(r) for r in bad]
+        several = len({r["system"] for r in rows}) > 1
+        failures = [(device_count(r["case"]), _failed_label(r, several)) for r in bad]
+        note = _failed_note(f"{label} at {n} devices" for n, label in failures)
+        strong = "strong" if scaling == "strong" else ""
+        fixed = "global batch" if strong else "batch per device"
+        how = f"{setting}, {scaling} scaling ({fixed} fixed)"
+        key = slug("throughput-vs-devices", setting, strong)
+        figures.append(
+            make_figure(
+                key,
+                f"Throughput against devices: {setting}, {scaling} scaling",
+                f"Median training throughput (samples/s over the measured steps after warm-up; "
+                f"{CI_NOTE}) of {how} against the number of devices, log-log axes; dashed: ideal "
+                f"linear scaling from each system's 1-device result.",
+                names,
+                lambda fig, s=series, f=failures: _draw_devices(fig, s, f, by_id),
+                note=note,
+            )
+        )
+        if any(row["efficiency"] is not None for row in rows):
+            key = slug("scaling-efficiency", setting, strong)
+            figures.append(
+                make_figure(
+                    key,
+                    f"Scaling efficiency: {setting}, {scaling} scaling",
+                    f"Scaling efficiency = throughput(N) / (N × throughput(1)) of {how}, from the "
+                    f"median samples/s and the same system's 1-device result; 100% is linear.",
+                    names,
+                    lambda fig, s=series, f=failures: _draw_efficiency(fig, s, f),
+                    note=note,
+                )
+            )
+    return figures
+
+
+def _series_label(row: dict[str, Any]) -> str:
+    name = row["hostname"] or row["system"]
+    return plain(name + (f" ({row['ddp_options']})" if row["ddp_options"] else ""))
+
+
+def _draw_devices(fig: MplFigure, series: dict, failures: list, by_id: dict) -> None:
+    ax = fig.add_subplot()
+    counts = [n for n, _ in failures] + [r["devices"] for rows in series.values() for r in rows]
+    for i, rows in enumerate(series.values()):
+        rows = sorted(rows, key=lambda r: r["devices"])
+        xs, ys = [r["devices"] for r in rows], [r["samples_per_s"] for r in rows]
+        ax.plot(xs, ys, "o-", color=f"C{i}", label=_series_label(rows[0]))
+        for r in rows:
+            ci_bar(ax, r["devices"], by_id.get(r["result_id"]), f"C{i}")
+        if base := rows[0].get("baseline_samples_per_s"):
+            top = max(counts)
+            ax.plot(
+                [1, top],
+                [base, base * top],
+                "--",
+                color=f"C{i}",
+                lw=1,
+                alpha=0.8,
+                label="ideal linear scaling" if i == 0 else None,
+            )
+    log_axis(ax)
+    log2_ticks(ax, counts + [1])
+    ax.set_xlabel("devices (log2 scale)")
+    ax.set_ylabel("throughput (samples/s, log scale)")
+    mark_failed(ax, failures)
+    ax.legend()
+
+
+def _draw_efficiency(fig: MplFigure, series: dict, failures: list) -> None:
+    ax = fig.add_subplot()
+    bars = [
+        [r for r in rows if r["efficiency"] is not None and r["devices"] > 1]
+        for rows in series.values()
+    ]
+    counts = sorted({r["devices"] for rows in bars for r in rows} | {n for n, _ in failures})
+    width = 0.8 / len(series)
+    for i, (rows, mine) in enumerate(zip(series.values(), bars, strict=True)):
+        xs = [counts.index(r["devices"]) - 0.4 + width * (i + 0.5) for r in mine]
+        ys = [100 * r["efficiency"] for r in mine]
+        drawn = ax.bar(xs, ys, width, color=f"C{i}", label=_series_label(rows[0]))
+        ax.bar_label(drawn, fmt="%.0f%%", fontsize=7)
+    ax.axhline(100, color="black", lw=1, ls="--", label="linear scaling")
+    ax.set_xticks(range(len(counts)), [str(n) for n in counts])
+    ax.set_xlim(-0.6, len(counts) - 0.4)
+    ax.set_xlabel("devices")
+    ax.set_ylabel("scaling efficiency (%)")
+    mark_failed(ax, [(counts.index(n), label) for n, label in failures])
+    fig.legend(loc="outside lower center", ncols=4)
+
+
+def _size(result: dict[str, Any]) -> Any:
+    m, case = result["metrics"], result["case"]
+    return m.get("image_size") or m.get("seq_len") or case.get("image_size") or case.get("seq_len")
+
+
+def _variant(case: dict[str, Any]) -> str:
+    """Case flags that change the speed besides the batch: they split a figure's series."""
+    parts = [flag for flag in ("channels_last", "compile") if case.get(flag)]
+    if case.get("threads"):
+        parts.append(f"{case['threads']} threads")
+    if case.get("mkldnn") is False:
+        parts.append("no oneDNN")
+    if case.get("grad_accum", 1) > 1:
+        parts.append(f"accumulation {case['grad_accum']}")
+    return ", ".join(parts)
+
+
+def batch_figures(results: Sequence[dict[str, Any]]) -> list[Figure]:
+    """One-device throughput against batch size per model, size, precision and device."""
+    groups: dict[tuple, dict[tuple[str, str], dict[int, dict[str, Any]]]] = {}
+    for r in results:
+        case = r["case"]
+        if device_count(case) != 1 or r["status"] == "skipped":
+            continue
+        if not isinstance(case.get("batch_size"), int):
+            continue
+        group = (case["model"], case.get("image_size"), case.get("seq_len"))
+        group += (case["precision"], case["device"])
+        series = (r["system"]["fingerprint"], _variant(case))
+        points = groups.setdefault(group, {}).setdefault(series, {})
+        if r["status"] == "ok" or points.get(case["batch_size"], r)["status"] != "ok":
+            points[case["batch_size"]] = r  # the newest wins; a failure does not hide an ok
+    figures = []
+    for (model, *_, precision, device), series in groups.items():
+        every = [r for points in series.values() for r in points.values()]
+        if len({r["case"]["batch_size"] for r in every}) < 2:
+            continue
+        ok = [r for r in every if r["status"] == "ok"]
+        size = next((_size(r) for r in ok), None) or _size(every[0])
+        setting = f"{model}" + (f" @{size}" if size else "") + f" {precision} {device}"
+        steps = span(r["metrics"].get("steps_measured", 0) for r in ok) if ok else "0"
+        note = _failed_note(
+            f"{r['status']} at batch {r['case']['batch_size']} on {hostname(r)}"
+            for r in every
+            if r["status"] != "ok"
+        )
+        key = slug("throughput-vs-batch", model, size, precision, device)
+        figures.append(
+            make_figure(
+                key,
+                f"Throughput against batch size: {setting}",
+                f"Median training throughput of {setting} on one device (samples/s over {steps} "
+                f"measured steps after warm-up; {CI_NOTE}) against the batch size, log2 axis.",
+                [hostname(r) for r in every],
+                lambda fig, s=series: _draw_batch(fig, s),
+                note=note,
+            )
+        )
+    return figures
+
+
+def _draw_batch(fig: MplFigure, series: dict) -> None:
+    ax = fig.add_subplot()
+    several = len({system for system, _ in series}) > 1
+    failures, batches = [], []
+    for i, points in enumerate(series.values()):
+        batches += list(points)
+        failures += [
+            (b, _failed_label(r, several)) for b, r in points.items() if r["status"] != "ok"
+        ]
+        ok = sorted((b, r) for b, r in points.items() if r["status"] == "ok")
+        if not ok:
+            continue
+        variant = _variant(ok[0][1]["case"])
+        label = hostname(ok[0][1]) + (f" ({variant})" if variant else "")
+        ys = [r["metrics"]["samples_per_s_median"] for _, r in ok]
+        ax.plot([b for b, _ in ok], ys, "o-", color=f"C{i}", label=plain(label))
+        for b, r in ok:
+            ci_bar(ax, b, r, f"C{i}")
+    log2_ticks(ax, batches)
+    ax.set_xlabel("batch size (log2 scale)")
+    ax.set_ylabel("throughput (samples/s)")
+    ax.set_ylim(bottom=0)
+    mark_failed(ax, sorted(failures))
+    ax.legend()
+
+
+def _sources(results: Iterable[dict[str, Any]]) -> str:
+    found = sorted({s for r in results for s in r["metrics"].get("energy_sources") or []})
+    return ", ".join(found) or "energy meters"
+
+
+def power_figures(results: Sequence[dict[str, Any]]) -> list[Figure]:
+    """Average power against throughput per network and size, the Pareto front connected."""
+    by_id = {r["id"]: r for r in results}
+    fronts = pareto_fronts(results)
+    left = fronts["left_out"]
+    note = f"{left} ok results without a power reading are left out." if left else ""
+    figures = []
+    for front in fronts["fronts"]:
+        points = front["points"]
+        if len(points) < 2:
+            continue
+        setting = front["model"] + (f" @{front['size']}" if front["size"] else "")
+        key = slug("power-vs-performance", front["model"], front["size"])
+        figures.append(
+            make_figure(
+                key,
+                f"Power against performance: {setting}",
+                f"Each point an ok result of {setting} (any system, device count, batch size, "
+                f"precision): median samples/s against the average power in W over the measured "
+                f"steps ({_sources(by_id[p['result_id']] for p in points)}). Connected: the Pareto "
+                f"front, the points that no other point beats on both speed and power.",
+                [p["hostname"] or p["system"] for p in points],
+                lambda fig, p=points: _draw_power(fig, p),
+                note=note,
+            )
+        )
+    return figures
+
+
+def _draw_power(fig: MplFigure, points: list[dict[str, Any]]) -> None:
+    ax = fig.add_subplot()
+    for i, system in enumerate(dict.fromkeys(p["system"] for p in points)):
+        mine = [p for p in points if p["system"] == system]
+        xs, ys = [p["samples_per_s"] for p in mine], [p["average_power_w"] for p in mine]
+        ax.scatter(xs, ys, color=f"C{i}", label=plain(mine[0]["hostname"] or system), zorder=3)
+    front = sorted((p for p in points if p["on_front"]), key=lambda p: p["samples_per_s"])
+    ax.plot(
+        [p["samples_per_s"] for p in front],
+        [p["average_power_w"] for p in front],
+        "-",
+        color="black",
+        lw=1.2,
+        label="Pareto front",
+        zorder=2,
+    )
+    for p in front:
+        text = f"b{p['batch_size']} {p['precision']}"
+        text += f" x{p['devices']}" if p["devices"] > 1 else ""
+        ax.annotate(
+            plain(text),
+            (p["samples_per_s"], p["average_power_w"]),
+            xytext=(4, -10),
+            textcoords="offset points",
+            fontsize=7,
+        )
+    for which, values in (
+        ("x", [p["samples_per_s"] for p in points]),
+        ("y", [p["average_power_w"] for p in points]),
+    ):
+        if max(values) > 10 * min(values) > 0:
+            log_axis(ax, which)
+    ax.set_xlabel("throughput (samples/s)")
+    ax.set_ylabel("average power (W)")
+    ax.legend()
+
+
+def energy_figures(results: Sequence[dict[str, Any]]) -> list[Figure]:
+    """Energy per sample (J) of every ok result with an energy reading, per network and size."""
+    groups: dict[tuple[str, Any], dict[tuple[str, str], dict[str, Any]]] = {}
+    for r in results:
+        if r["status"] == "ok" and r["metrics"].get("energy_per_sample_j") is not None:
+            group = groups.setdefault((r["case"]["model"], _size(r)), {})
+            group[(r["system"]["fingerprint"], label_of(r["case"]))] = r  # the newest wins
+    figures = []
+    for (model, size), chosen in groups.items():
+        bars = sorted(chosen.values(), key=lambda r: r["metrics"]["energy_per_sample_j"])
+        setting = model + (f" @{size}" if size else "")
+        partial = sum(not r["metrics"].get("energy_complete", True) for r in bars)
+        key = slug("energy-per-sample", model, size)
+        figures.append(
+            make_figure(
+                key,
+                f"Energy per sample: {setting}",
+                f"Energy per training sample of {setting} in J: the energy read over the measured "
+                f"steps ({_sources(bars)}) divided by the samples trained in them.",
+                [hostname(r) for r in bars],
+                lambda fig, b=bars: _draw_energy(fig, b),
+                (6.4, 1.4 + 0.3 * len(bars)),
+                f"{partial} bars marked 'partial' miss a meter's reading." if partial else "",
+            )
+        )
+    return figures
+
+
+def _draw_energy(fig: MplFigure, bars: list[dict[str, Any]]) -> None:
+    ax = fig.add_subplot()
+    systems = list(dict.fromkeys(r["system"]["fingerprint"] for r in bars))
+    labels = []
+    for r in bars:
+        text = label_of(r["case"]).removeprefix(r["case"]["model"] + " ") + f" · {hostname(r)}"
+        partial = not r["metrics"].get("energy_complete", True)
+        labels.append(plain(text + (" (partial)" if partial else "")))
+    colors = [f"C{systems.index(r['system']['fingerprint'])}" for r in bars]
+    values = [r["metrics"]["energy_per_sample_j"] for r in bars]
+    ax.bar_label(ax.barh(range(len(bars)), values, color=colors), fmt="%.3g", fontsize=7, padding=2)
+    ax.set_yticks(range(len(bars)), labels)
+    ax.invert_yaxis()
+    ax.margins(x=0.12)
+    ax.set_xlabel("energy per sample (J)")
+    ax.grid(axis="y", visible=False)
+
+
+def unique_keys(figures: Iterable[Figure]) -> list[Figure]:
+    """The figures, a key already taken (two names giving one slug) made unique by a suffix."""
+    taken: set[str] = set()
+    out = []
+    for figure in figures:
+        key, n = figure.key, 1
+        while key in taken:
+            n += 1
+            key = f"{figure.key}-{n}"
+        taken.add(key)
+        out.append(figure if key == figure.key else replace(figure, key=key))
+    return out
+
+
+def all_figures(
+    results: Sequence[dict[str, Any]],
+    micro_runs: Sequence[dict[str, Any]],
+    hostnames: Mapping[str, str] | None = None,
+) -> list[Figure]:
+    """Every figure the data supports, in report order.
+
+    ``hostnames`` maps system fingerprints to hostnames for the micro runs (which carry
+    only the fingerprint); by default it is taken from the results' system records.
+    """
+    # figures_micro imports this module's helpers, so it is imported here, not at the top.
+    from trainperf.report import figures_micro
+
+    names = {r["system"]["fingerprint"]: hostname(r) for r in results} | dict(hostnames or {})
+    figures = devices_figures(results) + batch_figures(results)
+    figures += figures_micro.profile_figures(micro_runs, names)
+    figures += figures_micro.collective_figures(micro_runs, names)
+    figures += figures_micro.gemm_figures(micro_runs, names)
+    figures += power_figures(results) + energy_figures(results)
+    return unique_keys(figures)

@@ -1,0 +1,70 @@
+"""The HTML report in a real browser: headless Chromium opens it offline, every figure is
+there, nothing logs an error, and no script from the data runs.
+
+Needs Debian's chromium (``.ci/run`` installs it) and the playwright package (a dev
+dependency); without them the test is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import report_fixture
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# The flags keep Chromium off the network: this machine refuses outside connections.
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        pytest.skip("no Chromium found (install Debian's chromium package; .ci/run does)")
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright not installed")
+    with playwright.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield browser
+        browser.close()
+
+
+def test_report_opens_with_every_figure_and_no_error(browser, tmp_path, run_cli):
+    db = tmp_path / "two.db"
+    report_fixture.build(db)
+    code, out, err = run_cli(["report", "--db", db, "--out", tmp_path / "site", "--json"])
+    assert code == 0, err
+    import json
+
+    summary = json.loads(out)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on("dialog", lambda d: (problems.append("dialog: " + d.message), d.dismiss()))
+    # Any request leaving the file (a CDN, a font) would break "opens offline".
+    page.on("request", lambda r: problems.append(r.url) if not r.url.startswith("file:") else None)
+    page.goto(Path(summary["path"]).as_uri())
+    screenshot = tmp_path / "report.png"
+    page.screenshot(path=str(screenshot), full_page=True)
+
+    assert problems == []
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    ids = page.eval_on_selector_all("figure.chart", "els => els.map(e => e.id)")
+    assert ids == summary["figures"] and len(ids) >= 8
+    assert page.locator("figure.chart svg").count() == len(ids)
+    for figure_id in ids:  # each figure is drawn with a size, not an empty box
+        box = page.locator(f"[id='{figure_id}'] svg").bounding_box()
+        assert box and box["width"] > 100 and box["height"] > 100
+    # The hostile model name is shown as text, not run.
+    assert page.get_by_text("<script>alert(1)</script>").count() >= 1
+    page.close()

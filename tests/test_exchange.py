@@ -1,0 +1,289 @@
+"""Export and import of results (trainperf.exchange, `trainperf export` / `trainperf import`)."""
+
+import copy
+import csv
+import hashlib
+import io
+import json
+import os
+import shutil
+import sqlite3
+import stat
+
+import pytest
+
+from report_fixture import build
+from trainperf import exchange
+from trainperf.report.tables import CSV_COLUMNS
+from trainperf.store import Store
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    """The two-system fixture database, with one largest-batch search added: (path, facts)."""
+    path = tmp_path_factory.mktemp("source") / "source.db"
+    facts = build(path)
+    with Store(path) as store:
+        store.add_max_batch(facts["systems"]["b"], "key", {"model": "cifarnet"}, 48, [], "n")
+    return path, facts
+
+
+@pytest.fixture(scope="module")
+def exported(source):
+    """The whole source database as an export document."""
+    with Store(source[0]) as store:
+        return exchange.export_document(store)
+
+
+def contents(path):
+    """Everything a database holds that travels (local integer ids left out)."""
+
+    def strip(rows):
+        return [{k: v for k, v in row.items() if k != "id"} for row in rows]
+
+    with Store(path) as store:
+        return {
+            "systems": store.systems(),
+            "runs": store.runs(),
+            "results": strip(store.results()),
+            "micro": strip(store.micro()),
+            "max_batch": strip(store.max_batches()),
+        }
+
+
+def counted(path):
+    """'17 results, 6 micro runs, 1 max-batch search, 2 systems, 2 runs' for the database."""
+    with Store(path) as store:
+        results, micro = len(store.results()), len(store.micro())
+    return f"{results} results, {micro} micro runs, 1 max-batch search, 2 systems, 2 runs"
+
+
+def sha256(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_round_trip_into_an_empty_database(source, tmp_path, run_cli):
+    file, target = tmp_path / "all.json", tmp_path / "copy.db"
+    code, out, err = run_cli(["export", "--db", source[0], file])
+    assert code == 0, err
+    assert out.strip() == f"exported {counted(source[0])} to {file}"
+    document = json.loads(file.read_text())
+    assert document["format"] == "trainperf-results" and document["format_version"] == 1
+    assert all(
+        "id" not in row for table in ("results", "micro", "max_batch") for row in document[table]
+    )
+
+    code, out, err = run_cli(["import", file, "--db", target])
+    assert code == 0, err
+    assert out.strip() == f"imported {counted(source[0])} from {file}"
+    assert contents(target) == contents(source[0])
+
+
+def test_importing_twice_adds_nothing(source, exported, tmp_path, run_cli):
+    file, target = tmp_path / "all.json", tmp_path / "copy.db"
+    file.write_text(json.dumps(exported))
+    assert run_cli(["import", file, "--db", target])[0] == 0
+    before = contents(target)
+    code, out, err = run_cli(["import", file, "--db", target, "--json"])
+    assert code == 0, err
+    report = json.loads(out)
+    assert set(report["added"].values()) == {0}
+    assert report["already_present"] == {t: len(exported[t]) for t in exchange.TABLES}
+    assert contents(target) == before
+    code, out, _ = run_cli(["import", file, "--db", target])
+    assert out.strip() == f"imported 0 results from {file} ({counted(source[0])} already present)"
+
+
+def test_import_adds_only_what_the_database_lacks(source, exported, tmp_path):
+    target = tmp_path / "part.db"
+    partial = copy.deepcopy(exported)
+    partial["results"] = partial["results"][:5]
+    with Store(target) as store:
+        exchange.import_document(store, partial)
+        summary = exchange.import_document(store, exported)
+    assert summary.already_present["results"] == 5
+    assert summary.added["results"] == len(exported["results"]) - 5
+    assert summary.added["systems"] == 0 and summary.already_present["systems"] == 2
+    assert contents(target) == contents(source[0])
+
+
+@pytest.mark.parametrize("by", ["hostname", "fingerprint"])
+def test_export_one_system(source, tmp_path, run_cli, by):
+    path, facts = source
+    chosen = facts["systems"]["b"]
+    name = facts["hostnames"]["b"] if by == "hostname" else chosen
+    file = tmp_path / "b.json"
+    code, _, err = run_cli(["export", "--db", path, "--system", name, file])
+    assert code == 0, err
+    document = json.loads(file.read_text())
+    assert [s["fingerprint"] for s in document["systems"]] == [chosen]
+    assert {r["system"] for r in document["runs"] + document["micro"]} == {chosen}
+    with Store(path) as store:
+        expected = [r["uid"] for r in store.results() if r["system"]["fingerprint"] == chosen]
+    assert [r["uid"] for r in document["results"]] == expected
+    assert len(document["max_batch"]) == 1
+    exchange.validate(document)  # a file of one system stands on its own
+
+
+def test_export_refuses_an_unknown_system_naming_the_known_ones(source, tmp_path, run_cli):
+    file = tmp_path / "x.json"
+    code, out, err = run_cli(["export", "--db", source[0], "--system", "nowhere", file])
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert "no system 'nowhere'" in err and "big-cpu<b> (fixture0000b)" in err
+    assert not file.exists()
+
+
+def test_export_needs_a_database_and_a_known_format(source, tmp_path, run_cli):
+    missing = tmp_path / "missing.db"
+    code, _, err = run_cli(["export", "--db", missing, tmp_path / "x.json"])
+    assert code == 2 and "no results database" in err
+    assert not missing.exists() and not (tmp_path / "x.json").exists()
+    code, _, err = run_cli(["export", "--db", source[0], tmp_path / "x.txt"])
+    assert code == 2 and "--format json|csv" in err and not (tmp_path / "x.txt").exists()
+    code, _, err = run_cli(["export", "--db", source[0], "--format", "json", tmp_path / "x.txt"])
+    assert code == 0, err
+    assert json.loads((tmp_path / "x.txt").read_text())["format"] == "trainperf-results"
+
+
+def test_export_replaces_a_file_whole_keeping_its_mode(source, tmp_path, run_cli):
+    file = tmp_path / "x.json"
+    file.write_text("old")
+    file.chmod(0o640)
+    assert run_cli(["export", "--db", source[0], file])[0] == 0
+    exchange.validate(json.loads(file.read_text()))
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]  # no temporary file left
+    assert stat.S_IMODE(file.stat().st_mode) == 0o640
+    fresh, umask = tmp_path / "fresh.json", os.umask(0)
+    os.umask(umask)
+    assert run_cli(["export", "--db", source[0], fresh])[0] == 0
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~umask  # as any new file
+
+
+def test_csv_export_has_a_header_and_a_row_per_result(source, tmp_path, run_cli):
+    file = tmp_path / "results.csv"
+    code, out, err = run_cli(["export", "--db", source[0], file])
+    assert code == 0, err
+    with Store(source[0]) as store:
+        results = store.results()
+    assert out.strip() == f"exported {len(results)} results to {file}"
+    rows = list(csv.reader(io.StringIO(file.read_text())))
+    assert tuple(rows[0]) == CSV_COLUMNS
+    assert [row[CSV_COLUMNS.index("id")] for row in rows[1:]] == [str(r["id"]) for r in results]
+    code, _, _ = run_cli(["export", "--db", source[0], "--system", "vm", "--format", "csv", file])
+    on_vm = [r for r in results if r["system"]["hostname"] == "vm"]
+    assert len(list(csv.DictReader(io.StringIO(file.read_text())))) == len(on_vm)
+
+
+def _set(path, value):
+    """A change to an export document: set the item at ``path`` (keys and indexes)."""
+
+    def change(document):
+        target = document
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+
+    return change
+
+
+# name -> (the file's text from the export's, a part of the one-line message)
+HOSTILE = {
+    "not json": (lambda text: "hello, not JSON", "is not valid JSON"),
+    "truncated": (lambda text: text[: len(text) // 2], "truncated?"),
+    "wrong format": (_set(["format"], "pytest-results"), "not a trainperf results export"),
+    "newer version": (_set(["format_version"], 99), "99 is not one this trainperf reads (1)"),
+    "bad status": (
+        _set(["results", 3, "status"], "great"),
+        "results[3].status: 'great' is not one of ok, oom, timeout, crashed, error or skipped",
+    ),
+    "unknown system": (_set(["results", 1, "system"], "0ddba11"), "results[1].system: system"),
+    "results not a list": (_set(["results"], {"a": 1}), "results: expected an array"),
+    "string for an object": (_set(["micro", 0], "gemm"), "micro[0]: expected an object"),
+    "unknown top-level key": (_set(["comment"], "hi"), "comment: unknown field"),
+    "bad uid": (_set(["results", 0, "uid"], "1234"), "results[0].uid: '1234' is not a uid"),
+    "duplicate uid": (
+        lambda d: d["results"].append(d["results"][0]),
+        "appears twice (also results[0])",
+    ),
+    "string for a number": (
+        _set(["results", 2, "result_schema"], "1"),
+        "results[2].result_schema: expected an integer, got a string '1'",
+    ),
+}
+
+
+def _hostile_file(exported, tmp_path, name):
+    make, _ = HOSTILE[name]
+    text = json.dumps(exported, indent=2)
+    if name in ("not json", "truncated"):
+        text = make(text)
+    else:
+        document = copy.deepcopy(exported)
+        make(document)
+        text = json.dumps(document)
+    file = tmp_path / "hostile.json"
+    file.write_text(text)
+    return file
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_a_bad_file_is_refused_and_no_database_created(exported, tmp_path, run_cli, name):
+    file, target = _hostile_file(exported, tmp_path, name), tmp_path / "new.db"
+    code, out, err = run_cli(["import", file, "--db", target])
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and err.startswith("trainperf: error: ")
+    assert HOSTILE[name][1] in err
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_a_bad_file_leaves_a_database_untouched(source, exported, tmp_path, run_cli, name):
+    file, target = _hostile_file(exported, tmp_path, name), tmp_path / "kept.db"
+    shutil.copy(source[0], target)
+    before = sha256(target)
+    code, out, err = run_cli(["import", file, "--db", target])
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and HOSTILE[name][1] in err
+    assert sha256(target) == before
+
+
+def test_a_reference_to_a_system_in_the_database_is_accepted(source, exported, tmp_path):
+    """A file of results alone imports into a database that knows their system and run."""
+    target = tmp_path / "copy.db"
+    with Store(target) as store:
+        exchange.import_document(store, exported | {"results": []})
+        lean = exported | {"systems": [], "runs": [], "micro": [], "max_batch": []}
+        validated = exchange.validate(lean)
+        assert {ref.kind for ref in validated.unresolved} == {"system", "run"}
+        summary = exchange.import_document(store, validated)
+    assert summary.added["results"] == len(exported["results"])
+
+
+def test_unknown_run_is_refused_naming_where(exported, tmp_path):
+    document = copy.deepcopy(exported)
+    document["results"][4]["run_id"] = "feedface0000"
+    with Store(tmp_path / "t.db") as store:
+        with pytest.raises(exchange.ExchangeError) as info:
+            exchange.import_document(store, document)
+        assert store.systems() == [] and store.results() == []
+    assert str(info.value).startswith("results[4].run_id: run 'feedface0000' is neither")
+
+
+def test_an_import_is_all_or_nothing(exported, tmp_path):
+    """A failure part-way (here a run the checks were told nothing about) keeps nothing."""
+    validated = exchange.validate(exported)
+    tables = copy.deepcopy(validated.tables)
+    tables["results"][-1]["run_id"] = "feedface0000"
+    broken = exchange.ValidatedExport(1, "then", "0", tables, unresolved=[])
+    with Store(tmp_path / "t.db") as store:
+        with pytest.raises(sqlite3.IntegrityError):
+            exchange.import_document(store, broken)
+        assert store.systems() == [] and store.results() == [] and store.micro() == []
+
+
+def test_validate_rejects_what_is_not_an_object():
+    with pytest.raises(exchange.ExchangeError, match="expected a JSON object"):
+        exchange.validate([1, 2])
+    with pytest.raises(exchange.ExchangeError, match="format: missing"):
+        exchange.validate({})

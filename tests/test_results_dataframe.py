@@ -1,0 +1,87 @@
+"""Stored results as pandas DataFrames (trainperf.results)."""
+
+import pandas as pd
+import pytest
+
+from report_fixture import build
+from trainperf.report.tables import CSV_COLUMNS
+from trainperf.results import dataframe, micro_dataframe
+from trainperf.store import Store
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("frames") / "fixture.db"
+    build(path)
+    return path
+
+
+def test_one_row_per_result_with_the_csv_columns_first(db):
+    with Store(db) as store:
+        results = store.results()
+    frame = dataframe(db)
+    assert len(frame) == len(results)
+    assert tuple(frame.columns[: len(CSV_COLUMNS)]) == CSV_COLUMNS
+    assert frame.columns[len(CSV_COLUMNS)] == "uid" and frame.columns[-1] == "step_s"
+    assert frame.columns.is_unique and "case.model" not in frame.columns
+    extra = frame.columns[len(CSV_COLUMNS) + 1 : -1]
+    assert all(c.startswith(("case.", "metric.")) for c in extra)
+    assert {"case.devices", "case.compile", "metric.achieved_tflops"} <= set(extra)
+    assert list(frame["uid"]) == [r["uid"] for r in results]
+    assert list(frame["model"]) == [r["case"]["model"] for r in results]
+
+
+def test_types_a_notebook_can_compute_with(db):
+    frame = dataframe(db)
+    assert isinstance(frame["created_at"].dtype, pd.DatetimeTZDtype)
+    assert frame["batch_size"].dtype == "int64"
+    assert frame["case.devices"].dtype == "int64"
+    assert frame["case.compile"].dtype == "bool"
+    # failed results have no throughput: NaN there, floats everywhere
+    assert frame["samples_per_s_median"].dtype == "float64"
+    failed = frame["status"] != "ok"
+    assert failed.any() and frame.loc[failed, "samples_per_s_median"].isna().all()
+    assert frame.loc[~failed, "samples_per_s_median"].gt(0).all()
+
+
+def test_step_times_are_a_list_per_row(db):
+    with Store(db) as store:
+        results = store.results()
+    frame = dataframe(db)
+    assert list(frame["step_s"]) == [r["metrics"].get("step_s") or [] for r in results]
+    ok = frame[frame["status"] == "ok"]
+    assert all(len(times) > 0 and all(t > 0 for t in times) for times in ok["step_s"])
+    assert "metric.step_s" not in frame.columns and "metric.context_start" not in frame.columns
+
+
+def test_a_missing_database_is_not_created(tmp_path):
+    missing = tmp_path / "missing.db"
+    with pytest.raises(FileNotFoundError, match="no trainperf results database at .*missing.db"):
+        dataframe(missing)
+    with pytest.raises(FileNotFoundError):
+        micro_dataframe(missing, "gemm")
+    assert not missing.exists()
+
+
+def test_micro_rows_with_their_system(db):
+    with Store(db) as store:
+        runs = store.micro("gemm")
+        hostnames = {s["fingerprint"]: s["hostname"] for s in store.systems()}
+    frame = micro_dataframe(db, "gemm")
+    assert len(frame) == sum(len(run["metrics"]["rows"]) for run in runs)
+    assert set(frame["hostname"]) == {hostnames[run["system"]] for run in runs} and len(runs) == 2
+    assert {"M", "N", "K", "dtype", "tflops_median", "param.device", "run_status"} <= set(
+        frame.columns
+    )
+    assert frame["tflops_median"].dtype == "float64" and frame["M"].dtype == "int64"
+    assert isinstance(frame["created_at"].dtype, pd.DatetimeTZDtype)
+
+
+def test_micro_runs_without_a_table_give_one_row(db):
+    frame = micro_dataframe(db, "profile")
+    assert len(frame) == 1 and frame["run_status"].iloc[0] == "ok"
+
+
+def test_unknown_micro_kind_names_the_known_ones(db):
+    with pytest.raises(ValueError, match="unknown micro-benchmark kind 'gemmm': allowed gemm"):
+        micro_dataframe(db, "gemmm")
