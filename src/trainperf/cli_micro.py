@@ -18,8 +18,11 @@ from trainperf.cli import (
     _db_option,
     _emit_json,
     _fail,
+    _format_option,
     _json_option,
+    _one_output,
     _open_machine,
+    show_table,
     stderr,
     stdout,
 )
@@ -141,6 +144,7 @@ def _parse_dtypes(text: str) -> list[str]:
 @_timeout_option
 @_db_option
 @_json_option
+@_format_option
 def gemm(
     dtypes: str,
     shapes: str,
@@ -152,11 +156,13 @@ def gemm(
     timeout_s: float,
     db: Path,
     as_json: bool,
+    table_format: str,
 ) -> None:
     """Matrix multiply TFLOP/s (2·M·N·K / time): mean, median and best per shape."""
     from trainperf.report.micro import gemm_table
     from trainperf.runner import Launch
 
+    _one_output(as_json, table_format)
     names = _parse_dtypes(dtypes)
     record, capabilities = _open_machine(db)
     document = {
@@ -170,7 +176,7 @@ def gemm(
         "iters": iters,
     }
     result = _execute(document, db, record, Launch(timeout_s=timeout_s))
-    _finish(result, as_json, lambda m: stdout.print(gemm_table(m)))
+    _finish(result, as_json, lambda m: show_table(gemm_table(m), table_format))
 
 
 @micro.command()
@@ -186,6 +192,7 @@ def gemm(
 @_timeout_option
 @_db_option
 @_json_option
+@_format_option
 def conv(
     dtype: str,
     model: str | None,
@@ -198,11 +205,13 @@ def conv(
     timeout_s: float,
     db: Path,
     as_json: bool,
+    table_format: str,
 ) -> None:
     """Convolution forward, backward-data and backward-filter times and TFLOP/s."""
     from trainperf.report.micro import conv_table
     from trainperf.runner import Launch
 
+    _one_output(as_json, table_format)
     if model is not None:
         from trainperf import models
 
@@ -226,7 +235,7 @@ def conv(
         "iters": iters,
     }
     result = _execute(document, db, record, Launch(timeout_s=timeout_s))
-    _finish(result, as_json, lambda m: stdout.print(conv_table(m)))
+    _finish(result, as_json, lambda m: show_table(conv_table(m), table_format))
 
 
 @micro.command()
@@ -238,6 +247,7 @@ def conv(
 @_timeout_option
 @_db_option
 @_json_option
+@_format_option
 def memory(
     size_text: str | None,
     device: str,
@@ -246,12 +256,14 @@ def memory(
     timeout_s: float,
     db: Path,
     as_json: bool,
+    table_format: str,
 ) -> None:
     """Copy bandwidth: device to device (CPU: memory copy), host to/from device."""
     from trainperf.micro.harness import parse_bytes
     from trainperf.report.micro import memory_table
     from trainperf.runner import Launch
 
+    _one_output(as_json, table_format)
     try:
         size_bytes = parse_bytes(size_text) if size_text else None
     except ValueError as exc:
@@ -265,7 +277,7 @@ def memory(
         "iters": iters,
     }
     result = _execute(document, db, record, Launch(timeout_s=timeout_s))
-    _finish(result, as_json, lambda m: stdout.print(memory_table(m)))
+    _finish(result, as_json, lambda m: show_table(memory_table(m), table_format))
 
 
 @micro.command()
