@@ -72,8 +72,23 @@ def test_devices_nodes_and_workers_fields():
         make_case(model="resnet50", batch_size=8, workers=-1)
     with pytest.raises(CaseError, match="devices must be a positive integer, got 0"):
         make_case(model="resnet50", batch_size=8, devices=0)
-    with pytest.raises(CaseError, match="need a real data set"):
+    with pytest.raises(CaseError, match="workers .* need a real data set .* use workers 0"):
         check_case(make_case(model="resnet50", batch_size=8, workers=2), CPU_ONLY)
+    with_data = make_case(model="resnet50", batch_size=8, workers=2, data="jpeg-sample")
+    check_case(with_data, CPU_ONLY)
+    assert with_data.label() == "resnet50 b8 fp32 cpu jpeg-sample w2"
+
+
+def test_data_field_defaults_to_synthetic_and_is_validated():
+    case = make_case(model="resnet50", batch_size=8)
+    assert case.data == "synthetic" and "synthetic" not in case.label()
+    assert Case.model_validate(case.model_dump() | {"data": "jpeg-sample"}).data == "jpeg-sample"
+    with pytest.raises(CaseError, match="data: not a data source: allowed synthetic, cifar10:DIR"):
+        make_case(model="resnet50", batch_size=8, data="cifar10")
+    with pytest.raises(CaseError, match="data cifar10:/no/such: directory /no/such does not exist"):
+        check_case(make_case(model="cifarnet", batch_size=8, data="cifar10:/no/such"), CPU_ONLY)
+    with pytest.raises(CaseError, match="data jpeg-sample: .*gpt2-small is not one"):
+        check_case(make_case(model="gpt2-small", batch_size=1, data="jpeg-sample"), CPU_ONLY)
 
 
 def test_parallel_modes_and_batches():

@@ -146,6 +146,7 @@ def test_suites_lists_the_builtins(run_cli):
         "batch-scaling",
         "scaling",
         "cpu-engines",
+        "loader-workers",
     ]
 
 

@@ -9,11 +9,26 @@ that step (max over ranks): a synchronous step ends when its last rank ends. Nev
 times multiplied by N. After the measured steps each rank times the same number of steps
 with gradient synchronization switched off (DDP ``no_sync``): the difference of the medians
 is the communication time the backward pass did not hide.
+
+A case with real data (``data`` not synthetic, see trainperf.train) splits every measured
+step into the time it waited for its data and the rest. Metrics (``global_batch`` B):
+- ``data_wait_s``: per step, the data wait (all micro-batches); ``data_wait_s_median``;
+- ``compute_only_s_median``: median over steps of (step time - its data wait): forward,
+  backward and optimizer step with the data already there;
+- ``data_wait_share``: total data wait / total step time over the measured steps;
+- ``samples_per_s_median`` stays the throughput of whole steps (data + compute), which
+  is what training on this input pipeline achieves; ``compute_samples_per_s`` = B /
+  compute_only_s_median is what it would achieve if the data were always ready;
+- ``input_bound``: data_wait_share > INPUT_BOUND_SHARE (10%): the input pipeline, not
+  the device, sets the pace; more loader workers (or a faster pipeline) would help.
+Under ddp, the data wait of a step is its longest over the ranks (the step cannot end
+before its last rank has its batch) and the step time its slowest rank's, as above.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +48,8 @@ from trainperf.system import cpu_name
 from trainperf.train import build_training_step
 
 RESULT_SCHEMA = 1
+# Above this share of step time spent waiting for data, a case is input-bound.
+INPUT_BOUND_SHARE = 0.1
 
 
 def device_info(device: torch.device) -> dict[str, Any]:
@@ -77,8 +94,15 @@ def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -
     training = build_training_step(spec, case, device)
     on_phase("measuring")
     probes = CaseProbes(device)
-    record = measure_steps(training.step, policy, make_timer(device.type), probes=probes)
+    record = measure_steps(
+        training.step,
+        policy,
+        make_timer(device.type),
+        probes=probes,
+        data_timer=training.data_timer,
+    )
     final_loss = float(training.step().detach())  # one more step, outside the timing
+    training.close()
     info = device_info(device)
     if case.mode == "dp":
         info["devices"] = case.devices
@@ -100,6 +124,8 @@ def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -
     if peak.mem_reserved_peak_bytes is not None:
         metrics["mem_reserved_peak_bytes"] = peak.mem_reserved_peak_bytes
     metrics["final_loss"] = final_loss if math.isfinite(final_loss) else None
+    if training.loaders is not None:
+        metrics["data_train_samples"] = training.loaders.train_samples
     return {"device": info, "metrics": metrics}
 
 
@@ -167,4 +193,20 @@ def derive_metrics(
         "step_s": record.step_s,
         "warmup_step_s": record.warmup_s,
     }
+    if record.data_wait_s is not None:
+        metrics |= data_metrics(record.step_s, record.data_wait_s, case.global_batch)
     return metrics
+
+
+def data_metrics(step_s: list[float], wait_s: list[float], global_batch: int) -> dict[str, Any]:
+    """Data wait against compute per step (definitions in the module doc)."""
+    compute_median = statistics.median([s - w for s, w in zip(step_s, wait_s, strict=True)])
+    share = sum(wait_s) / sum(step_s)
+    return {
+        "data_wait_s_median": statistics.median(wait_s),
+        "compute_only_s_median": compute_median,
+        "data_wait_share": share,
+        "compute_samples_per_s": global_batch / compute_median if compute_median > 0 else None,
+        "input_bound": share > INPUT_BOUND_SHARE,
+        "data_wait_s": wait_s,
+    }

@@ -8,11 +8,14 @@ The case travels to the worker as JSON (``case.model_dump()``) and is stored wit
 
 from __future__ import annotations
 
+import contextlib
 from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from trainperf import models
+from trainperf.datasets import DataError, check_source, parse_data
+from trainperf.datasets.source import FORMS as DATA_FORMS
 from trainperf.measure.policy import PolicyError, parse_policy
 
 # TF32 tensor-core math exists from compute capability 8.0 (Ampere) on.
@@ -51,6 +54,7 @@ class Case(BaseModel):
     device: Literal["cpu", "cuda"] = "cpu"
     devices: int = Field(default=1, gt=0, description="devices (processes) per node")
     nodes: int = Field(default=1, gt=0)
+    data: str = Field(default="synthetic", description="training data (trainperf.datasets)")
     workers: int = Field(default=0, ge=0, description="data-loader processes per device")
     # Data parallelism: auto is ddp above one device, none otherwise.
     parallel: Literal["auto", "none", "ddp", "dp"] = "auto"
@@ -71,6 +75,15 @@ class Case(BaseModel):
     @classmethod
     def _steps_parse(cls, value: str) -> str:
         parse_policy(value)  # raises PolicyError (a ValueError) with the allowed forms
+        return value
+
+    @field_validator("data")
+    @classmethod
+    def _data_parse(cls, value: str) -> str:
+        try:
+            parse_data(value)
+        except ValueError:
+            raise ValueError(f"not a data source: allowed {', '.join(DATA_FORMS)}") from None
         return value
 
     def label(self) -> str:
@@ -129,6 +142,10 @@ def label_of(fields: dict) -> str:
         parts.append(f"t{fields['threads']}")
     if fields.get("mkldnn") is False:
         parts.append("no-onednn")
+    if (data := fields.get("data", "synthetic")) != "synthetic":
+        with contextlib.suppress(ValueError):  # a stored case from elsewhere: as given
+            data = parse_data(data).short_name
+        parts += [data, f"w{fields.get('workers', 0)}"]
     return " ".join(parts)
 
 
@@ -181,10 +198,11 @@ def check_case(case: Case, capabilities: dict[str, DeviceKind]) -> models.ModelS
         spec = models.get(case.model)
     except ValueError as exc:  # UnknownModelError, CustomModelError
         raise CaseError(str(exc)) from None
-    if case.workers:
+    if case.workers and case.data == "synthetic":
         raise CaseError(
-            "workers (data-loader processes) need a real data set; the synthetic batches "
-            "of benchmark cases are made on the device: use workers 0"
+            "workers (data-loader processes) need a real data set (data cifar10:DIR, "
+            "imagefolder:DIR, tokens:FILE or jpeg-sample); synthetic batches are made on "
+            "the device: use workers 0"
         )
     _check_parallel(case)
     if not case.mkldnn and case.device != "cpu":
@@ -199,6 +217,12 @@ def check_case(case: Case, capabilities: dict[str, DeviceKind]) -> models.ModelS
         raise CaseError(str(exc)) from None
     if case.channels_last and spec.is_language_model:
         raise CaseError("channels_last applies to image models only")
+    try:
+        check_source(parse_data(case.data), spec, getattr(case, spec.size_name))
+    except DataError as exc:
+        raise CaseError(f"data {case.data}: {exc}") from None
+    except models.SizeError as exc:
+        raise CaseError(str(exc)) from None
     _check_hardware(case, capabilities)
     return spec
 

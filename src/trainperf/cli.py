@@ -80,6 +80,8 @@ CASE_FLAGS = (
     "grad_compression",
     "static_graph",
     "grad_accum",
+    "data",
+    "workers",
 )
 
 
@@ -238,6 +240,19 @@ def _open_machine(db: Path) -> tuple[dict, dict]:
     help="fixed:W:N or adaptive[:TARGET[:MAX_STEPS[:MAX_SECONDS]]]",
 )
 @_case_options
+@click.option(
+    "--data",
+    default="synthetic",
+    show_default=True,
+    help="synthetic, cifar10:DIR, imagefolder:DIR, tokens:FILE or jpeg-sample",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="data-loader processes per device (real data only)",
+)
 @_db_option
 @_json_option
 @_parallel_options
@@ -554,8 +569,9 @@ from trainperf.cli_exchange import export, import_  # noqa: E402
 from trainperf.cli_inspect import pareto, profile, scaling, system_  # noqa: E402
 from trainperf.cli_micro import micro  # noqa: E402
 from trainperf.cli_report import report  # noqa: E402
+from trainperf.cli_train import isoaccuracy, train  # noqa: E402
 
 for _verb in (scaling, equivalence, slurm, system_, pareto, profile, micro):
     cli.add_command(_verb)
-for _verb in (report, compare, export, import_):
+for _verb in (report, compare, export, import_, train, isoaccuracy):
     cli.add_command(_verb)

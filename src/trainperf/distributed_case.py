@@ -10,6 +10,10 @@ Metrics added to the single-device ones (all from every rank's own step times):
   compute step, the all-reduce time the backward pass did not hide, and
   ``comm_exposed_share`` = comm_exposed_s / median step. Noise can make it slightly
   negative; it is reported as measured.
+With real data each rank loads its own DistributedSampler shard; the data wait of step i
+is its longest over the ranks (trainperf.benchmark's data metrics), and ``ranks`` gives
+each rank's ``data_wait_s_median``. The no-sync steps fetch their data too, so the data
+wait is in both medians and cancels from ``comm_exposed_s``.
 """
 
 from __future__ import annotations
@@ -54,10 +58,17 @@ def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[st
         training = build_training_step(spec, case, job.device, rank=job.ranks.rank)
         on_phase("measuring")
         probes = CaseProbes(job.device, read_cpu_energy=job.ranks.local_rank == 0)
-        record = measure_steps(training.step, policy, make_timer(job.device.type), probes=probes)
+        record = measure_steps(
+            training.step,
+            policy,
+            make_timer(job.device.type),
+            probes=probes,
+            data_timer=training.data_timer,
+        )
         on_phase("measuring compute only")
         compute_s = measure_compute_only(training, len(record.step_s), job.device.type)
         final_loss = float(training.step().detach())
+        training.close()
         on_phase("gathering")
         mine = {
             "rank": job.ranks.rank,
@@ -65,6 +76,7 @@ def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[st
             "device": device_info(job.device),
             "warmup_s": record.warmup_s,
             "step_s": record.step_s,
+            "data_wait_s": record.data_wait_s,
             "compute_step_s": compute_s,
             "mem_peak_bytes": read_peak(job.device).mem_peak_bytes,
             "final_loss": final_loss,
@@ -82,6 +94,11 @@ def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[st
             warmup_reason=record.warmup_reason,
             stop_reason=record.stop_reason,
             measure_elapsed_s=record.measure_elapsed_s,
+            data_wait_s=(
+                slowest_per_step([r["data_wait_s"] for r in everyone])
+                if record.data_wait_s is not None
+                else None
+            ),
         )
         info = everyone[0]["device"] | {"backend": job.backend}
         metrics = derive_metrics(
@@ -137,6 +154,8 @@ def rank_metrics(everyone: list[dict[str, Any]], case: Case) -> dict[str, Any]:
                 "mem_peak_bytes": r["mem_peak_bytes"],
             }
         )
+        if r.get("data_wait_s") is not None:
+            ranks[-1]["data_wait_s_median"] = statistics.median(r["data_wait_s"])
     medians = [r["step_s_median"] for r in ranks]
     step_median = statistics.median(slowest_per_step([r["step_s"] for r in everyone]))
     metrics: dict[str, Any] = {

@@ -145,9 +145,13 @@ def run_job(
     workdir: Path,
     stop: StopFlag | None = None,
     rendezvous: str | None = None,
+    on_poll: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Run the worker on ``document`` (a case, or a job naming its ``kind``) as ``launch``
-    says, within its timeout; return the result document."""
+    says, within its timeout; return the result document.
+
+    ``on_poll`` is called every ``POLL_S`` while the child runs (a long training run's
+    parent reads its progress there)."""
     stop = stop or StopFlag()
     case_path, result_path = workdir / "case.json", workdir / "result.json"
     stderr_path = workdir / "stderr.txt"
@@ -168,7 +172,7 @@ def run_job(
             env=env,
         )
         try:
-            returncode = _wait(child, deadline, stop)
+            returncode = _wait(child, deadline, stop, on_poll)
             if returncode is None:  # out of time: ask the workers where they are stuck
                 _request_stacks(child)
         finally:
@@ -275,10 +279,17 @@ def _where_stuck(result_path: Path) -> str:
     return "; " + "; ".join(parts) if parts else ""
 
 
-def _wait(child: subprocess.Popen, deadline: float | None, stop: StopFlag) -> int | None:
+def _wait(
+    child: subprocess.Popen,
+    deadline: float | None,
+    stop: StopFlag,
+    on_poll: Callable[[], None] | None = None,
+) -> int | None:
     """The child's exit code, or None past the deadline; raises Interrupted on a stop."""
     while True:
         stop.raise_if_set()
+        if on_poll is not None:
+            on_poll()
         timeout = POLL_S if deadline is None else min(POLL_S, deadline - time.monotonic())
         if timeout <= 0:
             return None

@@ -10,6 +10,9 @@ Schema version lives in ``PRAGMA user_version``. History (add a migration for ev
   4: ``results``, ``micro`` and ``max_batch`` gain ``uid``, a random 32-hex id unique
      across databases (rows already there get a fresh one), so that an import
      (``trainperf.exchange``) recognises rows it has already copied.
+  5: table ``train_runs`` holds time-to-accuracy runs (``trainperf train``): the
+     configuration, every evaluation as it arrives, time to target, status
+     (``trainperf.convergence.records`` reads and writes it).
 
 Each result is committed in its own transaction as soon as it arrives, so an interrupted
 run keeps everything finished before the interruption, and a process killed in the middle
@@ -30,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # How long a writer waits for another to finish its transaction (ours take milliseconds).
 BUSY_TIMEOUT_S = 60.0
 
@@ -108,8 +111,33 @@ UPDATE max_batch SET uid = lower(hex(randomblob(16)));
 CREATE UNIQUE INDEX max_batch_uid ON max_batch(uid)
 """
 
+_SCHEMA_V5 = """
+CREATE TABLE train_runs (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    uid              TEXT NOT NULL UNIQUE,
+    system           TEXT NOT NULL REFERENCES systems(fingerprint),
+    created_at       TEXT NOT NULL,
+    updated_at       TEXT NOT NULL,
+    status           TEXT NOT NULL,
+    config_json      TEXT NOT NULL,
+    config_key       TEXT NOT NULL,
+    reached          INTEGER NOT NULL DEFAULT 0,
+    time_to_target_s REAL,
+    evaluations_json TEXT NOT NULL,
+    metrics_json     TEXT NOT NULL,
+    error_json       TEXT
+);
+CREATE INDEX train_runs_config ON train_runs(config_key)
+"""
+
 # version reached -> SQL taking the previous version to it (statements split on ';')
-_MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4}
+_MIGRATIONS: dict[int, str] = {
+    1: _SCHEMA_V1,
+    2: _SCHEMA_V2,
+    3: _SCHEMA_V3,
+    4: _SCHEMA_V4,
+    5: _SCHEMA_V5,
+}
 
 
 class StoreError(Exception):

@@ -52,6 +52,7 @@ BUILTIN = (
     "batch-scaling",
     "scaling",
     "cpu-engines",
+    "loader-workers",
 )
 
 Path_ = tuple[str | int, ...]
@@ -73,8 +74,14 @@ class PlannedCase:
 
     @property
     def key(self) -> str:
-        """Identity of the case for resuming: 16 hex of SHA-256 over its canonical JSON."""
-        return _digest(self.fields, 16)
+        """Identity of the case for resuming: 16 hex of SHA-256 over its canonical JSON.
+
+        ``data: synthetic`` (the default, added with real data) is left out, so cases
+        stored before the field existed keep their keys and are not measured again."""
+        fields = self.fields
+        if fields.get("data") == "synthetic":
+            fields = {k: v for k, v in fields.items() if k != "data"}
+        return _digest(fields, 16)
 
     @property
     def wants_max_batch(self) -> bool:

@@ -21,6 +21,16 @@ Data parallelism lives here and nowhere else:
 - ``none``: the model as it is.
 A ddp step can also run with no gradient synchronization at all (``compute_only``): the
 difference between the two step times is the communication the backward pass did not hide.
+
+Data: a synthetic case trains on one batch made on the device at build time, so the step
+holds no input-pipeline work at all. A case with real data (``data`` not synthetic) takes
+each micro-batch from an endless iterator over the training loader of
+trainperf.datasets.make_loaders (each rank its own DistributedSampler shard under ddp) and
+copies it to the device with ``non_blocking=True``. The time from before ``next()`` to
+after the copy is enqueued is the micro-batch's **data wait**, a window of ``data_timer``
+(the device's step timer kind): on the CPU the host clock, on a GPU two CUDA events, so it
+is the time the device itself waited for the batch and the copy (host waiting that hides
+behind earlier queued GPU work is not counted, as it costs the step nothing).
 """
 
 from __future__ import annotations
@@ -33,7 +43,9 @@ import torch
 from torch import nn
 
 from trainperf.case import Case
-from trainperf.models.spec import ModelSpec
+from trainperf.datasets import Loaders, endless_batches, make_loaders
+from trainperf.measure.timer import StepTimer, make_timer
+from trainperf.models.spec import Batch, ModelSpec
 
 AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 SGD_LR, SGD_MOMENTUM = 0.01, 0.9
@@ -53,6 +65,10 @@ class TrainingStep:
     size: int
     # The step without gradient synchronization (ddp only), to measure exposed communication.
     compute_only: Callable[[], torch.Tensor] | None = None
+    # Real data only: the loaders and the windows of each micro-batch's data wait.
+    loaders: Loaders | None = None
+    data_timer: StepTimer | None = None
+    close: Callable[[], None] = lambda: None  # stops the loader's worker processes
 
 
 def set_fp32_math(device: torch.device, precision: str) -> None:
@@ -64,10 +80,27 @@ def set_fp32_math(device: torch.device, precision: str) -> None:
     torch.backends.cudnn.conv.fp32_precision = mode
 
 
-def make_optimizer(spec: ModelSpec, model: nn.Module) -> torch.optim.Optimizer:
+def make_optimizer(
+    spec: ModelSpec,
+    model: nn.Module,
+    *,
+    lr: float | None = None,
+    momentum: float | None = None,
+    weight_decay: float | None = None,
+) -> torch.optim.Optimizer:
+    """The spec's optimizer; None keeps the benchmark's defaults (``momentum`` is SGD's only).
+
+    The convergence trainer passes its hyper-parameters and then sets the lr every step.
+    """
     if spec.optimizer == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=ADAMW_LR)
-    return torch.optim.SGD(model.parameters(), lr=SGD_LR, momentum=SGD_MOMENTUM)
+        options = {} if weight_decay is None else {"weight_decay": weight_decay}
+        return torch.optim.AdamW(model.parameters(), lr=ADAMW_LR if lr is None else lr, **options)
+    return torch.optim.SGD(
+        model.parameters(),
+        lr=SGD_LR if lr is None else lr,
+        momentum=SGD_MOMENTUM if momentum is None else momentum,
+        weight_decay=weight_decay or 0.0,
+    )
 
 
 def wrap_parallel(model: nn.Module, case: Case, device: torch.device) -> nn.Module:
@@ -95,10 +128,11 @@ def wrap_parallel(model: nn.Module, case: Case, device: torch.device) -> nn.Modu
 def build_training_step(
     spec: ModelSpec, case: Case, device: torch.device, rank: int = 0
 ) -> TrainingStep:
-    """Model, optimizer and one synthetic batch on ``device``, and the step that trains them.
+    """Model, optimizer and data on ``device``, and the step that trains them.
 
     Every rank builds the same initial weights (seed ``case.seed``) and its own batch
-    (seed ``case.seed + 1 + rank``), as data-parallel training over different data does.
+    (seed ``case.seed + 1 + rank``), as data-parallel training over different data does;
+    with real data, its own shard of the loader's samples (module doc).
     """
     torch.manual_seed(case.seed)
     set_fp32_math(device, case.precision)
@@ -107,7 +141,12 @@ def build_training_step(
     torch.manual_seed(case.seed + 1 + rank)
     # DataParallel scatters one process's batch over its devices.
     batch = case.device_batch * (case.devices if case.mode == "dp" else 1)
-    inputs, targets = spec.task.example_batch(batch, size, device)
+    feed = None
+    if case.data == "synthetic":
+        inputs, targets = spec.task.example_batch(batch, size, device)
+    else:
+        feed = DataFeed(spec, case, device, batch, rank)
+        inputs, targets, size = *feed.first, feed.loaders.size
     if case.channels_last:
         model = model.to(memory_format=torch.channels_last)
         inputs = inputs.contiguous(memory_format=torch.channels_last)
@@ -118,15 +157,17 @@ def build_training_step(
     autocast_dtype = AUTOCAST_DTYPES.get(case.precision)
     scaler = torch.amp.GradScaler(device.type) if case.precision == "fp16" else None
     loss_of, accum = spec.loss, case.grad_accum
+    # Synthetic data: the same batch every micro-batch (the defaults), nothing done to get it.
+    next_batch = feed.next if feed else None
 
-    def micro_batch() -> torch.Tensor:
+    def micro_batch(x: torch.Tensor = inputs, y: torch.Tensor = targets) -> torch.Tensor:
         autocast = (
             torch.autocast(device.type, dtype=autocast_dtype)
             if autocast_dtype
             else contextlib.nullcontext()
         )
         with autocast:
-            loss = loss_of(forward(inputs), targets)
+            loss = loss_of(forward(x), y)
         scaled = loss / accum if accum > 1 else loss
         (scaler.scale(scaled) if scaler else scaled).backward()
         return loss
@@ -138,7 +179,7 @@ def build_training_step(
             synced = sync and index == accum - 1
             no_sync = wrapped.no_sync() if case.mode == "ddp" and not synced else None
             with no_sync or contextlib.nullcontext():
-                loss = micro_batch()
+                loss = micro_batch(*next_batch()) if next_batch else micro_batch()
         if scaler:
             scaler.step(optimizer)
             scaler.update()
@@ -147,6 +188,51 @@ def build_training_step(
         return loss
 
     compute_only = (lambda: train_step(sync=False)) if case.mode == "ddp" else None
-    return TrainingStep(
+    training = TrainingStep(
         train_step, model, optimizer, inputs, targets, case.global_batch, size, compute_only
     )
+    if feed:
+        training.loaders, training.data_timer, training.close = feed.loaders, feed.timer, feed.close
+    return training
+
+
+class DataFeed:
+    """Batches of a real data set for the step, each fetch a window of ``timer``."""
+
+    def __init__(
+        self, spec: ModelSpec, case: Case, device: torch.device, batch: int, rank: int
+    ) -> None:
+        self.loaders = make_loaders(
+            case.data,
+            spec,
+            getattr(case, spec.size_name),
+            batch,
+            case.workers,
+            device,
+            case.seed,
+            rank=rank if case.mode == "ddp" else 0,
+            world=case.processes,
+        )
+        self.device, self.channels_last = device, case.channels_last
+        self.batches = endless_batches(self.loaders.train)
+        self.timer = make_timer(device.type)
+        # Starts the workers and surfaces data errors while building, not while measuring.
+        self.first = self._to_device(next(self.batches))
+
+    def next(self) -> Batch:
+        self.timer.start()
+        batch = self._to_device(next(self.batches))
+        self.timer.stop()
+        if self.channels_last:
+            return batch[0].contiguous(memory_format=torch.channels_last), batch[1]
+        return batch
+
+    def _to_device(self, batch: Batch) -> Batch:
+        inputs, targets = batch
+        return (
+            inputs.to(self.device, non_blocking=True),
+            targets.to(self.device, non_blocking=True),
+        )
+
+    def close(self) -> None:
+        self.batches.close()

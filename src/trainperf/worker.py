@@ -171,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
             return profile_case(case, document["steps"], document["warmup"])
 
         result = guarded(document["case"], profile)
+    elif document.get("kind") == "train":
+        from trainperf.convergence.job import run_training
+
+        result = guarded(document["config"], lambda: run_training(document, result_path.parent))
     elif document.get("kind") == "equivalence":
         from trainperf.equivalence import run_part
 

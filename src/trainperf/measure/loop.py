@@ -4,6 +4,10 @@ The only harness work inside a timed window is the timer's own ``start``/``stop`
 read or an event record). Policy decisions happen between windows and, while measuring,
 only at the policy's check points (geometrically spaced for the adaptive policy), so the
 loop costs what a hand-written loop costs (benchmarks/harness_overhead.py checks this).
+
+A step fed by a real data set also opens windows of its own ``data_timer`` inside the
+step (one per micro-batch, around getting the batch); the loop only resets that timer
+with the step timer and reads it once after the last step, adding up each step's windows.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ class StepRecord:
     warmup_reason: str
     stop_reason: str
     measure_elapsed_s: float
+    # Per measured step, the time it waited for its data (real data sets only).
+    data_wait_s: list[float] | None = None
 
 
 def measure_steps(
@@ -34,11 +40,13 @@ def measure_steps(
     timer: StepTimer,
     clock: Callable[[], float] = time.perf_counter,
     probes: Any = None,
+    data_timer: StepTimer | None = None,
 ) -> StepRecord:
     """Run ``step`` under ``policy``, timing every step with ``timer``.
 
     ``probes`` (trainperf.measure.probes.CaseProbes) hears ``begin()`` when the warm-up is
     over and ``end()`` after the last measured step: its window is the measured steps.
+    ``data_timer``: the timer the step opens around getting its data (see the module doc).
     """
     warmup_started = clock()
     while not (warmup_reason := policy.warmup_done(timer.durations(), clock() - warmup_started)):
@@ -47,6 +55,8 @@ def measure_steps(
         timer.stop()
     warmup_s = timer.durations()
     timer.reset()
+    if data_timer is not None:
+        data_timer.reset()
     if probes is not None:
         probes.begin()
 
@@ -63,10 +73,20 @@ def measure_steps(
     measure_elapsed_s = clock() - started
     if probes is not None:
         probes.end()
+    data_wait_s = None if data_timer is None else per_step(data_timer.durations(), len(step_s))
     return StepRecord(
         warmup_s=warmup_s,
         step_s=step_s,
         warmup_reason=warmup_reason,
         stop_reason=stop_reason,
         measure_elapsed_s=measure_elapsed_s,
+        data_wait_s=data_wait_s,
     )
+
+
+def per_step(windows: list[float], steps: int) -> list[float]:
+    """The windows of each of ``steps`` steps added up (each step opened as many)."""
+    if not steps or len(windows) % steps:
+        raise ValueError(f"{len(windows)} data windows do not divide into {steps} steps")
+    k = len(windows) // steps
+    return [sum(windows[i : i + k]) for i in range(0, len(windows), k)]

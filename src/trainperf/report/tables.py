@@ -23,6 +23,8 @@ METRIC_COLUMNS = (
     "mem_peak_bytes",
     "mfu",
     "unstable",
+    "data_wait_share",
+    "compute_samples_per_s",
 )
 CSV_COLUMNS = (
     ("id", "created_at", "run_id", "system", "hostname")
@@ -55,8 +57,12 @@ def _size(case: dict[str, Any], metrics: dict[str, Any]) -> int | str:
 
 
 def results_table(results: Iterable[dict[str, Any]], title: str = "trainperf results") -> Table:
+    """One row per result; cases on real data add their loader workers, the share of
+    step time spent waiting for data and the samples/s of compute alone (data ready)."""
+    results = list(results)
+    with_data = any("data_wait_share" in (r.get("metrics") or {}) for r in results)
     table = Table(title=title)
-    for name, justify in (
+    columns = [
         ("model", "left"),
         ("batch", "right"),
         ("size", "right"),
@@ -71,7 +77,11 @@ def results_table(results: Iterable[dict[str, Any]], title: str = "trainperf res
         ("peak mem", "right"),
         ("steps", "right"),
         ("stop", "left"),
-    ):
+    ]
+    if with_data:  # workers after the device; the data split after the total samples/s
+        columns[7:7] = [("compute/s", "right"), ("data wait", "right")]
+        columns.insert(5, ("workers", "right"))
+    for name, justify in columns:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for r in results:
         case, m = r["case"], r.get("metrics") or {}
@@ -82,7 +92,7 @@ def results_table(results: Iterable[dict[str, Any]], title: str = "trainperf res
             status = "ok (unstable)"
         elif status != "ok" and r.get("error"):
             status = escape(f"{status}: {r['error'].get('message', '')[:40]}")
-        table.add_row(
+        row = [
             case["model"],
             str(case["batch_size"]),
             str(_size(case, m)),
@@ -97,8 +107,25 @@ def results_table(results: Iterable[dict[str, Any]], title: str = "trainperf res
             _bytes(m.get("mem_peak_bytes")),
             f"{m['steps_warmup']}+{m['steps_measured']}" if "steps_measured" in m else "-",
             m.get("stop_reason", "-"),
-        )
+        ]
+        if with_data:
+            workers, compute, wait = _data_cells(case, m)
+            row[7:7] = [compute, wait]
+            row.insert(5, workers)
+        table.add_row(*row)
     return table
+
+
+def _data_cells(case: dict[str, Any], m: dict[str, Any]) -> list[str]:
+    """Loader workers, compute-only samples/s and data-wait share (marked if input-bound)."""
+    if case.get("data", "synthetic") == "synthetic":
+        return ["-", "-", "-"]
+    share = m.get("data_wait_share")
+    wait = (
+        "-" if share is None else f"{share:.1%}" + (" input-bound" if m.get("input_bound") else "")
+    )
+    compute = m.get("compute_samples_per_s")
+    return [str(case.get("workers", 0)), "-" if compute is None else f"{compute:.1f}", wait]
 
 
 def models_table(rows: Iterable[dict[str, Any]]) -> Table:

@@ -1,0 +1,385 @@
+"""``trainperf train`` (time to accuracy) and ``trainperf isoaccuracy`` (registered in cli.py).
+
+A training run goes to a child process (torchrun over ``--devices`` processes when more
+than one), like a benchmark case: a crash, an out-of-memory or a hang becomes a stored
+status. The parent stores the run when it starts and again after every evaluation the
+child reports (``progress.jsonl``), so Ctrl-C or a crash keeps what was reached.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trainperf.cli import (
+    DEFAULT_DB,
+    EXIT_FAILED_CASES,
+    BadInput,
+    PositiveInt,
+    _emit_json,
+    _open_machine,
+    stderr,
+    stdout,
+)
+
+TARGET_METRICS = {"top1": "higher", "top5": "higher", "eval_loss": "lower"}
+
+
+def parse_target(text: str) -> tuple[str, float]:
+    """``top1=0.80`` -> ("top1", 0.8); bad text is bad input."""
+    metric, _, value = text.partition("=")
+    allowed = ", ".join(f"{m}=VALUE" for m in TARGET_METRICS)
+    if metric not in TARGET_METRICS or not value:
+        raise BadInput(f"--target '{text}' is not valid: allowed {allowed}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise BadInput(f"--target '{text}': '{value}' is not a number") from None
+    if metric != "eval_loss" and not 0 < number <= 1:
+        raise BadInput(f"--target '{text}': accuracy targets are fractions in (0, 1]")
+    if metric == "eval_loss" and number <= 0:
+        raise BadInput(f"--target '{text}': a loss target must be positive")
+    return metric, number
+
+
+def _check_config(config: dict[str, Any], capabilities: dict) -> None:
+    """Everything that can be refused before a process starts: model, data, schedule."""
+    from trainperf import models
+    from trainperf.convergence.schedule import ScheduleError, parse_schedule
+    from trainperf.datasets import check_source, parse_data
+
+    try:
+        spec = models.get(config["model"])
+    except models.UnknownModelError as exc:
+        raise BadInput(str(exc)) from None
+    try:
+        source = parse_data(config["data"])
+        if not source.is_synthetic:
+            size = config["image_size"] if spec.size_name == "image_size" else config["seq_len"]
+            check_source(source, spec, size)
+    except ValueError as exc:  # DataError included
+        raise BadInput(str(exc)) from None
+    if source.is_synthetic:
+        raise BadInput(
+            "--data synthetic has nothing to learn: give cifar10:DIR, imagefolder:DIR, "
+            "tokens:FILE or jpeg-sample"
+        )
+    causal = spec.task.__class__.__name__ == "CausalLM"
+    metric = config["target_metric"]
+    if spec.is_language_model and metric != "eval_loss" and (metric == "top5" or not causal):
+        raise BadInput(
+            f"--target {metric} is not measured for {spec.name}: "
+            "use eval_loss" + (" or top1 (next-token accuracy)" if causal else "")
+        )
+    try:
+        parse_schedule(config["lr_schedule"], config["warmup_epochs"])
+    except ScheduleError as exc:
+        raise BadInput(str(exc)) from None
+    available = capabilities.get(config["device"])
+    if available is None or (config["device"] == "cuda" and available.count < config["devices"]):
+        raise BadInput(
+            f"--device {config['device']} with --devices {config['devices']}: "
+            "this machine does not have that"
+        )
+
+
+def _mllog_path(base: str | None, index: int, runs: int) -> str | None:
+    if base is None:
+        return None
+    path = Path(base)
+    return str(path if runs == 1 else path.with_name(f"{path.stem}.run{index + 1}{path.suffix}"))
+
+
+class Progress:
+    """Reads the child's progress file, stores new evaluations, prints a line for each."""
+
+    def __init__(self, store: Any, run_id: int, path: Path, max_epochs: int, target: str):
+        self.store, self.run_id, self.path = store, run_id, path
+        self.max_epochs, self.target = max_epochs, target
+        self.evaluations: list[dict[str, Any]] = []
+        self.started = time.monotonic()
+        self._read = 0
+
+    def poll(self) -> None:
+        from trainperf.convergence.records import update_run
+
+        if not self.path.exists():
+            return
+        text = self.path.read_text()
+        complete = text[self._read : text.rfind("\n") + 1]  # whole lines only
+        if not complete:
+            return
+        self._read += len(complete)
+        fresh = []
+        for line in complete.splitlines():
+            event = json.loads(line)
+            if event.get("event") == "eval":
+                fresh.append({k: v for k, v in event.items() if k != "event"})
+        if fresh:
+            self.evaluations += fresh
+            update_run(self.store, self.run_id, self.evaluations)
+            for e in fresh:
+                self._show(e)
+
+    def _show(self, e: dict[str, Any]) -> None:
+        metric = self.target.split("=")[0]
+        value = e.get(metric)
+        shown = "-" if value is None else f"{value:.4f}"
+        eta = e.get("eta_s")
+        eta_text = "-" if eta is None else time.strftime("%H:%M:%S", time.gmtime(eta))
+        stderr.print(
+            f"epoch {e['epoch']}/{self.max_epochs}  {metric} {shown} (target {self.target})"
+            f"  eval loss {e.get('eval_loss', float('nan')):.4f}  at {e['time_s']:.1f} s"
+            f"  time left ≤ {eta_text}",
+            markup=False,
+            highlight=False,
+        )
+
+
+def _train_once(
+    store: Any,
+    record: dict,
+    config: dict[str, Any],
+    document: dict[str, Any],
+    timeout: float | None,
+) -> dict[str, Any]:
+    from trainperf.convergence.job import PROGRESS_FILE
+    from trainperf.convergence.records import load_run, start_run, update_run
+    from trainperf.runner import Interrupted, Launch, StopFlag, run_job
+
+    run_id = start_run(store, record, config)
+    devices = config["devices"]
+    launch = Launch(devices > 1, devices, 1, timeout, f"trainperf-train-{run_id}")
+    target = f"{config['target_metric']}={config['target_value']:g}"
+    with tempfile.TemporaryDirectory(prefix="trainperf-train-") as tmp:
+        progress = Progress(store, run_id, Path(tmp) / PROGRESS_FILE, config["max_epochs"], target)
+        try:
+            with StopFlag().installed() as stop:
+                result = run_job(document, launch, Path(tmp), stop, on_poll=progress.poll)
+        except Interrupted as exc:
+            progress.poll()
+            update_run(
+                store,
+                run_id,
+                progress.evaluations,
+                status="aborted",
+                error={"type": "Interrupted", "message": f"stopped by {exc}"},
+            )
+            stored = load_run(store, str(run_id))
+            stderr.print(
+                f"interrupted by {exc}: stored run {run_id} with "
+                f"{len(progress.evaluations)} evaluation(s)",
+                markup=False,
+            )
+            _emit_summary(stored, None, as_json=False)
+            sys.exit(128 + exc.signum)
+        progress.poll()
+    metrics = result.get("metrics") or {}
+    if result["status"] == "ok":
+        update_run(
+            store,
+            run_id,
+            metrics.get("evaluations", progress.evaluations),
+            status=metrics.get("status", "ok"),
+            reached=bool(metrics.get("reached")),
+            time_to_target_s=metrics.get("time_to_target_s"),
+            metrics={k: v for k, v in metrics.items() if k != "evaluations"},
+        )
+    else:
+        update_run(
+            store, run_id, progress.evaluations, status=result["status"], error=result.get("error")
+        )
+    return load_run(store, str(run_id))  # type: ignore[return-value]
+
+
+def _emit_summary(run: dict[str, Any], olympic: dict[str, Any] | None, as_json: bool) -> None:
+    from trainperf.report.convergence import run_table
+
+    stdout.print(run_table(run))
+    if run["reached"]:
+        stdout.print(f"time to target: {run['time_to_target_s']:.1f} s", markup=False)
+    elif run["status"] == "ok":
+        stdout.print("target not reached within the epoch limit", markup=False)
+    else:
+        message = (run.get("error") or {}).get("message", "")
+        stdout.print(f"{run['status']}: {message}", markup=False)
+
+
+@click.command()
+@click.argument("model")
+@click.option("--data", required=True, help="cifar10:DIR, imagefolder:DIR or tokens:FILE")
+@click.option("--target", "target_text", required=True, help="top1=0.80, top5=... or eval_loss=...")
+@click.option("--max-epochs", type=PositiveInt(), default=30, show_default=True)
+@click.option(
+    "--batch-size",
+    "-b",
+    type=PositiveInt(),
+    default=128,
+    show_default=True,
+    help="samples per step per device",
+)
+@click.option(
+    "--lr-schedule",
+    default="piecewise:0.1@0,0.01@30,0.001@60",
+    show_default=True,
+    help="piecewise:LR@EPOCH,...  |  cosine[:BASE_LR]  |  constant:LR",
+)
+@click.option("--warmup-epochs", type=click.FloatRange(min=0), default=0.0, show_default=True)
+@click.option(
+    "--devices",
+    type=PositiveInt(),
+    default=1,
+    show_default=True,
+    help="processes (one device each) under torchrun with DDP",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="data-loader processes per device",
+)
+@click.option(
+    "--precision",
+    type=click.Choice(["fp32", "tf32", "fp16", "bf16"]),
+    default="fp32",
+    show_default=True,
+)
+@click.option("--device", default="auto", show_default=True, help="cpu, cuda or auto")
+@click.option("--image-size", type=PositiveInt(), help="image side (imagefolder data)")
+@click.option("--seq-len", type=PositiveInt(), help="sequence length (token data)")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option(
+    "--runs",
+    type=PositiveInt(),
+    default=1,
+    show_default=True,
+    help="repeat with seeds seed, seed+1, ...; 3 or more give the olympic mean",
+)
+@click.option("--mllog", type=click.Path(path_type=Path), help="write an MLPerf-style log here")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    help="seconds before a run is killed and stored as timeout",
+)
+@click.option("--db", default=DEFAULT_DB, show_default=True, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="print one JSON document")
+def train(
+    model: str,
+    target_text: str,
+    runs: int,
+    mllog: Path | None,
+    timeout_s: float | None,
+    db: Path,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """Train MODEL on real data until --target (or --max-epochs): time to accuracy."""
+    from trainperf.convergence.olympic import olympic_mean
+    from trainperf.convergence.records import load_runs
+    from trainperf.store import Store
+
+    metric, value = parse_target(target_text)
+    record, capabilities = _open_machine(db)
+    device = options.pop("device")
+    if device == "auto":
+        device = "cuda" if "cuda" in capabilities else "cpu"
+    config = {
+        "model": model,
+        "target_metric": metric,
+        "target_value": value,
+        "device": device,
+        **options,
+    }
+    _check_config(config, capabilities)
+    if mllog is not None and not mllog.parent.is_dir():
+        raise BadInput(f"--mllog {mllog}: directory {mllog.parent} does not exist")
+
+    stored = []
+    with Store(db) as store:
+        for index in range(runs):
+            this = config | {"seed": config["seed"] + index}
+            document = {
+                "kind": "train",
+                "config": this,
+                "timeout_s": timeout_s,
+                "mllog": _mllog_path(str(mllog) if mllog else None, index, runs),
+                "system_name": record.get("hostname", "unknown"),
+            }
+            stderr.print(
+                f"run {index + 1}/{runs}: {model} on {config['data']} "
+                f"until {target_text} (seed {this['seed']})",
+                markup=False,
+            )
+            run = _train_once(store, record, this, document, timeout_s)
+            stored.append(run)
+            if not as_json:
+                _emit_summary(run, None, as_json)
+        same = [r for r in load_runs(store, stored[-1]["config_key"]) if r["status"] == "ok"]
+    olympic = olympic_mean([r["time_to_target_s"] if r["reached"] else None for r in same])
+    if as_json:
+        _emit_json({"runs": stored, "olympic": olympic, "config_runs": len(same)})
+    else:
+        from trainperf.report.convergence import olympic_line
+
+        stdout.print(olympic_line(olympic, len(same)), markup=False)
+    if any(r["status"] != "ok" for r in stored):
+        sys.exit(EXIT_FAILED_CASES)
+
+
+@click.command()
+@click.argument("run_a")
+@click.argument("run_b")
+@click.option("--top1-tolerance", type=click.FloatRange(min=0), default=0.02, show_default=True)
+@click.option(
+    "--loss-tolerance",
+    type=click.FloatRange(min=0),
+    default=0.05,
+    show_default=True,
+    help="relative",
+)
+@click.option("--db", default=DEFAULT_DB, show_default=True, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="print one JSON document")
+def isoaccuracy(
+    run_a: str, run_b: str, top1_tolerance: float, loss_tolerance: float, db: Path, as_json: bool
+) -> None:
+    """Do two stored training runs agree at equal samples seen (loss and accuracy curves)?"""
+    from trainperf.convergence.isoaccuracy import compare_curves
+    from trainperf.convergence.records import load_run
+    from trainperf.store import Store
+
+    if not db.is_file():
+        raise BadInput(f"no results database at {db}: run `trainperf train` first or give --db")
+    with Store(db) as store:
+        runs = [load_run(store, ref) for ref in (run_a, run_b)]
+    for ref, run in zip((run_a, run_b), runs, strict=True):
+        if run is None:
+            raise BadInput(
+                f"no training run '{ref}' in {db}: give a run id or uid "
+                "(`trainperf train --json` prints them)"
+            )
+    a, b = (dict(r, label=_run_label(r)) for r in runs)  # type: ignore[arg-type]
+    document = compare_curves(
+        a, b, tolerance_top1=top1_tolerance, tolerance_loss_rel=loss_tolerance
+    )
+    if as_json:
+        _emit_json(document)
+        return
+    from trainperf.report.isoaccuracy import isoaccuracy_table
+
+    stdout.print(isoaccuracy_table(document))
+
+
+def _run_label(run: dict[str, Any]) -> str:
+    c = run["config"]
+    return (
+        f"run {run['id']} {c['model']} {c['precision']} x{c['devices']} "
+        f"on {run['system'].get('hostname', '?')}"
+    )

@@ -1,0 +1,47 @@
+"""One ``trainperf train`` run inside its child process (or on each torchrun rank).
+
+The parent (``cli_train.py``) starts this through ``trainperf.worker`` with a document of
+kind ``train``; under torchrun every rank joins the process group here and trains its
+shard. Rank 0 writes the progress file (one JSON line per evaluation, which the parent
+stores as it arrives) and, when asked, the MLPerf log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainperf.dist import Job, default_threads, launched_by_torchrun
+
+PROGRESS_FILE = "progress.jsonl"
+
+
+def run_training(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
+    """Train as ``document["config"]`` says; rank 0 returns ``{"metrics": outcome}``."""
+    from trainperf.convergence.trainer import TrainConfig, train
+
+    config = TrainConfig(**document["config"])
+    job = Job(config.device, document.get("timeout_s")) if launched_by_torchrun() else None
+    try:
+        leader = job is None or job.is_leader
+        if config.device == "cpu" and job is not None:
+            torch.set_num_threads(default_threads(job.ranks.local_world_size))
+        listeners = []
+        if leader and document.get("mllog"):
+            from trainperf.convergence.mllog import MLPerfLogger
+
+            listeners.append(
+                MLPerfLogger(
+                    Path(document["mllog"]),
+                    benchmark=config.model,
+                    system_name=document.get("system_name", "unknown"),
+                )
+            )
+        progress = workdir / PROGRESS_FILE if leader else None
+        outcome = train(config, listeners, progress_path=progress)
+        return None if outcome is None else {"metrics": outcome}
+    finally:
+        if job is not None:
+            job.close()

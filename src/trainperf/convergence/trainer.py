@@ -1,0 +1,294 @@
+"""Train a model on real data until it reaches a target quality: time to accuracy.
+
+Timing follows MLPerf Training: model build and loader creation are "init" and not
+timed; the clock starts at run start, runs through training and evaluation alike, and
+stops at the first evaluation that meets the target (``time_to_target_s``) or at the end.
+Every evaluation is kept with its time since run start and the global samples seen, so a
+run that never reaches the target still yields its accuracy curve.
+
+The optimizer is the spec's (SGD with momentum and weight decay, or AdamW; momentum is
+SGD's only), its lr set before every step from the schedule at the fractional epoch.
+Precision as in ``trainperf.train``: autocast to bf16/fp16, fp16 with a GradScaler.
+Data parallelism (DDP under torchrun) lives in ``trainperf.convergence.peers``; only rank
+0 calls listeners and writes the progress file.
+
+Progress file: one JSON object per line, flushed and fsync'ed, so a parent process can
+tail it and keep the evaluations of a run that dies: ``{"event": "start", "config": ...}``,
+then ``{"event": "eval", ...evaluation..., "epoch_of": max_epochs, "eta_s": ...}`` after
+each evaluation (``eta_s``: the remaining epochs at the mean epoch time so far, evaluation
+included), then ``{"event": "stop", "status": ..., "reached": ...}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from trainperf import models
+from trainperf.convergence.evaluation import HIGHER_IS_BETTER
+from trainperf.convergence.loop import Loaders, Run
+from trainperf.convergence.peers import Peers
+from trainperf.convergence.schedule import parse_schedule
+from trainperf.models.spec import (
+    CausalLM,
+    ImageClassification,
+    ModelSpec,
+    MultipleChoice,
+    SizeError,
+)
+from trainperf.train import AUTOCAST_DTYPES, make_optimizer, set_fp32_math
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One time-to-accuracy run. ``batch_size`` is per device; ``eval_every`` in epochs."""
+
+    model: str
+    data: str  # data source text, e.g. "cifar10:/path"
+    target_metric: str  # "top1" | "top5" (higher is better) | "eval_loss" (lower)
+    target_value: float
+    max_epochs: int
+    batch_size: int
+    lr_schedule: str = "piecewise:0.1@0"
+    warmup_epochs: float = 0.0
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    precision: str = "fp32"
+    device: str = "cpu"
+    devices: int = 1
+    workers: int = 0
+    seed: int = 0
+    image_size: int | None = None
+    seq_len: int | None = None
+    eval_every: int = 1
+
+    def __post_init__(self) -> None:
+        if self.target_metric not in HIGHER_IS_BETTER:
+            allowed = ", ".join(HIGHER_IS_BETTER)
+            raise ValueError(f"target_metric '{self.target_metric}' is not one of {allowed}")
+        if self.precision not in PRECISIONS:
+            allowed = ", ".join(PRECISIONS)
+            raise ValueError(f"precision '{self.precision}' is not one of {allowed}")
+        for name in ("max_epochs", "batch_size", "devices", "eval_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if HIGHER_IS_BETTER[self.target_metric] and not 0 < self.target_value <= 1:
+            raise ValueError(
+                f"target_value {self.target_value} for {self.target_metric} is not an "
+                "accuracy: allowed 0 < value <= 1"
+            )
+        if self.workers < 0:
+            raise ValueError(f"workers must be 0 or more, got {self.workers}")
+        parse_schedule(self.lr_schedule, self.warmup_epochs)  # ScheduleError if malformed
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class Listener(Protocol):
+    """Told of a run's phases (rank 0 only), e.g. to write an MLPerf log. Epochs from 1."""
+
+    def init_start(self, info: dict) -> None: ...  # the config and world_size
+    def init_stop(self) -> None: ...
+    def run_start(self, info: dict) -> None: ...  # see run_info() for the keys
+    def epoch_start(self, epoch: int, samples_seen: int) -> None: ...
+    def epoch_stop(self, epoch: int, samples_seen: int) -> None: ...
+    def eval_start(self, epoch: int, samples_seen: int) -> None: ...
+    def eval_stop(self, epoch: int, samples_seen: int, evaluation: dict) -> None: ...
+    def run_stop(self, status: str, reached: bool) -> None: ...  # "success" or "aborted"
+
+
+class ProgressFile:
+    """Appends JSON lines to ``path``, each flushed to disk before the run goes on."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def write(self, record: dict[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(record, default=str) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+
+
+def train(
+    config: TrainConfig,
+    listeners: Sequence[Listener] = (),
+    progress_path: Path | None = None,
+    stop: Callable[[], bool] = lambda: False,
+    *,
+    loaders: Loaders | None = None,
+) -> dict[str, Any] | None:
+    """Train until the target or ``max_epochs``; rank 0 returns the result, others None.
+
+    ``loaders`` replaces the data source of ``config.data`` (tests, notebooks): an object
+    with ``train``, ``eval``, ``num_classes``, ``train_samples`` and ``eval_samples`` as
+    ``trainperf.datasets.make_loaders`` returns. ``stop()`` is polled between steps; when
+    it says True the run ends after the current step with status "aborted".
+    """
+    peers = Peers()
+    if config.devices > 1 and not peers.distributed:
+        raise ValueError(
+            f"devices={config.devices} needs one process per device: run under torchrun "
+            "with the process group initialised (trainperf launches it so)"
+        )
+    schedule = parse_schedule(config.lr_schedule, config.warmup_epochs)
+    spec = models.get(config.model)
+    requested = requested_size(spec, config)
+    device = peers.device(config.device)
+    listening = list(listeners) if peers.is_leader else []
+    progress = ProgressFile(progress_path) if progress_path and peers.is_leader else None
+
+    seed_everything(config.seed)
+    for listener in listening:
+        listener.init_start(config.to_dict() | {"world_size": peers.world})
+    set_fp32_math(device, config.precision)
+    model = spec.build().to(device).train()
+    torch.manual_seed(config.seed + 1 + peers.rank)  # dropout etc. differ between ranks
+    if loaders is None:
+        loaders = make_loaders(config, spec, requested, device, peers)
+    if loaders.eval is None:
+        raise ValueError(f"{config.data} has no evaluation split: time to accuracy needs one")
+    check_classes(spec, loaders.num_classes, config.target_metric)
+    size = getattr(loaders, "size", None) or spec.resolve_size(requested)
+    optimizer = make_optimizer(
+        spec,
+        model,
+        lr=schedule.lr_at(0.0, config.max_epochs),
+        momentum=config.momentum,
+        weight_decay=config.weight_decay,
+    )
+    forward = peers.wrap(model, device)
+    scaler = torch.amp.GradScaler(device.type) if config.precision == "fp16" else None
+    for listener in listening:
+        listener.init_stop()
+    if progress:
+        progress.write({"event": "start", "config": config.to_dict(), "world_size": peers.world})
+    peers.barrier()  # every rank starts the clock together
+
+    run = Run(
+        config=config,
+        spec=spec,
+        model=model,
+        forward=forward,
+        optimizer=optimizer,
+        scaler=scaler,
+        autocast_dtype=AUTOCAST_DTYPES.get(config.precision),
+        schedule=schedule,
+        loaders=loaders,
+        device=device,
+        peers=peers,
+        listeners=listening,
+        progress=progress,
+        stop=stop,
+    )
+    info = run_info(config, spec, schedule.describe(), loaders, peers.world, size)
+    return run.execute(info)
+
+
+def run_info(
+    config: TrainConfig,
+    spec: ModelSpec,
+    schedule: dict[str, Any],
+    loaders: Loaders,
+    world: int,
+    size: int,
+) -> dict[str, Any]:
+    """What ``Listener.run_start`` receives (the hyper-parameters of an MLPerf log)."""
+    sgd = spec.optimizer == "sgd"
+    return {
+        "model": config.model,
+        "data": config.data,
+        "global_batch_size": config.batch_size * world,
+        "optimizer": spec.optimizer,
+        "base_lr": schedule["lrs"][0],
+        "momentum": config.momentum if sgd else None,
+        "weight_decay": config.weight_decay,
+        "warmup_epochs": config.warmup_epochs,
+        "schedule": schedule,
+        "train_samples": loaders.train_samples,
+        "eval_samples": loaders.eval_samples,
+        "seed": config.seed,
+        "target_metric": config.target_metric,
+        "target_value": config.target_value,
+        "max_epochs": config.max_epochs,
+        "world_size": world,
+        "precision": config.precision,
+        spec.size_name: size,
+    }
+
+
+def seed_everything(seed: int) -> None:
+    """Python's, NumPy's and torch's generators (all devices) from one seed."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def requested_size(spec: ModelSpec, config: TrainConfig) -> int | None:
+    """The image size or sequence length the config asks for, checked against the model;
+    None leaves it to the data (CIFAR-10: 32) or the model. SizeError for the other kind."""
+    other = "seq_len" if spec.size_name == "image_size" else "image_size"
+    if getattr(config, other) is not None:
+        raise SizeError(f"{spec.name} takes {spec.size_name}, not {other}")
+    size = getattr(config, spec.size_name)
+    return None if size is None else spec.resolve_size(size)
+
+
+def check_classes(spec: ModelSpec, num_classes: int | None, target_metric: str) -> None:
+    """Refuse image data whose class count differs from the model's, and accuracy targets
+    the model cannot be scored on. ``num_classes`` None: not class data (tokens)."""
+    task = spec.task
+    if isinstance(task, ImageClassification) and task.num_classes != num_classes:
+        raise ValueError(
+            f"{spec.name} predicts {task.num_classes} classes but the data has {num_classes}: "
+            f"choose a model with {num_classes} classes"
+        )
+    if target_metric == "eval_loss":
+        return
+    if not isinstance(task, (ImageClassification, MultipleChoice, CausalLM)):
+        raise ValueError(f"{spec.name} has no accuracy to reach: use target_metric eval_loss")
+    classes = num_classes or 0
+    if isinstance(task, MultipleChoice):
+        classes = task.num_choices
+    elif isinstance(task, CausalLM):
+        classes = task.vocab_size
+    if target_metric == "top5" and classes < 5:
+        raise ValueError(f"target top5 needs at least 5 classes; {spec.name} here has {classes}")
+
+
+def make_loaders(
+    config: TrainConfig, spec: ModelSpec, size: int | None, device: torch.device, peers: Peers
+) -> Loaders:
+    """This rank's shard of ``config.data`` (see ``trainperf.datasets``)."""
+    from trainperf import datasets
+
+    source = datasets.parse_data(config.data)
+    if source.is_synthetic:
+        raise ValueError(
+            "time to accuracy needs real data: cifar10:DIR, imagefolder:DIR, tokens:FILE "
+            "or jpeg-sample, not synthetic"
+        )
+    return datasets.make_loaders(
+        source=source,
+        spec=spec,
+        size=size,
+        batch_size=config.batch_size,
+        workers=config.workers,
+        device=device,
+        seed=config.seed,
+        rank=peers.rank,
+        world=peers.world,
+        drop_last=True,
+    )

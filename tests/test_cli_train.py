@@ -1,0 +1,122 @@
+"""``trainperf train`` and ``trainperf isoaccuracy`` end to end, on a tiny learnable CIFAR-10."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from trainperf.convergence.mllog import check_log
+from trainperf.datasets import write_cifar10
+
+FAST = ["--max-epochs", "6", "-b", "32", "--lr-schedule", "piecewise:0.01@0", "--workers", "0"]
+
+
+def colour_images(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Noisy images of one colour per class: learnable in a few epochs, through crops and flips."""
+    rng = np.random.default_rng(seed)
+    palette = np.array(list(itertools.product((40, 128, 215), repeat=3))[::2][:10])
+    labels = np.arange(n) % 10
+    images = palette[labels][:, None, None, :] + rng.normal(0, 25, (n, 32, 32, 3))
+    return np.clip(images, 0, 255).astype(np.uint8), labels
+
+
+@pytest.fixture(scope="module")
+def cifar(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cifar")
+    write_cifar10(root / "data_batch_1.bin", *colour_images(384, 1))
+    write_cifar10(root / "test_batch.bin", *colour_images(128, 2))
+    return root
+
+
+def test_cifarnet_reaches_its_target_and_the_mlperf_log_passes(cifar, tmp_path, run_cli):
+    db, log = tmp_path / "t.db", tmp_path / "run.mllog"
+    args = ["train", "cifarnet", "--data", f"cifar10:{cifar}", "--target", "top1=0.8"]
+    code, out, err = run_cli(args + FAST + ["--mllog", log, "--db", db, "--json"])
+    assert code == 0, err
+    (run,) = json.loads(out)["runs"]
+    assert run["status"] == "ok" and run["reached"]
+    reached = [e for e in run["evaluations"] if e["top1"] >= 0.8]
+    assert run["time_to_target_s"] == reached[0]["time_s"] > 0
+    assert all(e["time_s"] > 0 for e in run["evaluations"])
+    assert "epoch 1/6" in err  # progress while it runs
+    ok, report = check_log(log)
+    assert ok, report
+    with sqlite3.connect(db) as connection:
+        stored = connection.execute("SELECT status, reached FROM train_runs").fetchall()
+    assert stored == [("ok", 1)]
+
+
+def test_two_ranks_follow_the_curve_of_one_process(cifar, tmp_path, run_cli):
+    db = tmp_path / "t.db"
+    base = ["train", "cifarnet", "--data", f"cifar10:{cifar}", "--target", "top1=0.99"]
+    rest = ["--max-epochs", "2", "--lr-schedule", "piecewise:0.01@0", "--workers", "0"]
+    code, _, err = run_cli(base + rest + ["-b", "32", "--db", db])
+    assert code == 0, err
+    code, _, err = run_cli(base + rest + ["-b", "16", "--devices", "2", "--db", db])
+    assert code == 0, err
+    code, out, err = run_cli(["isoaccuracy", "1", "2", "--db", db, "--json"])
+    assert code == 0, err
+    document = json.loads(out)
+    assert document["verdict"] == "agree", document["reason"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--target", "top1"], "--target 'top1' is not valid"),
+        (["--target", "acc=0.9"], "--target 'acc=0.9' is not valid"),
+        (["--target", "top1=80"], "fractions in (0, 1]"),
+        (["--data", "cifar10:/no/such/dir"], "/no/such/dir"),
+        (["--data", "synthetic"], "nothing to learn"),
+        (["--lr-schedule", "step:0.1"], "allowed"),
+    ],
+)
+def test_bad_input_is_refused_before_anything_is_written(cifar, tmp_path, run_cli, args, message):
+    given = {"--target": "top1=0.8", "--data": f"cifar10:{cifar}"}
+    given.update(dict(zip(args[::2], args[1::2], strict=True)))
+    flat = [item for pair in given.items() for item in pair]
+    rest = [a for a in args if a not in given and a not in given.values()]
+    code, out, err = run_cli(["train", "cifarnet", *flat, *rest, "--db", tmp_path / "t.db"])
+    assert code == 2 and out == ""
+    assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "t.db").exists()
+
+
+def test_ctrl_c_stores_what_was_reached(cifar, tmp_path):
+    db = tmp_path / "t.db"
+    args = ["train", "cifarnet", "--data", f"cifar10:{cifar}", "--target", "top1=0.999"]
+    args += ["--max-epochs", "200", "-b", "32", "--lr-schedule", "piecewise:0.0005@0"]
+    args += ["--workers", "0", "--db", str(db)]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "trainperf", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=os.environ | {"COLUMNS": "200"},
+    )
+    deadline = time.monotonic() + 120
+    evaluations = 0
+    while evaluations < 2 and time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.5)
+        if db.exists():
+            with sqlite3.connect(db) as connection:
+                row = connection.execute("SELECT evaluations_json FROM train_runs").fetchone()
+            evaluations = len(json.loads(row[0])) if row else 0
+    assert evaluations >= 2
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 130
+    with sqlite3.connect(db) as connection:
+        status, stored = connection.execute(
+            "SELECT status, evaluations_json FROM train_runs"
+        ).fetchone()
+    assert status == "aborted" and len(json.loads(stored)) >= 2
+    assert b"interrupted by SIGINT" in err
