@@ -14,6 +14,7 @@ import pytest
 
 from report_fixture import build
 from trainperf import exchange
+from trainperf.convergence import records
 from trainperf.report.tables import CSV_COLUMNS
 from trainperf.store import Store
 
@@ -25,6 +26,19 @@ def source(tmp_path_factory):
     facts = build(path)
     with Store(path) as store:
         store.add_max_batch(facts["systems"]["b"], "key", {"model": "cifarnet"}, 48, [], "n")
+        system_b = next(s for s in store.systems() if s["fingerprint"] == facts["systems"]["b"])
+        config = {"model": "cifarnet", "data": "cifar10:/d", "target_metric": "top1"}
+        run = records.start_run(store, system_b, config)
+        evaluation = {"epoch": 1, "samples_seen": 512, "time_s": 1.5, "top1": 0.9}
+        records.update_run(
+            store,
+            run,
+            [evaluation],
+            status="ok",
+            reached=True,
+            time_to_target_s=1.5,
+            metrics={"epochs_run": 1},
+        )
     return path, facts
 
 
@@ -48,6 +62,7 @@ def contents(path):
             "results": strip(store.results()),
             "micro": strip(store.micro()),
             "max_batch": strip(store.max_batches()),
+            "train_runs": strip(records.load_runs(store)),
         }
 
 
@@ -55,11 +70,22 @@ def counted(path):
     """'17 results, 6 micro runs, 1 max-batch search, 2 systems, 2 runs' for the database."""
     with Store(path) as store:
         results, micro = len(store.results()), len(store.micro())
-    return f"{results} results, {micro} micro runs, 1 max-batch search, 2 systems, 2 runs"
+    return (
+        f"{results} results, {micro} micro runs, 1 max-batch search, 1 training run, "
+        "2 systems, 2 runs"
+    )
 
 
 def sha256(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_version_1_file_reads_as_one_without_training_runs(exported, tmp_path):
+    old = {k: v for k, v in exported.items() if k != "train_runs"} | {"format_version": 1}
+    with Store(tmp_path / "v1.db") as store:
+        summary = exchange.import_document(store, old)
+        assert summary.added["results"] == len(exported["results"])
+        assert summary.added["train_runs"] == 0 and records.load_runs(store) == []
 
 
 def test_round_trip_into_an_empty_database(source, tmp_path, run_cli):
@@ -68,7 +94,7 @@ def test_round_trip_into_an_empty_database(source, tmp_path, run_cli):
     assert code == 0, err
     assert out.strip() == f"exported {counted(source[0])} to {file}"
     document = json.loads(file.read_text())
-    assert document["format"] == "trainperf-results" and document["format_version"] == 1
+    assert document["format"] == "trainperf-results" and document["format_version"] == 2
     assert all(
         "id" not in row for table in ("results", "micro", "max_batch") for row in document[table]
     )
@@ -192,7 +218,7 @@ HOSTILE = {
     "not json": (lambda text: "hello, not JSON", "is not valid JSON"),
     "truncated": (lambda text: text[: len(text) // 2], "truncated?"),
     "wrong format": (_set(["format"], "pytest-results"), "not a trainperf results export"),
-    "newer version": (_set(["format_version"], 99), "99 is not one this trainperf reads (1)"),
+    "newer version": (_set(["format_version"], 99), "99 is not one this trainperf reads (1, 2)"),
     "bad status": (
         _set(["results", 3, "status"], "great"),
         "results[3].status: 'great' is not one of ok, oom, timeout, crashed, error or skipped",

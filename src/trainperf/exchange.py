@@ -12,7 +12,9 @@ The file (``FORMAT``, ``FORMAT_VERSION``)::
      "micro":     [{uid, system, created_at, kind, status, params, device, metrics,
                     error}, ...],
      "max_batch": [{uid, system, created_at, memory_key, case, batch_size, probes,
-                    note}, ...]}
+                    note}, ...],
+     "train_runs": [{uid, system, created_at, updated_at, status, config, config_key,
+                    reached, time_to_target_s, evaluations, metrics, error}, ...]}
 
 ``system`` fields hold a system's fingerprint; every field is present (null where empty).
 The database's integer ids stay home: rows travel with their ``uid`` (store schema 4), so
@@ -22,6 +24,8 @@ then writes it in one transaction.
 
 Format history (bump ``FORMAT_VERSION`` for every change and keep reading the old ones):
   1: the first format.
+  2: ``train_runs``: time-to-accuracy runs (``trainperf train``, store schema 5); a file of
+     version 1 reads as one without training runs.
 """
 
 from __future__ import annotations
@@ -41,9 +45,10 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from trainperf.store import Store
 
 FORMAT = "trainperf-results"
-FORMAT_VERSION = 1
-READABLE_VERSIONS = (1,)
-TABLES = ("systems", "runs", "results", "micro", "max_batch")
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+TABLES = ("systems", "runs", "results", "micro", "max_batch", "train_runs")
+ROW_TABLES = ("results", "micro", "max_batch", "train_runs")  # rows with a uid
 # The statuses a result or micro-benchmark run can have (runner.py: ok, FAILED_STATUSES,
 # skipped); spelled out here so that reading a file does not import torch.
 STATUSES = ("ok", "oom", "timeout", "crashed", "error", "skipped")
@@ -126,6 +131,21 @@ class MaxBatchItem(_Item):
     note: str | None
 
 
+class TrainRunItem(_Item):
+    uid: Uid
+    system: Key
+    created_at: str
+    updated_at: str
+    status: Literal["running", "ok", "aborted", "oom", "timeout", "crashed", "error"]
+    config: CaseItem
+    config_key: Key
+    reached: bool
+    time_to_target_s: float | None
+    evaluations: list[Json]
+    metrics: Json
+    error: Json | None
+
+
 class ExportFile(_Item):
     format: Literal["trainperf-results"]
     format_version: int
@@ -136,6 +156,7 @@ class ExportFile(_Item):
     results: list[ResultItem]
     micro: list[MicroItem]
     max_batch: list[MaxBatchItem]
+    train_runs: list[TrainRunItem] = []  # absent from version 1 files
 
 
 class Reference(NamedTuple):
@@ -179,6 +200,7 @@ _NAMES = {
     "results": ("result", "results"),
     "micro": ("micro run", "micro runs"),
     "max_batch": ("max-batch search", "max-batch searches"),
+    "train_runs": ("training run", "training runs"),
     "systems": ("system", "systems"),
     "runs": ("run", "runs"),
 }
@@ -224,6 +246,7 @@ def export_document(store: Store, system: str | None = None) -> Json:
     """Everything stored, or everything of one system (fingerprint or hostname), as a
     document of the current format."""
     from trainperf import __version__
+    from trainperf.convergence.records import load_runs
 
     chosen = {r["fingerprint"] for r in select_systems(store, system)}
     results = [
@@ -244,6 +267,11 @@ def export_document(store: Store, system: str | None = None) -> Json:
         "results": results,
         "micro": [_without_id(m) for m in store.micro() if m["system"] in chosen],
         "max_batch": [_without_id(m) for m in store.max_batches() if m["system"] in chosen],
+        "train_runs": [
+            _without_id(t) | {"system": t["system"]["fingerprint"]}
+            for t in load_runs(store)
+            if t["system"]["fingerprint"] in chosen
+        ],
     }
 
 
@@ -311,15 +339,15 @@ def validate(document: Any) -> ValidatedExport:
         ExportFile.model_validate(document)
     except ValidationError as exc:
         raise ExchangeError(_describe(exc)) from None
-    tables = {table: document[table] for table in TABLES}
+    tables = {table: document.get(table, []) for table in TABLES}
     for table, key in (("systems", "fingerprint"), ("runs", "run_id")) + tuple(
-        (table, "uid") for table in ("results", "micro", "max_batch")
+        (table, "uid") for table in ROW_TABLES
     ):
         _check_unique(tables[table], table, key)
     fingerprints = {s["fingerprint"] for s in tables["systems"]}
     run_ids = {r["run_id"] for r in tables["runs"]}
     unresolved = []
-    for table in ("runs", "results", "micro", "max_batch"):
+    for table in ("runs", *ROW_TABLES):
         for index, row in enumerate(tables[table]):
             if row["system"] not in fingerprints:
                 unresolved.append(Reference(f"{table}[{index}].system", "system", row["system"]))

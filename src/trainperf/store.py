@@ -391,7 +391,8 @@ class Store:
         self, documents: dict[str, list[dict[str, Any]]]
     ) -> dict[str, tuple[int, int]]:
         """Insert documents as ``trainperf.exchange`` exports them, keyed by table name
-        (``systems``, ``runs``, ``results``, ``micro``, ``max_batch``), keeping their uids,
+        (``systems``, ``runs``, ``results``, ``micro``, ``max_batch``, ``train_runs``),
+        keeping their uids,
         times and run ids. All go in one transaction: all or nothing. A row already here
         (same fingerprint, run id or uid) is left as it is. Return (added, already here)
         per table. The caller checks the documents first (``exchange.validate``).
@@ -421,6 +422,8 @@ _IMPORTED: dict[str, str] = {
     "micro": "uid, system, created_at, kind, status, params_json, device_json, metrics_json,"
     " error_json",
     "max_batch": "uid, system, created_at, memory_key, batch_size, note, case_json, probes_json",
+    "train_runs": "uid, system, created_at, updated_at, status, config_key, reached,"
+    " time_to_target_s, config_json, evaluations_json, metrics_json, error_json",
 }
 
 
