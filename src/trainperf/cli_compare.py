@@ -17,6 +17,7 @@ from trainperf.cli import (
     _one_output,
     _read_results,
     show_table,
+    stderr,
 )
 
 
@@ -66,6 +67,13 @@ def compare(
     from trainperf.report.compare import compare_table, groups_table
 
     show_table(compare_table(document), table_format)
+    if len(document["systems"]) < 2:
+        stderr.print(
+            "only one system in the database: nothing to compare against "
+            "(`trainperf import` another machine's export)",
+            markup=False,
+        )
+        return
     if table_format == "md":
         sys.stdout.write("\n")
     show_table(groups_table(document), table_format)
