@@ -91,6 +91,30 @@ def _ddp(template: dict[str, Any], devices: int, factor: float) -> dict[str, Any
     return r
 
 
+def _training_runs(store: Store, system_a: dict[str, Any], system_b: dict[str, Any]) -> None:
+    """One made-up time-to-accuracy run per system: the same curve, B four times faster."""
+    from trainperf.convergence import records
+
+    config = {
+        "model": "cifarnet",
+        "data": "cifar10:/data/cifar",
+        "target_metric": "top1",
+        "target_value": 0.8,
+        "devices": 1,
+        "precision": "fp32",
+    }
+    curve = [(1, 0.55), (2, 0.71), (3, 0.83)]
+    for system, epoch_s in ((system_a, 8.0), (system_b, 2.0)):
+        evaluations = [
+            {"epoch": e, "samples_seen": 50000 * e, "time_s": epoch_s * e, "top1": top1}
+            for e, top1 in curve
+        ]
+        run = records.start_run(store, system, config)
+        records.update_run(
+            store, run, evaluations, status="ok", reached=True, time_to_target_s=epoch_s * 3
+        )
+
+
 def build(path: Path) -> dict[str, Any]:
     """Write the two-system database at ``path``; return what the tests need to know."""
     data = seed()
@@ -148,6 +172,7 @@ def build(path: Path) -> dict[str, Any]:
                         if key.startswith(("tflops", "algbw", "busbw")) and row[key]:
                             row[key] *= SPEEDUP * 10
                 store.add_micro(system_b, params, faster)
+        _training_runs(store, system_a, system_b)
     return {
         "systems": {"a": system_a["fingerprint"], "b": system_b["fingerprint"]},
         "hostnames": {"a": system_a["hostname"], "b": system_b["hostname"]},

@@ -70,8 +70,9 @@ def counted(path):
     """'17 results, 6 micro runs, 1 max-batch search, 2 systems, 2 runs' for the database."""
     with Store(path) as store:
         results, micro = len(store.results()), len(store.micro())
+        trained = len(records.load_runs(store))
     return (
-        f"{results} results, {micro} micro runs, 1 max-batch search, 1 training run, "
+        f"{results} results, {micro} micro runs, 1 max-batch search, {trained} training runs, "
         "2 systems, 2 runs"
     )
 

@@ -58,6 +58,12 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
         "no GEMM micro-benchmarks stored (`trainperf micro gemm`)",
     ),
     (
+        "convergence",
+        "Time to accuracy",
+        ("convergence",),
+        "no training runs stored (`trainperf train MODEL --data ... --target top1=...`)",
+    ),
+    (
         "energy",
         "Power and energy",
         ("power-vs-performance", "energy-per-sample"),
@@ -168,15 +174,18 @@ def _comparison(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def render(db_path: Path, generated_at: str | None = None) -> tuple[str, ReportSummary]:
     """The report page for the database at ``db_path`` and what it holds."""
+    from trainperf.convergence.records import load_runs
     from trainperf.report.figures import all_figures
+    from trainperf.report.figures_convergence import convergence_figures
     from trainperf.store import Store
 
     with Store(db_path) as store:
         results = store.results()
         micro_runs = store.micro()
         systems = store.systems()
+        train_runs = load_runs(store)
     hosts = {s["fingerprint"]: s.get("hostname", "?") for s in systems}
-    figures = all_figures(results, micro_runs, hosts)
+    figures = all_figures(results, micro_runs, hosts) + convergence_figures(train_runs)
     sections = []
     for anchor, title, prefixes, empty in SECTIONS:
         chosen = [f for f in figures if f.key.startswith(prefixes)]
@@ -215,7 +224,7 @@ def render(db_path: Path, generated_at: str | None = None) -> tuple[str, ReportS
         systems=len(systems),
         results=len(results),
         failed=len(failed),
-        figures=[f.key for f in figures],
+        figures=[f.key for section in sections for f in section["figures"]],
         empty_sections=[s["anchor"] for s in sections if not s["figures"]],
     )
     return page, summary

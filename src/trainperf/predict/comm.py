@@ -1,0 +1,141 @@
+"""The time of the collectives of data-parallel training, in the α–β (latency–bandwidth) model.
+
+A message of n bytes between two ranks costs α + n/β: α the per-message latency (s), β the
+bandwidth (bytes/s per direction). For an all-reduce of n bytes over p ranks:
+
+- **ring** (reduce-scatter then all-gather, each p−1 steps moving n/p bytes; Thakur,
+  Rabenseifner & Gropp, "Optimization of collective communication operations in MPICH",
+  IJHPCA 2005; Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms for clusters of
+  workstations", JPDC 2009, prove 2(p−1)/p · n/β the lowest bandwidth term possible):
+
+      t_ring = 2(p−1)·α + 2(p−1)/p · n/β
+
+- **tree**, NCCL's double binary tree (Sanders, Speck & Träff 2009, in NCCL since 2.4): a
+  reduce up and a broadcast down two complementary trees, each carrying half the data in
+  pipelined chunks, so every rank sends and receives about n bytes each way. Approximated,
+  ignoring the pipeline's fill of ⌈log2 p⌉ chunks, as
+
+      t_tree = 2·⌈log2 p⌉·α + 2·n/β
+
+  Its bandwidth term is never below the ring's; it wins on small messages or many ranks,
+  where the ring's 2(p−1) latencies dominate. Like NCCL's tuner, a collective takes the
+  faster of the two for each message. p = 1 costs nothing.
+
+- **reduce-scatter** and **all-gather** (ring): (p−1)·α + (p−1)/p · n/β each.
+
+- **hierarchical** (G devices per node, N nodes; the intra link per device, the inter link
+  per node): reduce-scatter inside each node, then each of the G local ranks all-reduces
+  its n/G shard with its peers on the other nodes (the G of them share the node's inter
+  link, so each sees β_inter/G), then all-gather inside the node:
+
+      t = t_rs(n, G; intra) + t_allreduce(n/G, N; α_inter, β_inter/G) + t_ag(n, G; intra)
+
+  With N = 1 it is the intra ring all-reduce; with G = 1 the inter all-reduce.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+RING, TREE = "ring", "tree"
+
+
+@dataclass(frozen=True)
+class LinkCost:
+    """α (s per message) and β (bytes/s per direction) of one link."""
+
+    alpha_s: float
+    beta_bytes_per_s: float
+
+    @classmethod
+    def of(cls, link: Any) -> LinkCost:
+        """From a catalog ``Link`` (or anything with ``latency_s`` and ``bytes_per_s``)."""
+        return cls(float(link.latency_s), float(link.bytes_per_s))
+
+    def shared(self, ways: int) -> LinkCost:
+        """The same link divided between ``ways`` concurrent users (bandwidth only)."""
+        return LinkCost(self.alpha_s, self.beta_bytes_per_s / ways)
+
+
+def ring_allreduce_s(n_bytes: float, p: int, link: LinkCost) -> float:
+    """2(p−1)·α + 2(p−1)/p · n/β (Thakur et al. 2005; Patarasuk & Yuan 2009)."""
+    if p <= 1:
+        return 0.0
+    return 2 * (p - 1) * link.alpha_s + 2 * (p - 1) / p * n_bytes / link.beta_bytes_per_s
+
+
+def tree_allreduce_s(n_bytes: float, p: int, link: LinkCost) -> float:
+    """2·⌈log2 p⌉·α + 2·n/β: NCCL's pipelined double binary tree, pipeline fill ignored."""
+    if p <= 1:
+        return 0.0
+    return 2 * math.ceil(math.log2(p)) * link.alpha_s + 2 * n_bytes / link.beta_bytes_per_s
+
+
+def ring_reduce_scatter_s(n_bytes: float, p: int, link: LinkCost) -> float:
+    """(p−1)·α + (p−1)/p · n/β; the ring all-gather costs the same."""
+    if p <= 1:
+        return 0.0
+    return (p - 1) * link.alpha_s + (p - 1) / p * n_bytes / link.beta_bytes_per_s
+
+
+ring_all_gather_s = ring_reduce_scatter_s
+
+
+def allreduce_s(n_bytes: float, p: int, link: LinkCost) -> tuple[float, str]:
+    """(time, "ring" or "tree"): the faster algorithm for this message, as NCCL's tuner picks."""
+    ring, tree = ring_allreduce_s(n_bytes, p, link), tree_allreduce_s(n_bytes, p, link)
+    return (tree, TREE) if tree < ring else (ring, RING)
+
+
+def hierarchical_allreduce_s(
+    n_bytes: float, per_node: int, nodes: int, intra: LinkCost, inter: LinkCost
+) -> tuple[float, str]:
+    """Reduce-scatter in the node, all-reduce of n/G across nodes, all-gather in the node.
+
+    The algorithm named is the one the inter-node all-reduce picks.
+    """
+    g = per_node
+    across, algorithm = allreduce_s(n_bytes / g, nodes, inter.shared(g))
+    inside = ring_reduce_scatter_s(n_bytes, g, intra) + ring_all_gather_s(n_bytes, g, intra)
+    return inside + across, algorithm
+
+
+def data_parallel_allreduce_s(
+    n_bytes: float,
+    devices: int,
+    per_node: int,
+    intra: LinkCost | None,
+    inter: LinkCost | None,
+) -> tuple[float, str]:
+    """All-reduce of ``n_bytes`` over ``devices`` placed ``per_node`` to a node.
+
+    One node: the intra link, flat. One device per node: the inter link, flat. Otherwise
+    hierarchical. Returns (time, algorithm); one device costs (0, "none").
+    """
+    if devices <= 1:
+        return 0.0, "none"
+    if devices <= per_node:
+        return allreduce_s(n_bytes, devices, _needed(intra, "intra"))
+    nodes = devices // per_node
+    if per_node == 1:
+        return allreduce_s(n_bytes, nodes, _needed(inter, "inter"))
+    t, algorithm = hierarchical_allreduce_s(
+        n_bytes, per_node, nodes, _needed(intra, "intra"), _needed(inter, "inter")
+    )
+    return t, f"hierarchical/{algorithm}"
+
+
+def _needed(link: LinkCost | None, scope: str) -> LinkCost:
+    if link is None:
+        raise ValueError(f"an {scope}-node link is needed for this placement")
+    return link
+
+
+def bucket_sizes(total_bytes: float, bucket_bytes: float) -> list[float]:
+    """DDP's buckets in the order they become ready: full ones, then the remainder."""
+    if total_bytes <= 0:
+        return []
+    full, rest = divmod(total_bytes, bucket_bytes)
+    return [float(bucket_bytes)] * int(full) + ([float(rest)] if rest > 0 else [])
