@@ -575,3 +575,9 @@ for _verb in (scaling, equivalence, slurm, system_, pareto, profile, micro):
     cli.add_command(_verb)
 for _verb in (report, compare, export, import_, train, isoaccuracy):
     cli.add_command(_verb)
+from trainperf.cli_predict import predict  # noqa: E402
+
+cli.add_command(predict)
+from trainperf.cli_predict import catalog  # noqa: E402
+
+cli.add_command(catalog)

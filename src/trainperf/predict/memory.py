@@ -43,7 +43,8 @@ _COUNT_BATCH = 2
 ASSUMPTIONS = (
     "memory: fp32 weights, gradients (4 B/param) and optimizer state (SGD momentum 4 B, "
     "AdamW 8 B/param); DDP bucket copy of the gradients above 1 device; activations = "
-    "outputs of leaf modules counted at batch 1 (2 B/element under fp16/bf16, 4 under "
+    "outputs of leaf modules per sample, counted in one forward pass on the meta device "
+    "(2 B/element under fp16/bf16, 4 under "
     f"fp32/tf32); +{WORKSPACE_FRACTION:.0%} workspace and fragmentation, "
     f"+{GPU_CONTEXT_BYTES / GIB:g} GiB CUDA context on GPUs"
 )

@@ -26,7 +26,6 @@ Per step and device, with B the batch per device:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -34,6 +33,7 @@ from typing import Any
 
 from trainperf import models
 from trainperf.analysis.flops import count_flops
+from trainperf.models.custom import CustomModelError
 from trainperf.predict.comm import LinkCost, bucket_sizes, data_parallel_allreduce_s
 from trainperf.predict.memory import ASSUMPTIONS as MEMORY_ASSUMPTIONS
 from trainperf.predict.memory import memory_breakdown, shape_counts
@@ -83,16 +83,21 @@ def compute_rate(
         raise PredictError(f"{name} has no {precision} peak: allowed {', '.join(allowed)}")
     if single_device_throughput is not None:
         if single_device_throughput <= 0:
-            raise PredictError(f"single-device throughput must be > 0, got {single_device_throughput}")
-        return Compute(1 / single_device_throughput, f"{single_device_throughput:g} samples/s given")
+            raise PredictError(
+                f"single-device throughput must be > 0, got {single_device_throughput}"
+            )
+        return Compute(
+            1 / single_device_throughput,
+            f"one device trains {single_device_throughput:g} samples/s",
+        )
     peak = device.peak_flops(precision)
     if not peak:
         raise PredictError(
             f"{name} has no {precision} peak FLOP/s: give a single-device throughput instead"
         )
-    fraction, source = achieved_fraction, "given"
+    fraction, source = achieved_fraction, ""
     if fraction is None:
-        fraction, source = device.efficiency(precision), "the catalog's default"
+        fraction, source = device.efficiency(precision), " (the catalog's default)"
     if fraction is None:
         raise PredictError(
             f"{name} has no default achieved fraction at {precision}: give one, "
@@ -103,7 +108,7 @@ def compute_rate(
     flops = train_flops_per_sample(model, size)
     return Compute(
         flops / (peak * fraction),
-        f"{flops / 1e9:.3g} GFLOP/sample at {fraction:.1%} ({source}) of "
+        f"{flops / 1e9:.3g} GFLOP/sample at {fraction:.1%}{source} of "
         f"{peak / 1e12:.4g} TFLOP/s {precision} peak",
     )
 
@@ -191,12 +196,15 @@ def predict(
     batches = _device_batches(batch_size, counts, scaling)
     try:
         shapes = shape_counts(model, size)
-    except (models.UnknownModelError, models.SizeError) as exc:
+    except (models.UnknownModelError, models.SizeError, CustomModelError) as exc:
         raise PredictError(str(exc)) from None
     compute = compute_rate(
         model, device, precision, single_device_throughput, achieved_fraction, shapes.size
     )
-    links = {k: LinkCost.of(v) if v is not None else None for k, v in (("intra", intra), ("inter", inter))}
+    links = {
+        k: LinkCost.of(v) if v is not None else None
+        for k, v in (("intra", intra), ("inter", inter))
+    }
     grad_bytes = shapes.trainable_params * GRAD_BYTES[precision]
     buckets = bucket_sizes(grad_bytes, bucket_mb * MIB)
     gpu = getattr(device, "kind", "gpu") != "cpu"
@@ -286,7 +294,3 @@ def _assumptions(
         ),
         MEMORY_ASSUMPTIONS,
     ]
-
-
-def nodes_of(devices: int, per_node: int) -> int:
-    return max(1, math.ceil(devices / per_node))

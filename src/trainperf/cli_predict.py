@@ -1,0 +1,251 @@
+"""The verbs of performance prediction: ``predict`` (scaling of a model on catalog hardware,
+optionally calibrated by this machine's measurements) and ``catalog`` (the hardware known).
+Kept apart from cli.py so each file stays readable; registered there."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trainperf.cli import (
+    BadInput,
+    CountList,
+    PositiveInt,
+    _emit_json,
+    _format_option,
+    _json_option,
+    _one_output,
+    show_table,
+    stdout,
+)
+
+# The model's precisions (trainperf.predict.model.PRECISIONS), listed here so that --help
+# answers without importing torch.
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+
+
+def _catalog_error(exc: Exception) -> BadInput:
+    return BadInput(str(exc.args[0]) if exc.args else str(exc))
+
+
+def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
+    from trainperf.predict.catalog import CatalogError
+
+    if link_id is None:
+        return None
+    try:
+        link = catalog.link(link_id)
+    except CatalogError as exc:
+        raise _catalog_error(exc) from None
+    if link.scope != scope:
+        raise BadInput(
+            f"--{scope} {link_id} is an {link.scope}-node link: give it as --{link.scope}"
+        )
+    return link
+
+
+@click.command()
+@click.option("--model", "-m", required=True, help="zoo model (see `trainperf models`)")
+@click.option(
+    "--device",
+    "device_id",
+    help="catalog device (see `trainperf catalog`); may be left out with --calibrate: "
+    "then this machine's device as measured",
+)
+@click.option("--devices", type=CountList(), required=True, help="device counts, e.g. 1,8,64")
+@click.option("--per-node", type=PositiveInt(), default=8, show_default=True)
+@click.option("--intra", "intra_id", help="intra-node link (per device), e.g. nvlink2")
+@click.option("--inter", "inter_id", help="inter-node link (per node), e.g. ib-edr")
+@click.option("--batch-size", "-b", type=PositiveInt(), default=32, show_default=True)
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True)
+@click.option(
+    "--scaling",
+    type=click.Choice(["weak", "strong"]),
+    default="weak",
+    show_default=True,
+    help="weak: --batch-size per device; strong: --batch-size in all, split",
+)
+@click.option("--size", type=PositiveInt(), help="image side or sequence length (default natural)")
+@click.option(
+    "--single-device-throughput",
+    type=click.FloatRange(min=0, min_open=True),
+    help="measured samples/s of one device at the batch per device (replaces FLOPs/peak)",
+)
+@click.option(
+    "--achieved-fraction",
+    type=click.FloatRange(min=0, max=1, min_open=True),
+    help="fraction of peak FLOP/s a whole training step reaches (default: the catalog's)",
+)
+@click.option(
+    "--bucket-mb",
+    type=click.FloatRange(min=0, min_open=True),
+    default=25.0,
+    show_default=True,
+    help="DDP gradient bucket size in MiB",
+)
+@click.option(
+    "--calibrate",
+    "calibrate_db",
+    type=click.Path(path_type=Path),
+    help="results database of this machine: fit the achieved fraction (or throughput) "
+    "and, for a link flag left out, α and β from `micro collective`",
+)
+@click.option(
+    "--calibrate-device",
+    help="catalog device this machine is, for --calibrate's fraction (default: --device)",
+)
+@_json_option
+@_format_option
+def predict(
+    model: str,
+    device_id: str | None,
+    devices: list[int],
+    per_node: int,
+    intra_id: str | None,
+    inter_id: str | None,
+    calibrate_db: Path | None,
+    calibrate_device: str | None,
+    as_json: bool,
+    table_format: str,
+    **options: Any,
+) -> None:
+    """Predict data-parallel training throughput and scaling efficiency of MODEL on
+    catalog hardware before buying it: compute from FLOPs, peak and achieved fraction,
+    gradient all-reduce in the α–β model, DDP's buckets overlapping the backward pass."""
+    from trainperf import models
+    from trainperf.models.custom import CustomModelError
+    from trainperf.predict.catalog import CatalogError, load_catalog
+    from trainperf.predict.model import PredictError
+    from trainperf.predict.model import predict as run_model
+
+    _one_output(as_json, table_format)
+    try:
+        models.get(model).resolve_size(options["size"])
+    except (models.UnknownModelError, models.SizeError, CustomModelError) as exc:
+        raise BadInput(str(exc)) from None
+    if device_id is None and calibrate_db is None:
+        raise BadInput("give --device (see `trainperf catalog`), or --calibrate DB")
+    if calibrate_device is not None and calibrate_db is None:
+        raise BadInput("--calibrate-device needs --calibrate DB")
+    catalog = load_catalog()
+    machine_id = calibrate_device or device_id
+    try:
+        device = catalog.device(device_id) if device_id else None
+        this_machine = catalog.device(machine_id) if machine_id else None
+    except CatalogError as exc:
+        raise _catalog_error(exc) from None
+    intra, inter = _link(catalog, intra_id, "intra"), _link(catalog, inter_id, "inter")
+
+    calibration, notes = None, []
+    if calibrate_db is not None:
+        same = device_id is None or machine_id == device_id
+        calibration, notes = _calibrate(calibrate_db, model, this_machine, same, options)
+        device = device or calibration.measured_device
+        if device is None:
+            raise BadInput(f"{calibrate_db} holds no ok single-device result of {model}")
+        if intra is None and min(max(devices), per_node) > 1:
+            intra = _fitted_link(calibration, "intra")
+        if inter is None and max(devices) > per_node:
+            inter = _fitted_link(calibration, "inter")
+    try:
+        prediction = run_model(
+            model, device, devices, per_node, intra, inter, **_model_options(options)
+        )
+    except PredictError as exc:
+        raise BadInput(str(exc)) from None
+    prediction["assumptions"] += notes
+    prediction["inputs"]["catalog_digest"] = catalog.digest
+    prediction["calibration"] = calibration.as_dict() if calibration else None
+    _show(prediction, as_json, table_format)
+
+
+def _fitted_link(calibration: Any, scope: str) -> Any:
+    link = calibration.link(scope)
+    if link is None:
+        why = calibration.absent.get("link") or f"the link it fitted is {calibration.link_scope}"
+        raise BadInput(f"give --{scope}: the calibration has no {scope}-node link ({why})")
+    return link
+
+
+def _model_options(options: dict[str, Any]) -> dict[str, Any]:
+    keys = ("batch_size", "precision", "scaling", "single_device_throughput")
+    keys += ("achieved_fraction", "bucket_mb", "size")
+    return {key: options[key] for key in keys}
+
+
+def _calibrate(
+    db: Path, model: str, this_machine: Any, same: bool, options: dict[str, Any]
+) -> tuple[Any, list[str]]:
+    """Fit from ``db``; fill the compute options the user left out; say what was used.
+
+    The measured throughput stands for the target device only when this machine is it
+    (``same``); the achieved fraction carries over to another device's peak.
+    """
+    from trainperf.predict.calibrate import CalibrationError, calibrate
+
+    try:
+        cal = calibrate(
+            db,
+            model,
+            this_machine,
+            precision=options["precision"],
+            batch_size=options["batch_size"],
+            size=options["size"],
+        )
+    except CalibrationError as exc:
+        raise BadInput(str(exc)) from None
+    notes = []
+    given = options["achieved_fraction"] or options["single_device_throughput"]
+    if given:
+        notes.append("calibration: compute as given on the command line, not as measured")
+    elif cal.achieved_fraction is not None:
+        options["achieved_fraction"] = cal.achieved_fraction
+        notes.append(f"calibration: achieved fraction measured on {this_machine.id}")
+    elif cal.single_device_throughput is not None and same:
+        options["single_device_throughput"] = cal.single_device_throughput
+        notes.append(
+            f"calibration: single-device throughput measured at batch {cal.throughput_batch}"
+        )
+    if cal.alpha_s is not None:
+        notes.append("calibration: a link flag left out takes the fitted α and β")
+    notes += [f"calibration: {k} absent: {reason}" for k, reason in cal.absent.items()]
+    return cal, notes
+
+
+def _show(prediction: dict[str, Any], as_json: bool, table_format: str) -> None:
+    if as_json:
+        _emit_json(prediction)
+        return
+    from trainperf.report.predict import assumptions_text, calibration_table, prediction_table
+
+    show_table(prediction_table(prediction), table_format)
+    text = assumptions_text(prediction["assumptions"], markdown=table_format == "md")
+    if table_format == "md":
+        sys.stdout.write("\n" + text)
+    else:
+        stdout.print(text, markup=False, highlight=False)
+    if prediction["calibration"]:
+        if table_format == "md":
+            sys.stdout.write("\n")
+        show_table(calibration_table(prediction["calibration"]), table_format)
+
+
+@click.command()
+@_json_option
+@_format_option
+def catalog(as_json: bool, table_format: str) -> None:
+    """List the devices and links of the hardware catalog that `trainperf predict` uses."""
+    from trainperf.predict.catalog import load_catalog
+
+    _one_output(as_json, table_format)
+    known = load_catalog()
+    if as_json:
+        _emit_json(known.as_dict())
+        return
+    from trainperf.report.catalog import devices_table, links_table
+
+    show_table(devices_table(known), table_format)
+    show_table(links_table(known), table_format)

@@ -1,0 +1,1 @@
+"""Performance prediction: a training step's time from a hardware catalog and a model."""

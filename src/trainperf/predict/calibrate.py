@@ -1,0 +1,285 @@
+"""Fit the performance model's free parameters to what this machine measured, and check it.
+
+From a results database (``trainperf.store``):
+
+(a) compute: the newest ok single-device result of the model (preferring the batch size and
+    model size asked for) gives the achieved fraction of peak,
+        fraction = achieved_tflops × 10¹² / peak FLOP/s of the named catalog device,
+    and, whatever the device, the measured throughput X (samples/s at that batch), which the
+    model can use instead (t_compute = B / X): the way for a CPU with no catalog entry;
+(b) link: every ok ``trainperf micro collective`` all_reduce row (size n bytes, time t on p
+    ranks) of the same system fits
+        t = 2(p−1)·α + 2(p−1)/p · n · (1/β)
+    by least squares (``numpy.linalg.lstsq``) in the two unknowns α and 1/β. Each row is
+    divided by its own t, so the fit minimises relative errors: small messages (latency)
+    and large ones (bandwidth) weigh alike. A negative α or 1/β is refused with the reason:
+    such measurements do not follow the α–β model. The link is an intra-node one when
+    every run was on one node, an inter-node one otherwise;
+(c) check: every stored ok result of the model on that system (one or several devices) is
+    predicted again with the calibrated parameters; the error is (predicted − measured) /
+    measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainperf import models
+from trainperf.predict.model import PredictError, predict
+from trainperf.store import Store
+
+
+class CalibrationError(ValueError):
+    """A database or measurements that cannot calibrate; one line for the user."""
+
+
+@dataclass(frozen=True)
+class MeasuredDevice:
+    """This machine's device as its stored results describe it: no data-sheet peak."""
+
+    id: str
+    name: str
+    kind: str
+    memory_bytes: float | None
+
+    def peak_flops(self, precision: str) -> float | None:
+        return None
+
+    def efficiency(self, precision: str) -> float | None:
+        return None
+
+
+@dataclass(frozen=True)
+class MeasuredLink:
+    """A link with α and β fitted to this machine's all-reduce timings."""
+
+    id: str
+    scope: str
+    bytes_per_s: float
+    latency_s: float
+
+
+@dataclass
+class Calibration:
+    model: str
+    precision: str | None = None
+    system: str | None = None
+    achieved_fraction: float | None = None
+    single_device_throughput: float | None = None
+    throughput_batch: int | None = None
+    alpha_s: float | None = None
+    beta_bytes_per_s: float | None = None
+    link_scope: str | None = None
+    measured_device: MeasuredDevice | None = None
+    fit_rows: list[dict[str, Any]] = field(default_factory=list)
+    sources: dict[str, Any] = field(default_factory=dict)
+    absent: dict[str, str] = field(default_factory=dict)
+
+    def link(self, scope: str) -> MeasuredLink | None:
+        """The fitted link if it was measured as ``scope`` ("intra" when every run was on
+        one node, "inter" otherwise), else None: one scope does not stand for the other."""
+        if self.alpha_s is None or self.beta_bytes_per_s is None or scope != self.link_scope:
+            return None
+        return MeasuredLink("measured", scope, self.beta_bytes_per_s, self.alpha_s)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def fit_alpha_beta(rows: list[tuple[int, float, float]]) -> tuple[float, float, float]:
+    """(α s, β bytes/s, rms relative residual) from (ranks p, bytes n, seconds t) rows."""
+    usable = [(p, n, t) for p, n, t in rows if p >= 2 and t > 0]
+    if len({(p, n) for p, n, _ in usable}) < 2:
+        raise CalibrationError("fewer than 2 distinct all_reduce sizes on 2 or more ranks")
+    p, n, t = (np.array(column, dtype=float) for column in zip(*usable, strict=True))
+    a = np.column_stack([2 * (p - 1), 2 * (p - 1) / p * n]) / t[:, None]
+    (alpha, inverse_beta), *_ = np.linalg.lstsq(a, np.ones_like(t), rcond=None)
+    if inverse_beta <= 0:
+        raise CalibrationError(
+            "the all_reduce times do not grow with the message size (fitted 1/β ≤ 0): "
+            "no bandwidth can be fitted"
+        )
+    if alpha < 0:
+        raise CalibrationError(
+            f"the fitted latency α is negative ({alpha * 1e6:.3g} µs): the small messages "
+            "do not follow the α–β model; measure smaller sizes or more iterations"
+        )
+    residual = a @ np.array([alpha, inverse_beta]) - 1
+    return float(alpha), float(1 / inverse_beta), float(np.sqrt(np.mean(residual**2)))
+
+
+def _devices(case: dict[str, Any]) -> int:
+    return case.get("devices", 1) * case.get("nodes", 1)
+
+
+def _size(result: dict[str, Any]) -> int | None:
+    spec = models.get(result["case"]["model"])
+    return result["metrics"].get(spec.size_name) or result["case"].get(spec.size_name)
+
+
+def _matches(result: dict[str, Any], device_type: str | None, precision: str | None) -> bool:
+    case = result["case"]
+    return (
+        result["status"] == "ok"
+        and (device_type is None or case.get("device") == device_type)
+        and (precision is None or case.get("precision") == precision)
+    )
+
+
+def calibrate(
+    db_path: str | Path,
+    model: str,
+    device: Any | None = None,
+    *,
+    precision: str | None = None,
+    device_type: str | None = None,
+    batch_size: int | None = None,
+    size: int | None = None,
+    system: str | None = None,
+) -> Calibration:
+    """Calibrate from the stored results of ``model`` (see the module docstring).
+
+    ``device`` is the catalog device this machine is (for the achieved fraction);
+    ``device_type`` ("cpu", "cuda") and ``precision`` filter the stored results; ``system``
+    (a fingerprint) defaults to the system of the newest matching single-device result.
+    """
+    path = Path(db_path)
+    if not path.is_file():
+        raise CalibrationError(f"no results database at {path}")
+    with Store(path) as store:
+        results = [r for r in store.results(model) if _matches(r, device_type, precision)]
+        runs = store.micro("collective")
+    singles = [r for r in results if _devices(r["case"]) == 1]
+    if system is None:
+        newest = (singles or results)[-1:] or [None]
+        system = newest[0]["system"]["fingerprint"] if newest[0] else None
+    results = [r for r in results if r["system"]["fingerprint"] == system]
+    singles = [r for r in singles if r["system"]["fingerprint"] == system]
+    cal = Calibration(model=model, precision=precision, system=system)
+    if singles:
+        _compute(cal, singles, device, batch_size, size)
+    else:
+        cal.absent["compute"] = f"no ok single-device result of {model} in {path}"
+    _link(cal, runs, system, device_type)
+    _check(cal, results, device)
+    return cal
+
+
+def _compute(
+    cal: Calibration,
+    singles: list[dict[str, Any]],
+    device: Any | None,
+    batch_size: int | None,
+    size: int | None,
+) -> None:
+    chosen = max(
+        singles,
+        key=lambda r: (r["case"]["batch_size"] == batch_size, _size(r) == size, r["id"]),
+    )
+    case, metrics = chosen["case"], chosen["metrics"]
+    cal.precision = case["precision"]
+    cal.single_device_throughput = metrics["samples_per_s_median"]
+    cal.throughput_batch = case["batch_size"]
+    cal.sources["compute"] = {
+        "result_id": chosen["id"],
+        "created_at": chosen["created_at"],
+        "batch_size": case["batch_size"],
+        "size": _size(chosen),
+        "samples_per_s": metrics["samples_per_s_median"],
+        "achieved_tflops": metrics.get("achieved_tflops"),
+    }
+    info = chosen.get("device") or {}
+    memory = info.get("memory_bytes") or chosen["system"].get("memory_bytes")
+    kind = "gpu" if case.get("device") == "cuda" else "cpu"
+    cal.measured_device = MeasuredDevice(
+        f"measured ({info.get('name', kind)})", info.get("name", kind), kind, memory
+    )
+    peak = device.peak_flops(cal.precision) if device is not None else None
+    if device is None:
+        cal.absent["achieved_fraction"] = "no catalog device named for this machine"
+    elif not peak:
+        cal.absent["achieved_fraction"] = f"{device.id} has no {cal.precision} peak"
+    elif metrics.get("achieved_tflops") is None:
+        cal.absent["achieved_fraction"] = f"result {chosen['id']} has no achieved_tflops"
+    else:
+        cal.achieved_fraction = metrics["achieved_tflops"] * 1e12 / peak
+
+
+def _link(
+    cal: Calibration, runs: list[dict[str, Any]], system: str | None, device_type: str | None
+) -> None:
+    rows, used, local = [], [], []
+    for run in runs:
+        if run["status"] != "ok" or run["system"] != system:
+            continue
+        if device_type is not None and run["params"].get("device") != device_type:
+            continue
+        info = run.get("device") or {}
+        ranks = run["metrics"].get("world_size") or info.get("world_size")
+        found = [
+            (int(ranks), float(r["size_bytes"]), float(r["time_us"]) * 1e-6)
+            for r in run["metrics"].get("rows", [])
+            if r.get("op") == "all_reduce" and not r.get("wrong") and r.get("time_us")
+        ]
+        if ranks and found:
+            rows += found
+            used.append(run["id"])
+            local.append(info.get("local_world_size", ranks) == ranks)
+    if not rows:
+        cal.absent["link"] = "no ok `trainperf micro collective` all_reduce rows on this system"
+        return
+    try:
+        alpha, beta, residual = fit_alpha_beta(rows)
+    except CalibrationError as exc:
+        cal.absent["link"] = str(exc)
+        return
+    cal.alpha_s, cal.beta_bytes_per_s = alpha, beta
+    cal.link_scope = "intra" if all(local) else "inter"
+    cal.sources["link"] = {
+        "micro_ids": used,
+        "rows": len(rows),
+        "ranks": sorted({p for p, _, _ in rows}),
+        "rms_relative_residual": residual,
+    }
+
+
+def _check(cal: Calibration, results: list[dict[str, Any]], device: Any | None) -> None:
+    """(c): predict every stored ok result again; the error of each."""
+    if cal.achieved_fraction is not None:
+        compute: dict[str, Any] = {"achieved_fraction": cal.achieved_fraction}
+    elif cal.single_device_throughput is not None:
+        compute, device = {"single_device_throughput": cal.single_device_throughput}, None
+    else:
+        return
+    device = device if device is not None else cal.measured_device
+    for result in results:
+        if cal.precision is not None and result["case"].get("precision") != cal.precision:
+            continue
+        case, measured = result["case"], result["metrics"]["samples_per_s_median"]
+        count, nodes = _devices(case), case.get("nodes", 1)
+        row = {"result_id": result["id"], "devices": count, "batch_size": case["batch_size"]}
+        row |= {"scaling": case.get("scaling", "weak"), "measured_samples_per_s": measured}
+        try:
+            predicted = predict(
+                model=cal.model,
+                device=device,
+                devices=[count],
+                per_node=case.get("devices", 1),
+                intra=cal.link("intra") if case.get("devices", 1) > 1 else None,
+                inter=cal.link("inter") if nodes > 1 else None,
+                batch_size=case["batch_size"],
+                precision=case["precision"],
+                scaling=case.get("scaling", "weak"),
+                bucket_mb=case.get("bucket_mb") or 25.0,
+                size=_size(result),
+                **compute,
+            )["rows"][0]["samples_per_s"]
+        except PredictError as exc:
+            cal.fit_rows.append(row | {"predicted_samples_per_s": None, "reason": str(exc)})
+            continue
+        error = (predicted - measured) / measured * 100
+        cal.fit_rows.append(row | {"predicted_samples_per_s": predicted, "error_pct": error})

@@ -1,0 +1,326 @@
+"""The hardware catalog: data-sheet figures of devices and links, for performance prediction.
+
+The catalog ships as package data (``trainperf/predict/catalog.yaml``) and is validated
+strictly when loaded: unknown fields are refused, every device has an fp32 peak, every
+precision with a peak has a default efficiency, and every numeric figure has an entry in its
+``sources`` mapping saying where the number comes from. Devices and links are looked up by
+id in explicit dicts; an unknown id gets an error listing the valid ones.
+
+Units follow the names: ``peak_tflops`` (dense TFLOP/s), ``memory_gb`` (decimal GB),
+``memory_bandwidth_gbps`` and ``bandwidth_gbps`` (GB/s, 1e9 bytes/s, per direction),
+``tdp_w``, ``latency_us``. The convenience accessors return SI values (FLOP/s, bytes,
+bytes/s, seconds). ``default_efficiency`` and a link's ``efficiency`` are stated
+assumptions (see the comment at the top of the YAML), not measurements.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, cast
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+Precision = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
+PRECISIONS: tuple[Precision, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8")
+TERA = 1e12
+GIGA = 1e9
+
+_ID = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
+
+Positive = Annotated[float, Field(gt=0)]
+Fraction = Annotated[float, Field(gt=0, le=1)]
+
+
+class CatalogError(KeyError):
+    """An id the catalog does not hold; the message is one line listing the valid ids."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class CatalogFileError(ValueError):
+    """A catalog file that cannot be used; the message is one line naming every problem."""
+
+
+class _Sourced(BaseModel):
+    """An entry whose every numeric figure must have a source."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    if TYPE_CHECKING:  # declared last by each subclass, so that it comes last in dumps
+        sources: dict[str, str]
+
+    # Scalar figures needing a source; mapping figures (peak_tflops...) list their keys.
+    _SCALARS: ClassVar[tuple[str, ...]] = ()
+    _MAPPINGS: ClassVar[tuple[str, ...]] = ()
+
+    def figures(self) -> list[str]:
+        """The names of this entry's figures, as the keys ``sources`` must have."""
+        names = list(self._SCALARS)
+        for mapping in self._MAPPINGS:
+            names += [f"{mapping}.{key}" for key in getattr(self, mapping)]
+        return names
+
+    @model_validator(mode="after")
+    def _every_figure_has_a_source(self) -> _Sourced:
+        figures = self.figures()
+        missing = [name for name in figures if not self.sources.get(name, "").strip()]
+        if missing:
+            raise ValueError(f"no source for {', '.join(missing)}")
+        stray = sorted(set(self.sources) - set(figures))
+        if stray:
+            raise ValueError(
+                f"sources for figures the entry does not have: {', '.join(stray)} "
+                f"(its figures are {', '.join(figures)})"
+            )
+        return self
+
+
+class Device(_Sourced):
+    """One accelerator or CPU as its data sheet describes it."""
+
+    id: str  # its key in the catalog (the loader sets it; the YAML does not repeat it)
+    name: str
+    kind: Literal["gpu", "cpu"]
+    peak_tflops: dict[Precision, Positive]
+    memory_gb: Positive
+    memory_bandwidth_gbps: Positive
+    tdp_w: Positive
+    default_efficiency: dict[Precision, Fraction]
+    note: str | None = None
+    sources: dict[str, str]  # figure ("memory_gb", "peak_tflops.fp16") -> where it comes from
+
+    _SCALARS: ClassVar[tuple[str, ...]] = ("memory_gb", "memory_bandwidth_gbps", "tdp_w")
+    _MAPPINGS: ClassVar[tuple[str, ...]] = ("peak_tflops", "default_efficiency")
+
+    @model_validator(mode="after")
+    def _precisions_agree(self) -> Device:
+        if "fp32" not in self.peak_tflops:
+            raise ValueError("peak_tflops has no fp32 entry: every device needs one")
+        peaks, efficiencies = set(self.peak_tflops), set(self.default_efficiency)
+        if peaks != efficiencies:
+            raise ValueError(
+                "default_efficiency must cover exactly the precisions of peak_tflops: "
+                f"peaks for {', '.join(_ordered(peaks))}, "
+                f"efficiencies for {', '.join(_ordered(efficiencies))}"
+            )
+        return self
+
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        """The precisions this device has a peak for, in the order of PRECISIONS."""
+        return _ordered(self.peak_tflops)
+
+    def peak_flops(self, precision: str) -> float | None:
+        """The data-sheet peak in FLOP/s, or None when the device lacks ``precision``.
+
+        There is no fallback (tf32 to fp32, bf16 to fp16): the caller says it is absent."""
+        tflops = self.peak_tflops.get(_precision(precision))
+        return None if tflops is None else tflops * TERA
+
+    def efficiency(self, precision: str) -> float | None:
+        """The assumed whole-step fraction of peak at ``precision``, None when absent."""
+        return self.default_efficiency.get(_precision(precision))
+
+    @property
+    def memory_bytes(self) -> int:
+        return round(self.memory_gb * GIGA)
+
+    @property
+    def memory_bytes_per_s(self) -> float:
+        return self.memory_bandwidth_gbps * GIGA
+
+
+class Link(_Sourced):
+    """One interconnect: inside a node (per device) or between nodes (per node)."""
+
+    id: str  # its key in the catalog (the loader sets it; the YAML does not repeat it)
+    name: str
+    scope: Literal["intra", "inter"]
+    bandwidth_gbps: Positive
+    latency_us: Annotated[float, Field(ge=0)]
+    efficiency: Fraction
+    note: str | None = None
+    sources: dict[str, str]  # figure ("latency_us", ...) -> where it comes from
+
+    _SCALARS: ClassVar[tuple[str, ...]] = ("bandwidth_gbps", "latency_us", "efficiency")
+
+    @property
+    def bytes_per_s(self) -> float:
+        """The bandwidth large messages reach: bandwidth_gbps x 1e9 x efficiency."""
+        return self.bandwidth_gbps * GIGA * self.efficiency
+
+    @property
+    def peak_bytes_per_s(self) -> float:
+        return self.bandwidth_gbps * GIGA
+
+    @property
+    def latency_s(self) -> float:
+        return self.latency_us * 1e-6
+
+
+class Catalog(BaseModel):
+    """Devices and links keyed by id."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    devices: dict[str, Device]
+    links: dict[str, Link]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _entries_know_their_id(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for section in ("devices", "links"):
+            entries = data.get(section)
+            if not isinstance(entries, dict):
+                continue
+            data[section] = {
+                key: {"id": key, **entry} if isinstance(entry, dict) else entry
+                for key, entry in entries.items()
+            }
+        return data
+
+    @model_validator(mode="after")
+    def _ids_are_plain_keys(self) -> Catalog:
+        for section, entries in (("devices", self.devices), ("links", self.links)):
+            for key, entry in entries.items():
+                if entry.id != key:
+                    raise ValueError(f"{section}.{key}: the key is the id; do not write 'id'")
+        bad = [i for i in [*self.devices, *self.links] if not _ID.match(i)]
+        if bad:
+            raise ValueError(
+                f"ids must be lower-case letters, digits, '-' and '.': {', '.join(bad)}"
+            )
+        return self
+
+    def device(self, device_id: str) -> Device:
+        """The device ``device_id``; CatalogError listing the valid ids when unknown."""
+        if device_id not in self.devices:
+            raise CatalogError(
+                f"unknown device {device_id!r}: valid devices are {', '.join(self.devices)}"
+            )
+        return self.devices[device_id]
+
+    def link(self, link_id: str) -> Link:
+        """The link ``link_id``; CatalogError listing the valid ids when unknown."""
+        if link_id not in self.links:
+            raise CatalogError(f"unknown link {link_id!r}: valid links are {', '.join(self.links)}")
+        return self.links[link_id]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The catalog as plain JSON-able data, with its digest."""
+        return {"digest": self.digest, **self.model_dump(mode="json")}
+
+    @property
+    def digest(self) -> str:
+        """12 hex of SHA-256 over the catalog's canonical JSON, to store with predictions:
+        any change of a figure, efficiency or source changes it; comments do not."""
+        canonical = json.dumps(self.model_dump(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def builtin_path() -> Path:
+    """The catalog shipped with trainperf."""
+    return Path(str(resources.files("trainperf") / "predict" / "catalog.yaml"))
+
+
+def load_catalog(path: str | Path | None = None) -> Catalog:
+    """Load and validate a catalog; ``None`` is the shipped one (loaded once, then cached).
+
+    Raises CatalogFileError with one line naming every problem of the file."""
+    if path is None:
+        return _builtin()
+    return _load(Path(path))
+
+
+@functools.cache
+def _builtin() -> Catalog:
+    return _load(builtin_path())
+
+
+def _load(path: Path) -> Catalog:
+    try:
+        document = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+    except OSError as exc:
+        raise CatalogFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except yaml.MarkedYAMLError as exc:
+        line = f":{exc.problem_mark.line + 1}" if exc.problem_mark else ""
+        raise CatalogFileError(f"{path}{line}: not valid YAML: {exc.problem}") from exc
+    except yaml.YAMLError as exc:
+        raise CatalogFileError(f"{path}: not valid YAML: {_one_line(str(exc))}") from exc
+    if not isinstance(document, dict):
+        raise CatalogFileError(f"{path}: expected a mapping with devices and links")
+    try:
+        return Catalog.model_validate(document)
+    except ValidationError as exc:
+        problems = [_describe(err) for err in exc.errors()]
+        raise CatalogFileError(f"{path}: {'; '.join(problems)}") from None
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (a second device with the
+    same id would otherwise silently replace the first)."""
+
+
+def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping
+)
+
+
+def _describe(err: dict[str, Any]) -> str:
+    """One pydantic problem as ``where: what``, naming the field and what is allowed."""
+    loc = tuple(str(part) for part in err["loc"])
+    where = ".".join(loc) or "catalog"
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        parent, field = ".".join(loc[:-1]) or "catalog", loc[-1]
+        return f"{parent}: unknown field {field!r} (allowed: {', '.join(_allowed(loc))})"
+    if kind == "missing":
+        parent, field = ".".join(loc[:-1]) or "catalog", loc[-1]
+        return f"{parent}: field {field!r} is required"
+    message = err["msg"].removeprefix("Value error, ")
+    if kind == "value_error":
+        return f"{where}: {message}"
+    return f"{where}: {message}, got {err.get('input')!r}"
+
+
+def _allowed(loc: tuple[str, ...]) -> tuple[str, ...]:
+    if len(loc) == 1:
+        return tuple(Catalog.model_fields)
+    model = Device if loc[0] == "devices" else Link
+    return tuple(name for name in model.model_fields if name != "id")
+
+
+def _ordered(precisions: Any) -> tuple[str, ...]:
+    return tuple(p for p in PRECISIONS if p in precisions)
+
+
+def _precision(precision: str) -> Precision:
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}: valid are {', '.join(PRECISIONS)}")
+    return cast(Precision, precision)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

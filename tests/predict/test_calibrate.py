@@ -1,0 +1,164 @@
+"""Calibration recovers the parameters that made synthetic measurements, and checks itself."""
+
+from dataclasses import dataclass
+
+import pytest
+
+import report_fixture
+from trainperf.predict.calibrate import CalibrationError, calibrate, fit_alpha_beta
+from trainperf.predict.comm import LinkCost, ring_allreduce_s
+from trainperf.predict.model import predict, train_flops_per_sample
+from trainperf.store import Store
+
+ALPHA, BETA = 20e-6, 5e9
+FRACTION, PEAK = 0.42, 15e12
+SIZES = [1024 * 4**k for k in range(9)]  # 1 KiB .. 64 MiB
+SYSTEM = {"fingerprint": "synthetic00001", "hostname": "synthetic", "memory_bytes": 64 * 2**30}
+
+
+@dataclass(frozen=True)
+class Device:
+    id: str = "gpu-x"
+    name: str = "GPU X"
+    kind: str = "gpu"
+    memory_bytes: float = 80 * 2**30
+
+    def peak_flops(self, precision):
+        return PEAK if precision == "fp32" else None
+
+    def efficiency(self, precision):
+        return None
+
+
+def _timings(p):
+    return [(p, n, ring_allreduce_s(n, p, LinkCost(ALPHA, BETA))) for n in SIZES]
+
+
+def test_fit_recovers_alpha_and_beta():
+    alpha, beta, residual = fit_alpha_beta(_timings(2) + _timings(4))
+    assert alpha == pytest.approx(ALPHA, rel=0.01) and beta == pytest.approx(BETA, rel=0.01)
+    assert residual < 1e-9
+
+
+def test_fit_refuses_what_the_model_cannot_explain():
+    shrinking = [(2, n, 1.0 / n) for n in SIZES]  # slower for smaller messages only
+    with pytest.raises(CalibrationError, match="1/β"):
+        fit_alpha_beta(shrinking)
+    negative = [(2, n, n / BETA - 1e-4) for n in SIZES[4:]]  # below zero at 0 bytes
+    with pytest.raises(CalibrationError, match="negative"):
+        fit_alpha_beta(negative)
+    with pytest.raises(CalibrationError, match="fewer than 2"):
+        fit_alpha_beta([(2, 1024, 1e-4), (1, 2048, 1e-4)])
+
+
+def _result(devices, batch, samples_per_s, flops):
+    return {
+        "status": "ok",
+        "result_schema": 1,
+        "case": {
+            "model": "cifarnet",
+            "batch_size": batch,
+            "devices": devices,
+            "nodes": 1,
+            "precision": "fp32",
+            "device": "cuda",
+            "scaling": "weak",
+            "bucket_mb": None,
+        },
+        "device": {"name": "GPU X", "type": "cuda", "memory_bytes": 80 * 2**30},
+        "metrics": {
+            "samples_per_s_median": samples_per_s,
+            "achieved_tflops": flops * samples_per_s / 1e12,
+            "image_size": 32,
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def synthetic_db(tmp_path_factory):
+    """Measurements made by the model itself: α, β, and the achieved fraction known."""
+    path = tmp_path_factory.mktemp("cal") / "synthetic.db"
+    flops = train_flops_per_sample("cifarnet", 32)
+    link = MeasuredLink()
+    with Store(path) as store:
+        run_id = store.start_run(SYSTEM)
+        single = FRACTION * PEAK / flops
+        store.add_result(run_id, SYSTEM["fingerprint"], _result(1, 32, single, flops))
+        for devices in (2, 4):
+            predicted = predict(
+                "cifarnet",
+                Device(),
+                [devices],
+                8,
+                link,
+                None,
+                32,
+                "fp32",
+                achieved_fraction=FRACTION,
+            )["rows"][0]["samples_per_s"]
+            store.add_result(run_id, SYSTEM["fingerprint"], _result(devices, 32, predicted, flops))
+        for p in (2, 4):
+            rows = [
+                {"op": "all_reduce", "size_bytes": n, "time_us": t * 1e6, "wrong": 0}
+                for _, n, t in _timings(p)
+            ]
+            store.add_micro(
+                SYSTEM,
+                {"kind": "collective", "device": "cuda"},
+                {
+                    "status": "ok",
+                    "device": {"world_size": p, "local_world_size": p},
+                    "metrics": {"rows": rows, "world_size": p},
+                },
+            )
+    return path
+
+
+@dataclass(frozen=True)
+class MeasuredLink:
+    id: str = "synthetic"
+    scope: str = "intra"
+    bytes_per_s: float = BETA
+    latency_s: float = ALPHA
+
+
+def test_calibration_recovers_what_made_the_measurements(synthetic_db):
+    cal = calibrate(synthetic_db, "cifarnet", Device())
+    assert cal.achieved_fraction == pytest.approx(FRACTION, rel=1e-9)
+    assert cal.alpha_s == pytest.approx(ALPHA, rel=0.01)
+    assert cal.beta_bytes_per_s == pytest.approx(BETA, rel=0.01)
+    assert cal.link_scope == "intra" and cal.precision == "fp32"
+    assert cal.system == SYSTEM["fingerprint"] and cal.throughput_batch == 32
+    assert cal.sources["link"]["ranks"] == [2, 4] and cal.sources["link"]["rows"] == 18
+    assert cal.sources["compute"]["result_id"] == 1
+    assert [r["devices"] for r in cal.fit_rows] == [1, 2, 4]
+    assert all(abs(r["error_pct"]) < 0.5 for r in cal.fit_rows)
+    assert cal.absent == {}
+    assert cal.as_dict()["measured_device"]["kind"] == "gpu"
+
+
+def test_without_a_catalog_device_the_throughput_is_calibrated(synthetic_db):
+    cal = calibrate(synthetic_db, "cifarnet")
+    assert cal.achieved_fraction is None and "no catalog device" in cal.absent["achieved_fraction"]
+    flops = train_flops_per_sample("cifarnet", 32)
+    assert cal.single_device_throughput == pytest.approx(FRACTION * PEAK / flops)
+    assert all(abs(r["error_pct"]) < 0.5 for r in cal.fit_rows)  # same batch everywhere
+
+
+def test_nothing_to_calibrate(synthetic_db, tmp_path):
+    cal = calibrate(synthetic_db, "resnet50")
+    assert "no ok single-device result" in cal.absent["compute"]
+    assert cal.fit_rows == [] and cal.single_device_throughput is None
+    with pytest.raises(CalibrationError, match="no results database"):
+        calibrate(tmp_path / "missing.db", "cifarnet")
+
+
+def test_real_cpu_measurements(tmp_path):
+    """The stored 2-core CPU machine: its throughput, its gloo link, its DDP cases checked."""
+    facts = report_fixture.build(tmp_path / "fixture.db")
+    system = facts["systems"]["a"]
+    cal = calibrate(tmp_path / "fixture.db", "cifarnet", device_type="cpu", system=system)
+    assert cal.measured_device.kind == "cpu" and cal.single_device_throughput > 0
+    assert cal.alpha_s > 0 and cal.beta_bytes_per_s > 0 and cal.link_scope == "intra"
+    assert {r["devices"] for r in cal.fit_rows} == {1, 2}
+    assert all("error_pct" in r for r in cal.fit_rows)

@@ -1,0 +1,273 @@
+"""The hardware catalog: ids, figures against shared/reference/hardware.md, strict loading."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+from rich.console import Console
+
+from trainperf.analysis import peaks
+from trainperf.predict.catalog import (
+    PRECISIONS,
+    Catalog,
+    CatalogError,
+    CatalogFileError,
+    builtin_path,
+    load_catalog,
+)
+from trainperf.report.catalog import devices_table, links_table
+
+DEVICES = (
+    "p100-pcie-16gb",
+    "p100-sxm2-16gb",
+    "v100-pcie-16gb",
+    "v100-sxm2-16gb",
+    "v100-sxm2-32gb",
+    "rtx-2080-ti",
+    "a100-sxm4-80gb",
+    "h100-sxm",
+    "h200-sxm",
+    "xeon-phi-7250",
+)
+LINKS = (
+    "pcie3",
+    "pcie4",
+    "pcie5",
+    "nvlink1",
+    "nvlink2",
+    "nvlink3",
+    "nvlink4",
+    "nvswitch-v100",
+    "ethernet-10g",
+    "ethernet-25g",
+    "ethernet-100g",
+    "ib-edr",
+    "ib-hdr",
+    "ib-ndr",
+    "omnipath",
+    "aries",
+)
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return load_catalog()
+
+
+def _write(tmp_path: Path, document: dict) -> Path:
+    path = tmp_path / "catalog.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def document() -> dict:
+    """The shipped catalog as plain data, to break one thing at a time."""
+    return yaml.safe_load(builtin_path().read_text(encoding="utf-8"))
+
+
+def test_every_listed_id_exists(catalog):
+    for device_id in DEVICES:
+        assert catalog.device(device_id).peak_flops("fp32") > 0
+    for link_id in LINKS:
+        assert catalog.link(link_id).bytes_per_s > 0
+
+
+def test_builtin_catalog_is_loaded_once(catalog):
+    assert load_catalog() is catalog
+
+
+def test_figures_match_reference_hardware_md(catalog):
+    v100 = catalog.device("v100-sxm2-16gb")
+    assert v100.peak_tflops["fp32"] == 15.7
+    assert v100.peak_tflops["fp16"] == 125
+    assert v100.peak_flops("fp16") == pytest.approx(125e12)
+    h200 = catalog.device("h200-sxm")
+    assert h200.memory_gb == 141
+    assert h200.memory_bytes == 141_000_000_000
+    assert h200.memory_bandwidth_gbps == 4800
+    assert h200.memory_bytes_per_s == pytest.approx(4.8e12)
+    assert catalog.link("pcie3").bandwidth_gbps == 15.75
+    assert catalog.link("nvlink2").bandwidth_gbps == 150
+    assert catalog.link("ib-edr").bandwidth_gbps == 12.5
+    assert catalog.link("aries").bandwidth_gbps == 8
+
+
+def test_peaks_agree_with_the_mfu_table(catalog):
+    """analysis/peaks.py (MFU) and the catalog quote the same data sheets."""
+    pairs = {
+        "H200 SXM": "h200-sxm",
+        "H100 SXM5": "h100-sxm",
+        "A100 SXM4": "a100-sxm4-80gb",
+        "V100 SXM2": "v100-sxm2-16gb",
+        "V100 PCIe": "v100-pcie-16gb",
+        "P100 SXM2": "p100-sxm2-16gb",
+        "P100 PCIe 16 GB": "p100-pcie-16gb",
+        "P40": "p40",
+        "RTX 2080 Ti": "rtx-2080-ti",
+    }
+    for peak in peaks.PEAKS:
+        device = catalog.device(pairs[peak.label])
+        for precision, tflops in peak.tflops.items():
+            assert device.peak_tflops[precision] == tflops, (peak.label, precision)
+
+
+def test_absent_precision_is_none_not_a_neighbour(catalog):
+    v100 = catalog.device("v100-sxm2-16gb")
+    assert v100.peak_flops("bf16") is None
+    assert v100.peak_flops("tf32") is None
+    assert v100.efficiency("bf16") is None
+    assert v100.precisions == ("fp32", "fp16")
+    with pytest.raises(ValueError, match="unknown precision 'fp64': valid are fp32, tf32"):
+        v100.peak_flops("fp64")
+
+
+def test_every_figure_has_a_source_and_an_efficiency(catalog):
+    for device in catalog.devices.values():
+        assert set(device.default_efficiency) == set(device.peak_tflops)
+        assert set(device.sources) == set(device.figures())
+        assert all(0 < e <= 1 for e in device.default_efficiency.values())
+    for link in catalog.links.values():
+        assert set(link.sources) == {"bandwidth_gbps", "latency_us", "efficiency"}
+
+
+def test_link_conveniences(catalog):
+    pcie3 = catalog.link("pcie3")
+    assert pcie3.scope == "intra"
+    assert pcie3.bytes_per_s == pytest.approx(15.75e9 * pcie3.efficiency)
+    assert pcie3.peak_bytes_per_s == pytest.approx(15.75e9)
+    assert pcie3.latency_s == pytest.approx(pcie3.latency_us * 1e-6)
+    assert catalog.link("ib-hdr").scope == "inter"
+
+
+def test_unknown_id_lists_the_valid_ones(catalog):
+    with pytest.raises(CatalogError) as raised:
+        catalog.device("v100")
+    message = str(raised.value)
+    assert message.startswith("unknown device 'v100': valid devices are k80, p40, p100-pcie-16gb")
+    assert "h200-sxm" in message and "\n" not in message
+    assert isinstance(raised.value, KeyError)
+    with pytest.raises(CatalogError, match="unknown link 'nvlink': valid links are pcie3, "):
+        catalog.link("nvlink")
+
+
+def test_a_copy_of_the_shipped_file_loads(tmp_path, document, catalog):
+    loaded = load_catalog(_write(tmp_path, document))
+    assert loaded == catalog
+    assert loaded.digest == catalog.digest
+
+
+def test_digest_follows_the_figures(tmp_path, document, catalog):
+    document["links"]["pcie3"]["efficiency"] = 0.7
+    assert load_catalog(_write(tmp_path, document)).digest != catalog.digest
+
+
+def test_missing_source_is_refused_naming_it(tmp_path, document):
+    del document["devices"]["v100-sxm2-16gb"]["sources"]["peak_tflops.fp16"]
+    del document["links"]["ib-edr"]["sources"]["latency_us"]
+    with pytest.raises(CatalogFileError) as raised:
+        load_catalog(_write(tmp_path, document))
+    message = str(raised.value)
+    assert "devices.v100-sxm2-16gb: no source for peak_tflops.fp16" in message
+    assert "links.ib-edr: no source for latency_us" in message
+    assert "\n" not in message
+
+
+def test_empty_source_is_refused(tmp_path, document):
+    document["devices"]["h100-sxm"]["sources"]["tdp_w"] = "  "
+    with pytest.raises(CatalogFileError, match="devices.h100-sxm: no source for tdp_w"):
+        load_catalog(_write(tmp_path, document))
+
+
+def test_source_for_an_absent_figure_is_refused(tmp_path, document):
+    document["devices"]["v100-sxm2-16gb"]["sources"]["peak_tflops.bf16"] = "wishful"
+    with pytest.raises(CatalogFileError, match="sources for figures the entry does not have"):
+        load_catalog(_write(tmp_path, document))
+
+
+def test_unknown_field_is_refused_naming_it(tmp_path, document):
+    document["devices"]["h100-sxm"]["peak_tflop"] = {"fp32": 67}
+    with pytest.raises(CatalogFileError) as raised:
+        load_catalog(_write(tmp_path, document))
+    message = str(raised.value)
+    assert "devices.h100-sxm: unknown field 'peak_tflop' (allowed: name, kind, " in message
+
+
+def test_unknown_precision_is_refused(tmp_path, document):
+    document["devices"]["h100-sxm"]["peak_tflops"]["fp64"] = 34
+    with pytest.raises(CatalogFileError, match=r"devices\.h100-sxm\.peak_tflops\.fp64"):
+        load_catalog(_write(tmp_path, document))
+
+
+def test_device_without_fp32_peak_is_refused(tmp_path, document):
+    entry = document["devices"]["h100-sxm"]
+    del entry["peak_tflops"]["fp32"], entry["default_efficiency"]["fp32"]
+    del entry["sources"]["peak_tflops.fp32"], entry["sources"]["default_efficiency.fp32"]
+    with pytest.raises(CatalogFileError, match="peak_tflops has no fp32 entry"):
+        load_catalog(_write(tmp_path, document))
+
+
+def test_peak_without_efficiency_is_refused(tmp_path, document):
+    entry = document["devices"]["a100-sxm4-80gb"]
+    del entry["default_efficiency"]["tf32"], entry["sources"]["default_efficiency.tf32"]
+    with pytest.raises(CatalogFileError, match="default_efficiency must cover exactly"):
+        load_catalog(_write(tmp_path, document))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("efficiency", 1.5, "links.pcie3.efficiency: Input should be less than or equal to 1"),
+        ("bandwidth_gbps", "fast", "links.pcie3.bandwidth_gbps: Input should be a valid number"),
+        ("scope", "rack", "links.pcie3.scope: Input should be 'intra' or 'inter'"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_field(tmp_path, document, field, value, expected):
+    document["links"]["pcie3"][field] = value
+    with pytest.raises(CatalogFileError, match=expected):
+        load_catalog(_write(tmp_path, document))
+
+
+def test_missing_field_is_refused(tmp_path, document):
+    del document["links"]["aries"]["latency_us"]
+    with pytest.raises(CatalogFileError, match="links.aries: field 'latency_us' is required"):
+        load_catalog(_write(tmp_path, document))
+
+
+def test_duplicate_id_is_refused(tmp_path):
+    path = tmp_path / "catalog.yaml"
+    path.write_text("devices:\n  a: {}\n  a: {}\nlinks: {}\n", encoding="utf-8")
+    with pytest.raises(CatalogFileError, match=r"catalog.yaml:3: not valid YAML: duplicate key"):
+        load_catalog(path)
+
+
+def test_file_that_is_not_a_mapping_is_refused(tmp_path):
+    path = tmp_path / "catalog.yaml"
+    path.write_text("- devices\n", encoding="utf-8")
+    with pytest.raises(CatalogFileError, match="expected a mapping with devices and links"):
+        load_catalog(path)
+
+
+def test_tables_render_every_entry(catalog):
+    console = Console(width=300, record=True)
+    console.print(devices_table(catalog))
+    console.print(links_table(catalog))
+    text = console.export_text()
+    for entry_id in (*catalog.devices, *catalog.links):
+        assert entry_id in text
+    for precision in PRECISIONS:
+        assert precision in text
+
+
+def test_entries_know_their_id(catalog):
+    assert catalog.device("h100-sxm").id == "h100-sxm"
+    assert catalog.link("ib-ndr").id == "ib-ndr"
+    data = catalog.as_dict()
+    assert data["digest"] == catalog.digest
+    assert data["devices"]["h200-sxm"]["memory_gb"] == 141
+
+
+def test_an_id_that_contradicts_its_key_is_refused(tmp_path, document):
+    document["links"]["pcie3"]["id"] = "pcie4"
+    with pytest.raises(CatalogFileError, match="links.pcie3: the key is the id"):
+        load_catalog(_write(tmp_path, document))

@@ -1,0 +1,147 @@
+"""`trainperf predict` and `trainperf catalog` end to end, and every bad input exiting 2."""
+
+import json
+
+import pytest
+
+import report_fixture
+
+V100 = (
+    "predict --model resnet50 --device v100-sxm2-16gb --devices 1,8,16 --per-node 8"
+    " --intra nvlink2 --inter ib-edr --batch-size 64 --precision fp16"
+)
+
+
+def test_v100_cluster_json(run_cli):
+    code, out, err = run_cli(V100 + " --json")
+    assert code == 0, err
+    doc = json.loads(out)
+    rows = doc["rows"]
+    assert [r["devices"] for r in rows] == [1, 8, 16]
+    assert [r["nodes"] for r in rows] == [1, 1, 2]
+    for key in ("samples_per_s", "efficiency", "compute_s", "comm_s", "comm_exposed_s"):
+        assert all(isinstance(r[key], float) for r in rows), key
+    assert all(r["fits"] is True and "comm_fraction" in r for r in rows)
+    assert rows[0]["efficiency"] == 1.0
+    efficiencies = [r["efficiency"] for r in rows]
+    assert efficiencies == sorted(efficiencies, reverse=True)
+    assert doc["inputs"]["intra"] == "nvlink2" and doc["inputs"]["inter"] == "ib-edr"
+    assert doc["assumptions"] and doc["calibration"] is None
+    assert len(doc["inputs"]["catalog_digest"]) == 12
+
+
+def test_table_and_markdown(run_cli):
+    code, out, err = run_cli(V100)
+    assert code == 0, err
+    assert "samples/s" in out and "efficiency" in out and "assumptions:" in out
+    assert "hierarchical/" in out and "14.9 GiB" in out
+    code, out, err = run_cli(V100 + " --format md")
+    assert code == 0, err
+    assert out.lstrip().startswith("**predicted weak scaling") and "| devices |" in out
+    assert "**Assumptions**" in out
+
+
+def test_strong_scaling_and_given_throughput(run_cli):
+    code, out, err = run_cli(
+        "predict --model cifarnet --device a100-sxm4-40gb --devices 1,2,4 --intra nvlink3"
+        " --batch-size 256 --scaling strong --single-device-throughput 20000 --json"
+    )
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    assert [r["device_batch"] for r in rows] == [256, 128, 64]
+    assert rows[0]["compute_s"] == pytest.approx(256 / 20000)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ("--model nonet", "unknown model 'nonet'"),
+        ("--device h900", "unknown device 'h900'"),
+        ("--intra nvlink9", "unknown link 'nvlink9'"),
+        ("--devices 1,8,12", "12 devices is not a whole number of nodes of 8"),
+        ("--inter nvlink2", "--inter nvlink2 is an intra-node link: give it as --intra"),
+        ("--intra ib-edr", "--intra ib-edr is an inter-node link: give it as --inter"),
+        ("--precision bf16", "v100-sxm2-16gb has no bf16 peak: allowed fp32, fp16"),
+        ("--precision fp7", "'fp7' is not one of"),
+        ("--devices 1,0", "positive integers"),
+        ("--scaling strong --devices 1,128", "does not split evenly over 128 devices"),
+        ("--json --format md", "choose one of --json and --format md"),
+        ("--achieved-fraction 1.5", "1.5"),
+    ],
+)
+def test_bad_inputs_exit_2(run_cli, args, message):
+    base = dict(
+        pair.split(" ", 1)
+        for pair in (
+            "--model resnet50",
+            "--device v100-sxm2-16gb",
+            "--devices 1,8,16",
+            "--intra nvlink2",
+            "--inter ib-edr",
+            "--batch-size 64",
+            "--precision fp16",
+        )
+    )
+    given = args.split()
+    flags = {k: v for k, v in base.items() if k not in given}
+    line = " ".join(f"{k} {v}" for k, v in flags.items()) + " " + args
+    code, out, err = run_cli("predict " + line)
+    assert code == 2, (out, err)
+    assert message in err and len(err.strip().splitlines()) == 1 and out == ""
+
+
+def test_missing_inter_and_missing_device_exit_2(run_cli):
+    code, _, err = run_cli("predict --model resnet50 --device v100-sxm2-16gb --devices 16")
+    assert code == 2 and "inter-node link is needed" in err
+    code, _, err = run_cli("predict --model resnet50 --devices 1")
+    assert code == 2 and "give --device" in err
+
+
+def test_calibrated_from_this_machine(run_cli, tmp_path):
+    """A CPU with no catalog entry: throughput and gloo link measured, no --device."""
+    db = tmp_path / "fixture.db"
+    report_fixture.build(db)
+    code, out, err = run_cli(
+        f"predict --model cifarnet --devices 1,2 --batch-size 32 --calibrate {db} --json"
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    cal = doc["calibration"]
+    assert cal["single_device_throughput"] > 0 and cal["alpha_s"] > 0
+    assert doc["inputs"]["device"].startswith("measured") and doc["inputs"]["intra"] == "measured"
+    one, two = doc["rows"]
+    assert one["samples_per_s"] == pytest.approx(cal["single_device_throughput"])
+    assert two["comm_s"] > 0 and two["efficiency"] <= 1
+    assert any("single-device throughput measured" in a for a in doc["assumptions"])
+    code, out, err = run_cli(f"predict --model cifarnet --devices 1,2 --calibrate {db}")
+    assert code == 0, err
+    assert "calibration of cifarnet" in out and "measured/s" in out
+
+
+def test_calibration_bad_inputs_exit_2(run_cli, tmp_path):
+    code, _, err = run_cli(
+        f"predict --model cifarnet --devices 1 --calibrate {tmp_path / 'none.db'}"
+    )
+    assert code == 2 and "no results database" in err
+    code, _, err = run_cli(
+        "predict --model cifarnet --device v100-sxm2-16gb --devices 1 --calibrate-device p40"
+    )
+    assert code == 2 and "--calibrate-device needs --calibrate" in err
+    db = tmp_path / "fixture.db"
+    report_fixture.build(db)
+    code, _, err = run_cli(f"predict --model cifarnet --devices 1,16 --calibrate {db}")
+    assert code == 2 and "give --inter: the calibration has no inter-node link" in err
+    code, _, err = run_cli(f"predict --model resnet50 --devices 1 --calibrate {db}")
+    assert code == 2 and "no ok single-device result of resnet50" in err
+
+
+def test_catalog_lists_devices_and_links(run_cli):
+    code, out, err = run_cli("catalog --json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert "v100-sxm2-16gb" in doc["devices"] and "ib-edr" in doc["links"]
+    code, out, err = run_cli("catalog")
+    assert code == 0, err
+    assert "v100-sxm2-16gb" in out and "nvlink2" in out
+    code, out, _ = run_cli("catalog --format md")
+    assert code == 0 and "| id |" in out

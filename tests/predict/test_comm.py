@@ -1,0 +1,109 @@
+"""The α–β collective costs: known values, limits, and monotonic behaviour."""
+
+import itertools
+import math
+
+import pytest
+
+from trainperf.predict.comm import (
+    LinkCost,
+    allreduce_s,
+    bucket_sizes,
+    data_parallel_allreduce_s,
+    hierarchical_allreduce_s,
+    ring_allreduce_s,
+    ring_reduce_scatter_s,
+    tree_allreduce_s,
+)
+
+LINK = LinkCost(alpha_s=1e-5, beta_bytes_per_s=1e10)
+
+
+def test_ring_and_tree_on_known_inputs():
+    # ring: 2(p-1)α + 2(p-1)/p n/β = 6e-5 + 1.5e9/1e10
+    assert ring_allreduce_s(1e9, 4, LINK) == pytest.approx(0.15006, rel=1e-12)
+    # tree: 2 ceil(log2 p) α + 2 n/β = 4e-5 + 0.2
+    assert tree_allreduce_s(1e9, 4, LINK) == pytest.approx(0.20004, rel=1e-12)
+    assert tree_allreduce_s(0, 5, LINK) == pytest.approx(6e-5)  # ceil(log2 5) = 3
+    assert ring_reduce_scatter_s(1e9, 4, LINK) == pytest.approx(3e-5 + 0.075)
+
+
+def test_one_rank_costs_nothing():
+    for f in (ring_allreduce_s, tree_allreduce_s, ring_reduce_scatter_s):
+        assert f(1e9, 1, LINK) == 0.0
+    assert allreduce_s(1e9, 1, LINK) == (0.0, "ring")
+    assert data_parallel_allreduce_s(1e9, 1, 8, None, None) == (0.0, "none")
+
+
+def test_the_faster_algorithm_is_picked():
+    assert allreduce_s(1e9, 4, LINK) == (pytest.approx(0.15006), "ring")
+    small, algorithm = allreduce_s(1024, 1024, LINK)  # latency-bound: 20 vs 2046 latencies
+    assert algorithm == "tree"
+    assert small == pytest.approx(tree_allreduce_s(1024, 1024, LINK))
+
+
+def test_hierarchical_reduces_to_flat_at_one_node_and_one_device_per_node():
+    intra, inter = LinkCost(2e-6, 1.3e11), LinkCost(5e-6, 1.2e10)
+    for n, g in itertools.product((1e3, 1e6, 1e9), (2, 4, 8)):
+        t, _ = hierarchical_allreduce_s(n, g, 1, intra, inter)
+        assert t == pytest.approx(ring_allreduce_s(n, g, intra), rel=1e-12)
+    for n, nodes in itertools.product((1e3, 1e6, 1e9), (2, 16, 128)):
+        assert hierarchical_allreduce_s(n, 1, nodes, intra, inter) == allreduce_s(n, nodes, inter)
+        assert data_parallel_allreduce_s(n, nodes, 1, None, inter) == allreduce_s(n, nodes, inter)
+
+
+def test_hierarchical_formula():
+    intra, inter = LinkCost(2e-6, 1e11), LinkCost(5e-6, 1e10)
+    n, g, nodes = 1e8, 8, 4
+    expected = (
+        2 * ((g - 1) * 2e-6 + (g - 1) / g * n / 1e11)  # reduce-scatter + all-gather in node
+        + 2 * (nodes - 1) * 5e-6
+        + 2 * (nodes - 1) / nodes * (n / g) / (1e10 / g)  # each local rank gets β/G
+    )
+    t, algorithm = data_parallel_allreduce_s(n, g * nodes, g, intra, inter)
+    assert t == pytest.approx(expected, rel=1e-12) and algorithm == "hierarchical/ring"
+
+
+def test_more_bandwidth_is_never_slower():
+    sizes = [2**k for k in range(0, 31, 3)]
+    betas = [1e8, 1e9, 1e10, 1e11, 1e12]
+    for n, devices, per_node in itertools.product(sizes, (2, 8, 16, 64, 1024), (1, 4, 8)):
+        if devices > per_node and devices % per_node:
+            continue
+        fixed = LinkCost(5e-6, 1e10)
+        for vary in ("intra", "inter"):
+            times = []
+            for beta in betas:
+                link = LinkCost(5e-6, beta)
+                intra, inter = (link, fixed) if vary == "intra" else (fixed, link)
+                times.append(data_parallel_allreduce_s(n, devices, per_node, intra, inter)[0])
+            assert all(b <= a * (1 + 1e-12) for a, b in itertools.pairwise(times)), (
+                n,
+                devices,
+                per_node,
+                vary,
+            )
+
+
+def test_more_bytes_never_cost_less():
+    for devices, per_node in ((4, 8), (64, 8), (32, 1)):
+        intra, inter = LinkCost(2e-6, 1e11), LinkCost(5e-6, 1e10)
+        times = [
+            data_parallel_allreduce_s(2**k, devices, per_node, intra, inter)[0] for k in range(32)
+        ]
+        assert all(b >= a for a, b in itertools.pairwise(times))
+
+
+def test_buckets():
+    assert bucket_sizes(0, 100) == []
+    assert bucket_sizes(250, 100) == [100, 100, 50]
+    assert bucket_sizes(200, 100) == [100, 100]
+    assert bucket_sizes(30, 100) == [30]
+    assert math.fsum(bucket_sizes(1e9 + 7, 25 * 2**20)) == 1e9 + 7
+
+
+def test_missing_link_is_refused():
+    with pytest.raises(ValueError, match="intra"):
+        data_parallel_allreduce_s(1e6, 4, 8, None, None)
+    with pytest.raises(ValueError, match="inter"):
+        data_parallel_allreduce_s(1e6, 16, 8, LINK, None)

@@ -1,0 +1,210 @@
+"""The performance model with hand-made devices and links: formulas, limits, monotonicity."""
+
+import itertools
+from dataclasses import dataclass, field
+
+import pytest
+
+from trainperf.predict.comm import LinkCost, data_parallel_allreduce_s
+from trainperf.predict.model import PredictError, ddp_step, predict, train_flops_per_sample
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Device:
+    id: str = "gpu-x"
+    name: str = "GPU X"
+    kind: str = "gpu"
+    memory_bytes: float = 16 * GIB
+    memory_bandwidth_gbps: float = 900.0
+    peaks: dict = field(default_factory=lambda: {"fp32": 15e12, "fp16": 120e12})
+    fractions: dict = field(default_factory=lambda: {"fp32": 0.5, "fp16": 0.3})
+
+    def peak_flops(self, precision):
+        return self.peaks.get(precision)
+
+    def efficiency(self, precision):
+        return self.fractions.get(precision)
+
+
+@dataclass(frozen=True)
+class Link:
+    id: str
+    scope: str
+    bytes_per_s: float
+    latency_s: float
+
+
+INTRA = Link("fast", "intra", 1.3e11, 5e-6)
+INTER = Link("slow", "inter", 1.2e10, 5e-6)
+COUNTS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+
+
+def run(**overrides):
+    args = dict(
+        model="cifarnet",
+        device=Device(),
+        devices=[1, 2, 8, 16],
+        per_node=8,
+        intra=INTRA,
+        inter=INTER,
+        batch_size=32,
+        precision="fp32",
+    )
+    return predict(**(args | overrides))
+
+
+def test_compute_from_flops_peak_and_fraction():
+    flops = train_flops_per_sample("cifarnet", 32)
+    (one,) = run(devices=[1])["rows"]
+    assert one["compute_s"] == pytest.approx(32 * flops / (15e12 * 0.5), rel=1e-12)
+    (given,) = run(devices=[1], achieved_fraction=0.25)["rows"]
+    assert given["compute_s"] == pytest.approx(2 * one["compute_s"], rel=1e-12)
+    assert one["comm_s"] == one["comm_exposed_s"] == one["comm_fraction"] == 0.0
+    assert one["efficiency"] == 1.0 and one["algorithm"] == "none"
+    assert one["samples_per_s"] == pytest.approx(32 / one["compute_s"])
+
+
+def test_compute_from_single_device_throughput():
+    out = run(devices=[1, 4], single_device_throughput=400.0)
+    one, four = out["rows"]
+    assert one["compute_s"] == pytest.approx(32 / 400) == four["compute_s"]
+    assert four["step_s"] >= four["compute_s"] and four["comm_s"] > 0
+    assert four["comm_exposed_s"] == pytest.approx(four["step_s"] - four["compute_s"])
+    assert four["efficiency"] == pytest.approx(four["compute_s"] / four["step_s"])
+    assert "one device trains 400 samples/s" in out["assumptions"][0]
+
+
+def test_ddp_overlap_schedule():
+    # backward 2 s, two equal buckets ready at 1 + 1 and 1 + 2 s
+    assert ddp_step(1.0, 2.0, [100, 100], lambda n: 0.5) == (3.5, 1.0)
+    assert ddp_step(1.0, 2.0, [100, 100], lambda n: 2.0) == (6.0, 4.0)  # queued
+    # unequal buckets: ready by bytes produced (3/4 then all of the backward)
+    assert ddp_step(0.0, 4.0, [300, 100], lambda n: 0.1) == (pytest.approx(4.1), 0.2)
+    assert ddp_step(1.0, 2.0, [], lambda n: 9.9) == (3.0, 0.0)
+
+
+def test_step_matches_the_schedule_by_hand():
+    out = run(devices=[16], single_device_throughput=1000.0, bucket_mb=0.1)
+    (row,) = out["rows"]
+    grad = out["inputs"]["grad_bytes"]
+    bucket = 0.1 * 2**20
+    sizes = [bucket] * int(grad // bucket) + [grad % bucket]
+    links = LinkCost.of(INTRA), LinkCost.of(INTER)
+    t_c = 32 / 1000
+    step, comm = ddp_step(
+        t_c / 3, 2 * t_c / 3, sizes, lambda n: data_parallel_allreduce_s(n, 16, 8, *links)[0]
+    )
+    assert row["step_s"] == pytest.approx(step) and row["comm_s"] == pytest.approx(comm)
+    assert out["inputs"]["buckets"] == len(sizes) and row["nodes"] == 2
+    assert row["algorithm"].startswith("hierarchical/")
+
+
+def test_16_bit_halves_the_gradient_bytes():
+    fp32, fp16 = (run(precision=p)["inputs"]["grad_bytes"] for p in ("fp32", "fp16"))
+    assert fp32 == 4 * 89_578 == 2 * fp16
+
+
+def test_weak_scaling_efficiency_never_exceeds_one():
+    for intra_beta, inter_beta, per_node in itertools.product(
+        (1e9, 1e11), (1e9, 2.5e10), (1, 4, 8)
+    ):
+        intra = Link("a", "intra", intra_beta, 3e-6)
+        inter = Link("b", "inter", inter_beta, 8e-6)
+        out = run(devices=COUNTS, per_node=per_node, intra=intra, inter=inter)
+        for row in out["rows"]:
+            assert row["efficiency"] <= 1 + 1e-12
+            assert row["step_s"] >= row["compute_s"]
+            assert 0 <= row["comm_fraction"] < 1
+        efficiencies = [row["efficiency"] for row in out["rows"]]
+        assert all(b <= a + 1e-12 for a, b in itertools.pairwise(efficiencies))
+
+
+def test_every_device_count_up_to_1024():
+    """Each count from 1 to 1024 that the placement allows, with several buckets."""
+    for per_node in (1, 8):
+        counts = [c for c in range(1, 1025) if c <= per_node or c % per_node == 0]
+        out = run(
+            model="resnet18",
+            size=64,
+            devices=counts,
+            per_node=per_node,
+            single_device_throughput=3000.0,
+            bucket_mb=5,
+        )
+        assert out["inputs"]["buckets"] == 9 and len(out["rows"]) == len(counts)
+        for row in out["rows"]:
+            assert row["efficiency"] <= 1 + 1e-12 and row["step_s"] >= row["compute_s"]
+
+
+def test_more_bandwidth_is_never_slower():
+    for scope in ("intra", "inter"):
+        steps = []
+        for beta in (1e9, 5e9, 2e10, 1e11, 1e12):
+            links = {"intra": INTRA, "inter": INTER} | {scope: Link("x", scope, beta, 5e-6)}
+            out = run(devices=COUNTS, **links)
+            steps.append([row["step_s"] for row in out["rows"]])
+        for slower, faster in itertools.pairwise(steps):
+            assert all(f <= s * (1 + 1e-12) for s, f in zip(slower, faster, strict=True))
+
+
+def test_more_parameters_never_mean_less_communication():
+    comm = []
+    for model in ("cifarnet", "resnet18", "resnet50", "vgg16"):
+        out = run(model=model, size=64, devices=[64], single_device_throughput=100.0)
+        comm.append((out["inputs"]["trainable_params"], out["rows"][0]["comm_s"]))
+    comm.sort()
+    assert all(b[1] >= a[1] for a, b in itertools.pairwise(comm))
+
+
+def test_strong_scaling_splits_the_batch():
+    out = run(devices=[1, 2, 4, 8], batch_size=64, scaling="strong")
+    rows = {r["devices"]: r for r in out["rows"]}
+    assert [rows[c]["device_batch"] for c in (1, 2, 4, 8)] == [64, 32, 16, 8]
+    assert all(r["global_batch"] == 64 for r in rows.values())
+    assert rows[8]["compute_s"] == pytest.approx(rows[1]["compute_s"] / 8)
+    assert all(r["efficiency"] <= 1 + 1e-12 for r in rows.values())
+    with pytest.raises(PredictError, match="does not split evenly over 3"):
+        run(devices=[3], per_node=4, batch_size=64, scaling="strong")
+    with pytest.raises(PredictError, match="fewer than 1 sample"):
+        run(devices=[16], batch_size=8, scaling="strong")
+
+
+def test_strong_baseline_on_one_device_may_not_fit():
+    args = dict(model="resnet18", size=64, devices=[8], batch_size=512, scaling="strong")
+    free = run(**args)
+    need_8 = free["rows"][0]["memory"]["total_bytes"]
+    tight = run(**args, device=Device(memory_bytes=need_8))
+    assert tight["rows"][0]["fits"] is True
+    assert tight["inputs"]["baseline"] == free["inputs"]["baseline"] | {"fits": False}
+    assert tight["inputs"]["baseline"]["device_batch"] == 512
+    assert tight["rows"][0]["efficiency"] == free["rows"][0]["efficiency"] <= 1
+
+
+def test_bad_inputs():
+    cases = [
+        (dict(devices=[12]), "not a whole number of nodes"),
+        (dict(devices=[16], inter=None), "inter-node link is needed"),
+        (dict(devices=[4], intra=None), "intra-node link is needed"),
+        (dict(intra=INTER), "slow is an inter-node link"),
+        (dict(inter=INTRA), "fast is an intra-node link"),
+        (dict(precision="bf16"), "gpu-x has no bf16 peak: allowed fp32, fp16"),
+        (dict(precision="fp8"), "unknown precision"),
+        (dict(model="nonet"), "unknown model 'nonet'"),
+        (dict(device=Device(fractions={})), "no default achieved fraction"),
+        (dict(achieved_fraction=1.5), "achieved fraction"),
+        (dict(scaling="sideways"), "unknown scaling"),
+        (dict(devices=[0]), "positive integers"),
+        (dict(bucket_mb=0), "bucket size"),
+    ]
+    for overrides, message in cases:
+        with pytest.raises(PredictError, match=message):
+            run(**overrides)
+
+
+def test_one_node_needs_no_inter_link_and_one_device_no_link():
+    assert run(devices=[1, 8], inter=None)["rows"][1]["nodes"] == 1
+    assert run(devices=[1], intra=None, inter=None)["rows"][0]["comm_s"] == 0
+    out = run(devices=[4, 8], per_node=1, intra=None)
+    assert [r["nodes"] for r in out["rows"]] == [4, 8]
