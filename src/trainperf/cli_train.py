@@ -28,14 +28,14 @@ from trainperf.cli import (
     stdout,
 )
 
-TARGET_METRICS = {"top1": "higher", "top5": "higher", "eval_loss": "lower"}
-
 
 def parse_target(text: str) -> tuple[str, float]:
     """``top1=0.80`` -> ("top1", 0.8); bad text is bad input."""
+    from trainperf.convergence.evaluation import HIGHER_IS_BETTER
+
     metric, _, value = text.partition("=")
-    allowed = ", ".join(f"{m}=VALUE" for m in TARGET_METRICS)
-    if metric not in TARGET_METRICS or not value:
+    allowed = ", ".join(f"{m}=VALUE" for m in HIGHER_IS_BETTER)
+    if metric not in HIGHER_IS_BETTER or not value:
         raise BadInput(f"--target '{text}' is not valid: allowed {allowed}")
     try:
         number = float(value)
@@ -49,9 +49,10 @@ def parse_target(text: str) -> tuple[str, float]:
 
 
 def _check_config(config: dict[str, Any], capabilities: dict) -> None:
-    """Everything that can be refused before a process starts: model, data, schedule."""
+    """Everything that can be refused before a process starts: the run's own checks
+    (``TrainConfig``: schedule, sizes; ``check_metric``), and the model and data."""
     from trainperf import models
-    from trainperf.convergence.schedule import ScheduleError, parse_schedule
+    from trainperf.convergence.trainer import TrainConfig, check_metric, requested_size
     from trainperf.datasets import check_source, parse_data
 
     try:
@@ -70,54 +71,54 @@ def _check_config(config: dict[str, Any], capabilities: dict) -> None:
             "--data synthetic has nothing to learn: give cifar10:DIR, imagefolder:DIR, "
             "tokens:FILE or jpeg-sample"
         )
-    causal = spec.task.__class__.__name__ == "CausalLM"
-    metric = config["target_metric"]
-    if spec.is_language_model and metric != "eval_loss" and (metric == "top5" or not causal):
-        raise BadInput(
-            f"--target {metric} is not measured for {spec.name}: "
-            "use eval_loss" + (" or top1 (next-token accuracy)" if causal else "")
-        )
     try:
-        parse_schedule(config["lr_schedule"], config["warmup_epochs"])
-    except ScheduleError as exc:
+        run = TrainConfig(**config)  # ScheduleError and the other field checks
+        requested_size(spec, run)
+        check_metric(spec, run.target_metric)
+    except ValueError as exc:
         raise BadInput(str(exc)) from None
     available = capabilities.get(config["device"])
     if available is None or (config["device"] == "cuda" and available.count < config["devices"]):
+        have = 0 if available is None else available.count
         raise BadInput(
-            f"--device {config['device']} with --devices {config['devices']}: "
-            "this machine does not have that"
+            f"--device {config['device']} with --devices {config['devices']}: this machine "
+            f"has {have} {config['device']} device(s) (`trainperf system` lists them): "
+            "give fewer --devices or --device cpu"
         )
 
 
-def _mllog_path(base: str | None, index: int, runs: int) -> str | None:
+def _mllog_path(base: Path | None, index: int, runs: int) -> str | None:
+    """The log of run ``index``: ``base`` itself for one run, else ``NAME.runK.EXT``."""
     if base is None:
         return None
-    path = Path(base)
-    return str(path if runs == 1 else path.with_name(f"{path.stem}.run{index + 1}{path.suffix}"))
+    return str(base if runs == 1 else base.with_name(f"{base.stem}.run{index + 1}{base.suffix}"))
 
 
 class Progress:
-    """Reads the child's progress file, stores new evaluations, prints a line for each."""
+    """Reads the child's progress file as it grows, stores new evaluations, prints each."""
 
-    def __init__(self, store: Any, run_id: int, path: Path, max_epochs: int, target: str):
+    def __init__(
+        self, store: Any, run_id: int, path: Path, max_epochs: int, metric: str, target: float
+    ) -> None:
         self.store, self.run_id, self.path = store, run_id, path
-        self.max_epochs, self.target = max_epochs, target
+        self.max_epochs, self.metric, self.target = max_epochs, metric, target
         self.evaluations: list[dict[str, Any]] = []
-        self.started = time.monotonic()
-        self._read = 0
+        self._offset = 0  # bytes of whole lines already read
 
     def poll(self) -> None:
         from trainperf.convergence.records import update_run
 
         if not self.path.exists():
             return
-        text = self.path.read_text()
-        complete = text[self._read : text.rfind("\n") + 1]  # whole lines only
+        with self.path.open("rb") as f:
+            f.seek(self._offset)
+            text = f.read()
+        complete = text[: text.rfind(b"\n") + 1]  # whole lines only
         if not complete:
             return
-        self._read += len(complete)
+        self._offset += len(complete)
         fresh = []
-        for line in complete.splitlines():
+        for line in complete.decode().splitlines():
             event = json.loads(line)
             if event.get("event") == "eval":
                 fresh.append({k: v for k, v in event.items() if k != "event"})
@@ -128,13 +129,13 @@ class Progress:
                 self._show(e)
 
     def _show(self, e: dict[str, Any]) -> None:
-        metric = self.target.split("=")[0]
-        value = e.get(metric)
+        value = e.get(self.metric)
         shown = "-" if value is None else f"{value:.4f}"
         eta = e.get("eta_s")
         eta_text = "-" if eta is None else time.strftime("%H:%M:%S", time.gmtime(eta))
         stderr.print(
-            f"epoch {e['epoch']}/{self.max_epochs}  {metric} {shown} (target {self.target})"
+            f"epoch {e['epoch']}/{self.max_epochs}  {self.metric} {shown} "
+            f"(target {self.metric}={self.target:g})"
             f"  eval loss {e.get('eval_loss', float('nan')):.4f}  at {e['time_s']:.1f} s"
             f"  time left ≤ {eta_text}",
             markup=False,
@@ -156,9 +157,15 @@ def _train_once(
     run_id = start_run(store, record, config)
     devices = config["devices"]
     launch = Launch(devices > 1, devices, 1, timeout, f"trainperf-train-{run_id}")
-    target = f"{config['target_metric']}={config['target_value']:g}"
     with tempfile.TemporaryDirectory(prefix="trainperf-train-") as tmp:
-        progress = Progress(store, run_id, Path(tmp) / PROGRESS_FILE, config["max_epochs"], target)
+        progress = Progress(
+            store,
+            run_id,
+            Path(tmp) / PROGRESS_FILE,
+            config["max_epochs"],
+            config["target_metric"],
+            config["target_value"],
+        )
         try:
             with StopFlag().installed() as stop:
                 result = run_job(document, launch, Path(tmp), stop, on_poll=progress.poll)
@@ -177,7 +184,7 @@ def _train_once(
                 f"{len(progress.evaluations)} evaluation(s)",
                 markup=False,
             )
-            _emit_summary(stored, None, as_json=False)
+            _show_run(stored)
             sys.exit(128 + exc.signum)
         progress.poll()
     metrics = result.get("metrics") or {}
@@ -198,7 +205,7 @@ def _train_once(
     return load_run(store, str(run_id))  # type: ignore[return-value]
 
 
-def _emit_summary(run: dict[str, Any], olympic: dict[str, Any] | None, as_json: bool) -> None:
+def _show_run(run: dict[str, Any]) -> None:
     from trainperf.report.convergence import run_table
 
     stdout.print(run_table(run))
@@ -310,7 +317,7 @@ def train(
                 "kind": "train",
                 "config": this,
                 "timeout_s": timeout_s,
-                "mllog": _mllog_path(str(mllog) if mllog else None, index, runs),
+                "mllog": _mllog_path(mllog, index, runs),
                 "system_name": record.get("hostname", "unknown"),
             }
             stderr.print(
@@ -321,7 +328,7 @@ def train(
             run = _train_once(store, record, this, document, timeout_s)
             stored.append(run)
             if not as_json:
-                _emit_summary(run, None, as_json)
+                _show_run(run)
         same = [r for r in load_runs(store, stored[-1]["config_key"]) if r["status"] == "ok"]
     olympic = olympic_mean([r["time_to_target_s"] if r["reached"] else None for r in same])
     if as_json:

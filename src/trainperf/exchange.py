@@ -251,7 +251,8 @@ def export_document(store: Store, system: str | None = None) -> Json:
     chosen = {r["fingerprint"] for r in select_systems(store, system)}
     results = [
         _without_id(r) | {"system": r["system"]["fingerprint"]}
-        for r in select_results(store, system)
+        for r in store.results()
+        if r["system"]["fingerprint"] in chosen
     ]
     # The runs of these systems, and any run a result names (normally one of them).
     run_ids = {r["run_id"] for r in results}

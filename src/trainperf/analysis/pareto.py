@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from trainperf.analysis.scaling import device_count
+
 NO_ENERGY = "no average power recorded (no energy reading on that machine)"
 
 
@@ -38,7 +40,7 @@ def _point(result: dict[str, Any]) -> dict[str, Any]:
         "hostname": result["system"].get("hostname"),
         "system": result["system"]["fingerprint"],
         "device": case["device"],
-        "devices": case.get("devices", 1) * case.get("nodes", 1),
+        "devices": device_count(case),
         "batch_size": case["batch_size"],
         "precision": case["precision"],
         "samples_per_s": m["samples_per_s_median"],

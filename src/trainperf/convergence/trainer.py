@@ -255,15 +255,23 @@ def check_classes(spec: ModelSpec, num_classes: int | None, target_metric: str) 
             f"{spec.name} predicts {task.num_classes} classes but the data has {num_classes}: "
             f"choose a model with {num_classes} classes"
         )
+    check_metric(spec, target_metric)
+
+
+def check_metric(spec: ModelSpec, target_metric: str) -> None:
+    """Refuse an accuracy target the model cannot be scored on (no data needed: the CLI
+    checks it before a process starts)."""
     if target_metric == "eval_loss":
         return
+    task = spec.task
     if not isinstance(task, (ImageClassification, MultipleChoice, CausalLM)):
         raise ValueError(f"{spec.name} has no accuracy to reach: use target_metric eval_loss")
-    classes = num_classes or 0
     if isinstance(task, MultipleChoice):
         classes = task.num_choices
     elif isinstance(task, CausalLM):
         classes = task.vocab_size
+    else:
+        classes = task.num_classes
     if target_metric == "top5" and classes < 5:
         raise ValueError(f"target top5 needs at least 5 classes; {spec.name} here has {classes}")
 

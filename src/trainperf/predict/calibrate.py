@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from trainperf import models
+from trainperf.analysis.scaling import device_count
 from trainperf.predict.model import PredictError, predict
 from trainperf.store import Store
 
@@ -112,10 +113,6 @@ def fit_alpha_beta(rows: list[tuple[int, float, float]]) -> tuple[float, float, 
     return float(alpha), float(1 / inverse_beta), float(np.sqrt(np.mean(residual**2)))
 
 
-def _devices(case: dict[str, Any]) -> int:
-    return case.get("devices", 1) * case.get("nodes", 1)
-
-
 def _size(result: dict[str, Any]) -> int | None:
     spec = models.get(result["case"]["model"])
     return result["metrics"].get(spec.size_name) or result["case"].get(spec.size_name)
@@ -153,7 +150,7 @@ def calibrate(
     with Store(path) as store:
         results = [r for r in store.results(model) if _matches(r, device_type, precision)]
         runs = store.micro("collective")
-    singles = [r for r in results if _devices(r["case"]) == 1]
+    singles = [r for r in results if device_count(r["case"]) == 1]
     if system is None:
         newest = (singles or results)[-1:] or [None]
         system = newest[0]["system"]["fingerprint"] if newest[0] else None
@@ -260,7 +257,7 @@ def _check(cal: Calibration, results: list[dict[str, Any]], device: Any | None) 
         if cal.precision is not None and result["case"].get("precision") != cal.precision:
             continue
         case, measured = result["case"], result["metrics"]["samples_per_s_median"]
-        count, nodes = _devices(case), case.get("nodes", 1)
+        count, nodes = device_count(case), case.get("nodes", 1)
         row = {"result_id": result["id"], "devices": count, "batch_size": case["batch_size"]}
         row |= {"scaling": case.get("scaling", "weak"), "measured_samples_per_s": measured}
         try:

@@ -37,21 +37,18 @@ def plain_table(table: Table) -> dict[str, Any]:
 
 def markdown_table(table: Table) -> str:
     """The table as Markdown, its title (if any) as a bold line above it."""
-    headers = [_plain(column.header).replace("|", "\\|") for column in table.columns]
-    align = [
-        "---:" if column.justify == "right" else ":---:" if column.justify == "center" else "---"
-        for column in table.columns
-    ]
-    rows = [
-        [_plain(cell).replace("|", "\\|") for cell in row]
-        for row in zip(*(list(column.cells) for column in table.columns), strict=True)
-    ]
+    plain = plain_table(table)
+
+    def cells(row: list[str]) -> str:
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |"
+
+    align = {"right": "---:", "center": ":---:"}
     lines = []
-    if table.title:
-        lines += [f"**{_plain(table.title)}**", ""]
-    lines.append("| " + " | ".join(headers) + " |")
-    lines.append("| " + " | ".join(align) + " |")
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    if table.caption:
-        lines += ["", _plain(table.caption)]
+    if plain["title"]:
+        lines += [f"**{' '.join(plain['title'].split())}**", ""]
+    lines.append(cells(plain["headers"]))
+    lines.append("| " + " | ".join(align.get(j, "---") for j in plain["justify"]) + " |")
+    lines += [cells(row) for row in plain["rows"]]
+    if plain["caption"]:
+        lines += ["", " ".join(plain["caption"].split())]
     return "\n".join(lines) + "\n"
