@@ -122,8 +122,15 @@ def test_parse_policy_forms():
 
 @pytest.mark.parametrize(
     "text",
-    ["fixed", "fixed:10", "fixed:1:0", "adaptive:2", "adaptive:0.01:5", "bogus", "fixed:-1:3"],
+    ["fixed", "fixed:10", "fixed:1:0", "adaptive:2", "adaptive:0.01:2", "bogus", "fixed:-1:3"],
 )
 def test_parse_policy_rejects(text):
     with pytest.raises(PolicyError, match="steps"):
         parse_policy(text)
+
+
+def test_an_adaptive_policy_of_few_steps_measures_them_all():
+    # A run's share of a small budget: at least MAX_STEPS when that is under 10.
+    p = parse_policy("adaptive:0.01:5:3")
+    assert (p.max_steps, p.min_steps) == (5, 5)
+    assert parse_policy("adaptive").min_steps == 10

@@ -11,7 +11,11 @@ be tested on synthetic series:
     within DRIFT of the median of the WINDOW before (or a quarter of the time budget is
     spent). Then measure until the 95% confidence interval of the mean step time is within
     ±TARGET of the mean, or MAX_STEPS measured steps, or MAX_SECONDS of measuring.
+    At least 10 steps are measured (MAX_STEPS if it is smaller; it must be 3 or more).
     The stop reason says which ended it.
+
+A case measured in several runs (trainperf.measure.runs) shares its policy between them:
+each run gets a part of W:N or of MAX_STEPS and MAX_SECONDS.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainperf.measure.stats import mean_ci95
+from trainperf.measure.stats import MIN_STEPS_FOR_CI, mean_ci95
 
 STOP_FIXED = "fixed_steps"
 STOP_CI = "ci_target"
@@ -134,10 +138,15 @@ def parse_policy(text: str) -> StepPolicy:
             raise PolicyError(f"steps '{text}' is not valid: allowed {ALLOWED}") from None
         if not 0 < target < 1:
             raise PolicyError(f"steps '{text}': TARGET must be between 0 and 1, e.g. 0.01")
-        if max_steps < default.min_steps or not max_seconds > 0:
+        if max_steps < MIN_STEPS_FOR_CI or not max_seconds > 0:
             raise PolicyError(
-                f"steps '{text}': MAX_STEPS must be at least {default.min_steps} "
+                f"steps '{text}': MAX_STEPS must be at least {MIN_STEPS_FOR_CI} "
                 "and MAX_SECONDS positive"
             )
-        return AdaptivePolicy(ci_target=target, max_steps=max_steps, max_seconds=max_seconds)
+        return AdaptivePolicy(
+            ci_target=target,
+            max_steps=max_steps,
+            max_seconds=max_seconds,
+            min_steps=min(default.min_steps, max_steps),
+        )
     raise PolicyError(f"steps '{text}' is not valid: allowed {ALLOWED}")
