@@ -11,34 +11,43 @@ import pytest
 def test_one_tiny_case_end_to_end_json(tmp_path, run_cli):
     db = tmp_path / "r.db"
     code, out, err = run_cli(
-        "run --model cifarnet --batch-size 4 --image-size 16 --steps fixed:2:5 --device cpu"
-        f" --db {db} --json"
+        "run --model cifarnet --batch-size 4 --image-size 16 --steps fixed:2:6 --runs 3"
+        f" --device cpu --db {db} --json"
     )
     assert code == 0, err
     doc = json.loads(out)
     (result,) = doc["results"]
     assert result["status"] == "ok"
     assert result["case"]["model"] == "cifarnet" and result["case"]["image_size"] == 16
-    assert result["system"]["fingerprint"]
+    assert result["system"]["fingerprint"] and doc["sweep_id"] and doc["order_seed"] >= 0
     m = result["metrics"]
     for key in (
         "samples_per_s_median",
         "samples_per_s_mean",
         "samples_per_s_ci95",
+        "run_samples_per_s",
+        "within_run_cv",
+        "between_run_cv",
+        "runs_needed",
         "cv",
         "jitter",
         "steps_warmup",
         "steps_measured",
-        "stop_reason",
+        "runs_stop_reason",
         "mem_peak_bytes",
-        "step_s",
     ):
         assert key in m, key
-    assert m["steps_warmup"] == 2 and m["steps_measured"] == 5 and len(m["step_s"]) == 5
-    assert m["stop_reason"] == "fixed_steps" and m["image_size"] == 16
+    # Three fresh processes, each with 2 warm-up steps and its share (2) of the 6 measured.
+    runs = result["runs"]
+    assert [r["run_number"] for r in runs] == [1, 2, 3]
+    assert all(r["case"]["steps"] == "fixed:2:2" and len(r["metrics"]["step_s"]) == 2 for r in runs)
+    assert m["steps_warmup"] == 6 and m["steps_measured"] == 6 and m["runs"] == 3
+    assert m["runs_stop_reason"] == "fixed_runs" and m["image_size"] == 16
+    estimates = [r["metrics"]["samples_per_s_median"] for r in runs]
+    assert m["run_samples_per_s"] == estimates
+    assert m["samples_per_s_median"] == pytest.approx(sum(estimates) / 3)
     low, high = m["samples_per_s_ci95"]
-    assert low <= m["samples_per_s_mean"] <= high
-    assert m["samples_per_s_median"] == pytest.approx(4 / sorted(m["step_s"])[2])
+    assert low <= m["samples_per_s_median"] <= high
     assert m["mem_peak_bytes"] > 0
     assert m["mfu"] is None and m["mfu_absent_reason"]
 
@@ -46,7 +55,9 @@ def test_one_tiny_case_end_to_end_json(tmp_path, run_cli):
     code, out, _ = run_cli(f"results --db {db} --json")
     assert code == 0
     stored = json.loads(out)["results"]
-    assert stored[0]["metrics"]["step_s"] == m["step_s"]
+    assert [r["metrics"]["step_s"] for r in stored[0]["runs"]] == [
+        r["metrics"]["step_s"] for r in runs
+    ]
     code, out, _ = run_cli(f"results --db {db} --csv")
     header, row = out.strip().splitlines()
     assert header.startswith("id,created_at") and ",cifarnet,4,16," in row
@@ -54,7 +65,7 @@ def test_one_tiny_case_end_to_end_json(tmp_path, run_cli):
 
 def test_language_model_reports_tokens(tmp_path, run_cli):
     code, out, err = run_cli(
-        "run --model gpt2-small --batch-size 1 --seq-len 8 --steps fixed:1:3 --device cpu"
+        "run --model gpt2-small --batch-size 1 --seq-len 8 --steps fixed:1:3 --runs 1 --device cpu"
         f" --db {tmp_path / 'r.db'} --json"
     )
     assert code == 0, err
@@ -121,6 +132,10 @@ def test_failed_case_is_stored_and_exit_code_is_1(tmp_path, run_cli, monkeypatch
             "image_size 16 is not accepted by inception_v3",
         ),
         (["--model", "resnet18", "--batch-size", "8", "--bogus"], "No such option"),
+        (["--model", "resnet18", "--batch-size", "8", "--runs", "0"], "--runs 0: must be at"),
+        (["--runs", "abc"], "--runs abc: not valid: allowed N (a positive integer) or adaptive"),
+        (["--runs", "adaptive:0.02:2"], "MAX_RUNS must be at least 3"),
+        (["--runs", "2", "--order-seed", "-1"], "--order-seed"),
     ],
 )
 def test_bad_input_one_line_exit_2_nothing_written(tmp_path, run_cli, args, message):

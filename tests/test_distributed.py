@@ -8,7 +8,7 @@ import sys
 import psutil
 import pytest
 
-SMALL = ["--image-size", "16", "--steps", "fixed:1:5", "--device", "cpu"]
+SMALL = ["--image-size", "16", "--steps", "fixed:1:5", "--device", "cpu", "--runs", "1"]
 
 
 def test_weak_and_strong_scaling_on_two_ranks(tmp_path, run_cli):
@@ -19,9 +19,10 @@ def test_weak_and_strong_scaling_on_two_ranks(tmp_path, run_cli):
     assert code == 0
     one, two = json.loads(out)["results"]
     assert one["metrics"]["global_batch"] == 8 and two["metrics"]["global_batch"] == 16
-    m = two["metrics"]
+    m, (run,) = two["metrics"], two["runs"]
     assert m["world_size"] == 2 and two["device"]["backend"] == "gloo"
-    assert len(m["rank_step_s"]) == 2 and all(len(s) == 5 for s in m["rank_step_s"])
+    rank_steps = run["metrics"]["rank_step_s"]
+    assert len(rank_steps) == 2 and all(len(s) == 5 for s in rank_steps)
     assert m["samples_per_s_median"] > 0 and m["rank_spread"] >= 0
     assert "comm_exposed_share" in m and m["compute_step_s_median"] > 0
     assert two["device"]["threads"] == max(1, psutil.cpu_count() // 2)  # cores shared
@@ -47,6 +48,8 @@ def test_weak_and_strong_scaling_on_two_ranks(tmp_path, run_cli):
         expected = row["samples_per_s"] / (row["devices"] * one["metrics"]["samples_per_s_median"])
         assert row["efficiency"] == pytest.approx(expected)
         assert row["speedup"] == pytest.approx(row["efficiency"] * row["devices"])
+        assert row["speedup_ci95"] is None  # one run a side: no interval, and it says so
+        assert "an interval needs 2 on each" in row["interval_absent_reason"]
 
 
 def test_ddp_options_run(tmp_path, run_cli):
@@ -113,7 +116,7 @@ def free_port():
 def test_a_case_across_two_nodes_meets_at_a_loopback_rendezvous(tmp_path):
     suite = tmp_path / "nodes.yaml"
     suite.write_text(
-        "name: nodes\ndefaults: {image_size: 16, steps: 'fixed:1:3', timeout_s: 120}\n"
+        "name: nodes\ndefaults: {image_size: 16, steps: 'fixed:1:4', timeout_s: 120, runs: 2}\n"
         "cases:\n  - {model: cifarnet, batch_size: 4, nodes: 2}\n"
     )
     endpoint = f"127.0.0.1:{free_port()}"
@@ -133,4 +136,5 @@ def test_a_case_across_two_nodes_meets_at_a_loopback_rendezvous(tmp_path):
     assert sorted(r["status"] for r in results) == ["ok", "skipped"]
     (leader,) = [r for r in results if r["status"] == "ok"]
     assert leader["metrics"]["world_size"] == 2 and leader["metrics"]["global_batch"] == 8
+    assert leader["metrics"]["runs"] == 2  # both nodes ran the same two runs
     assert "start this same command on each of the 2 nodes" in outputs[0][1]

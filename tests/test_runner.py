@@ -5,8 +5,9 @@ import json
 import psutil
 
 from trainperf.case import make_case
-from trainperf.runner import run_cases, run_in_child
+from trainperf.runner import run_in_child
 from trainperf.store import Store
+from trainperf.sweep import SweepEvents, run_cases
 
 
 def test_abort_is_recorded_as_crashed(tmp_path, user_nets):
@@ -29,8 +30,8 @@ def test_hang_is_killed_with_its_group(tmp_path, user_nets):
 
 def test_every_result_is_stored_as_it_arrives(tmp_path, user_nets):
     cases = [
-        make_case(model="flakynets:aborts", batch_size=2, image_size=8),
-        make_case(model="cifarnet", batch_size=2, image_size=8, steps="fixed:0:2"),
+        make_case(model="flakynets:aborts", batch_size=2, image_size=8, runs=1),
+        make_case(model="cifarnet", batch_size=2, image_size=8, steps="fixed:0:2", runs=1),
     ]
     system = {"fingerprint": "f" * 16, "hostname": "h"}
     seen = []
@@ -38,9 +39,11 @@ def test_every_result_is_stored_as_it_arrives(tmp_path, user_nets):
 
         def on_result(index, result):
             # stored (and committed) before the next case starts
-            seen.append([r["status"] for r in store.results()])
+            seen.append((result["status"], [r["status"] for r in store.results()]))
 
-        results = run_cases(cases, store, system, on_result=on_result)
-    assert [r["status"] for r in results] == ["crashed", "ok"]
-    assert seen == [["crashed"], ["crashed", "ok"]]
+        events = SweepEvents(on_result=on_result)
+        results = run_cases(cases, store, system, events=events)
+    assert [r["status"] for r in results] == ["crashed", "ok"]  # in the order given
+    assert [len(stored) for _, stored in seen] == [1, 2]
+    assert all(status == stored[-1] for status, stored in seen)
     assert json.dumps(results)  # result documents stay JSON-serializable

@@ -23,7 +23,7 @@ def test_round_trip_and_schema_version(tmp_path):
     path = tmp_path / "r.db"
     with Store(path) as store:
         assert store.schema_version == SCHEMA_VERSION
-        run = store.start_run(SYSTEM, label="t")
+        run = store.start_sweep(SYSTEM, label="t")
         store.add_result(
             run, SYSTEM["fingerprint"], result(samples_per_s_median=12.5, step_s=[0.1, 0.2])
         )
@@ -33,17 +33,17 @@ def test_round_trip_and_schema_version(tmp_path):
         rows = store.results()
         assert [r["case"]["model"] for r in rows] == ["resnet18", "bert-squad"]
         assert rows[0]["metrics"] == {"samples_per_s_median": 12.5, "step_s": [0.1, 0.2]}
-        assert rows[0]["system"] == SYSTEM
+        assert rows[0]["system"] == SYSTEM and rows[0]["runs"] == []
         assert rows[1]["status"] == "oom" and rows[1]["error"]["message"] == "boom"
         assert [r["case"]["model"] for r in store.results("bert-squad")] == ["bert-squad"]
 
 
 def test_same_system_is_stored_once(tmp_path):
     with Store(tmp_path / "r.db") as store:
-        store.start_run(SYSTEM)
-        store.start_run(SYSTEM)
+        store.start_sweep(SYSTEM)
+        store.start_sweep(SYSTEM)
         assert store.db.execute("SELECT count(*) FROM systems").fetchone()[0] == 1
-        assert store.db.execute("SELECT count(*) FROM runs").fetchone()[0] == 2
+        assert store.db.execute("SELECT count(*) FROM sweeps").fetchone()[0] == 2
 
 
 def test_newer_schema_is_refused(tmp_path):
@@ -71,11 +71,11 @@ def test_check_writable(tmp_path):
 
 
 def test_version_1_database_is_migrated_keeping_its_rows(tmp_path):
-    from trainperf.store import _SCHEMA_V1
+    from trainperf.store_schema import SCHEMA_V1
 
     path = tmp_path / "old.db"
     db = sqlite3.connect(path)
-    db.executescript(_SCHEMA_V1)
+    db.executescript(SCHEMA_V1)
     db.execute("INSERT INTO systems VALUES ('abc123', 'node1', '{}', 'then')")
     db.execute("INSERT INTO runs VALUES ('r1', 'then', 'abc123', NULL)")
     db.execute(
@@ -89,13 +89,14 @@ def test_version_1_database_is_migrated_keeping_its_rows(tmp_path):
     with Store(path) as store:
         assert store.schema_version == SCHEMA_VERSION
         (row,) = store.results()
-        assert row["case"] == {"model": "resnet18"} and row["suite_version"] is None
+        assert row["case"] == {"model": "resnet18", "runs": 1} and row["suite_version"] is None
+        assert row["sweep_id"] == "r1" and len(row["runs"]) == 1  # the one process it was
         assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 def test_finished_cases_of_a_suite_version(tmp_path):
     with Store(tmp_path / "r.db") as store:
-        run = store.start_run(SYSTEM)
+        run = store.start_sweep(SYSTEM)
         fp = SYSTEM["fingerprint"]
         store.add_result(run, fp, result(), suite=("s", "v1"), case_key="k1")
         store.add_result(run, fp, result(status="oom"), suite=("s", "v1"), case_key="k2")
@@ -116,9 +117,44 @@ def test_max_batch_round_trip(tmp_path):
         assert found["batch_size"] == 40  # the newest search wins
 
 
+def test_runs_wait_for_their_result_then_belong_to_it(tmp_path):
+    with Store(tmp_path / "r.db") as store:
+        sweep = store.start_sweep(SYSTEM, order_seed=7)
+        fp = SYSTEM["fingerprint"]
+        run = result(samples_per_s_median=10.0, step_s=[0.4]) | {"run_number": 1}
+        uid = store.add_run(sweep, fp, run, suite_version="v1", case_key="k1")
+        store.add_run(sweep, fp, run | {"run_number": 2, "status": "crashed"}, case_key="k1")
+        (pending,) = store.pending_runs(fp, "v1", "k1")  # ok runs only, of that suite case
+        assert pending["uid"] == uid and pending["result_uid"] is None
+        assert store.pending_runs(fp, "v2", "k1") == []
+        later = result(samples_per_s_median=11.0, step_s=[0.35]) | {"run_number": 2}
+        store.add_result(sweep, fp, result() | {"runs": [pending, later]}, case_key="k1")
+        (stored,) = store.results()
+        assert [r["run_number"] for r in stored["runs"]] == [1, 2]
+        assert {r["result_uid"] for r in stored["runs"]} == {stored["uid"]}
+        assert store.pending_runs(fp, "v1", "k1") == []
+        assert len(store.runs()) == 3  # the crashed run is kept, in no result
+        assert store.sweeps()[0]["order_seed"] == 7
+
+
+def test_copy_of_an_old_database_writes_nothing_to_it(tmp_path):
+    from trainperf.store_schema import SCHEMA_V1
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript(SCHEMA_V1)
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    with Store.copy_of(path) as copy:
+        assert copy.schema_version == SCHEMA_VERSION and copy.results() == []
+    assert path.read_bytes() == before
+
+
 def _write_many(path, writer, count):
     with Store(path) as store:
-        run = store.start_run(SYSTEM, label=f"writer {writer}")
+        run = store.start_sweep(SYSTEM, label=f"writer {writer}")
         for index in range(count):
             store.add_result(run, SYSTEM["fingerprint"], result(f"m{writer}", index=index))
 
@@ -143,11 +179,11 @@ def test_concurrent_writers_lose_nothing(tmp_path):
 
 
 def test_version_3_database_gets_a_uid_on_every_row(tmp_path):
-    from trainperf.store import _SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3
+    from trainperf.store_schema import SCHEMA_V1, SCHEMA_V2, SCHEMA_V3
 
     path = tmp_path / "v3.db"
     db = sqlite3.connect(path)
-    for script in (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3):
+    for script in (SCHEMA_V1, SCHEMA_V2, SCHEMA_V3):
         db.executescript(script)
     db.execute("INSERT INTO systems VALUES ('abc123', 'node1', '{}', 'then')")
     db.execute("INSERT INTO runs VALUES ('r1', 'then', 'abc123', NULL)")
@@ -170,7 +206,7 @@ def test_version_3_database_gets_a_uid_on_every_row(tmp_path):
     db.close()
     with Store(path) as store:
         assert store.schema_version == SCHEMA_VERSION
-        run = store.start_run(SYSTEM)
+        run = store.start_sweep(SYSTEM)
         store.add_result(run, SYSTEM["fingerprint"], result())
         store.add_micro(SYSTEM, {"kind": "memory"}, {"status": "ok", "metrics": {}})
         store.add_max_batch("abc123", "key", {}, 8, [])

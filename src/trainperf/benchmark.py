@@ -38,6 +38,7 @@ from trainperf import models
 from trainperf.analysis.flops import count_flops
 from trainperf.analysis.peaks import peak_flops
 from trainperf.case import Case
+from trainperf.case_result import INPUT_BOUND_SHARE
 from trainperf.measure.loop import StepRecord, measure_steps
 from trainperf.measure.memory import read_peak, reset_peak
 from trainperf.measure.policy import parse_policy
@@ -46,10 +47,6 @@ from trainperf.measure.stats import instability_reasons, summarize
 from trainperf.measure.timer import make_timer
 from trainperf.system import cpu_name
 from trainperf.train import build_training_step
-
-RESULT_SCHEMA = 1
-# Above this share of step time spent waiting for data, a case is input-bound.
-INPUT_BOUND_SHARE = 0.1
 
 
 def device_info(device: torch.device) -> dict[str, Any]:

@@ -17,6 +17,8 @@ from trainperf import models
 from trainperf.datasets import DataError, check_source, parse_data
 from trainperf.datasets.source import FORMS as DATA_FORMS
 from trainperf.measure.policy import PolicyError, parse_policy
+from trainperf.measure.runs import ALLOWED as RUNS_ALLOWED
+from trainperf.measure.runs import RunsError, parse_runs
 
 # TF32 tensor-core math exists from compute capability 8.0 (Ampere) on.
 TF32_MIN_CAPABILITY = (8, 0)
@@ -63,7 +65,10 @@ class Case(BaseModel):
     grad_compression: Literal["none", "fp16", "bf16"] = "none"
     static_graph: bool = False
     grad_accum: int = Field(default=1, gt=0, description="micro-batches per optimizer step")
-    steps: str = "adaptive"
+    steps: str = Field(default="adaptive", description="step policy, shared by the runs")
+    runs: int | str = Field(
+        default="adaptive", description="independent runs (worker processes) measuring it"
+    )
     channels_last: bool = False
     compile: bool = False
     threads: int | None = Field(default=None, gt=0, description="torch intra-op threads")
@@ -75,6 +80,22 @@ class Case(BaseModel):
     @classmethod
     def _steps_parse(cls, value: str) -> str:
         parse_policy(value)  # raises PolicyError (a ValueError) with the allowed forms
+        return value
+
+    @field_validator("runs", mode="before")
+    @classmethod
+    def _runs_number(cls, value: object) -> object:
+        # "3" from a flag or a quoted YAML value is the number 3.
+        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+            return int(value)
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise RunsError(f"not valid: allowed {RUNS_ALLOWED}")
+        return value
+
+    @field_validator("runs")
+    @classmethod
+    def _runs_parse(cls, value: int | str) -> int | str:
+        parse_runs(value)  # raises RunsError (a ValueError) with the allowed forms
         return value
 
     @field_validator("data")
@@ -293,6 +314,7 @@ __all__ = [
     "DeviceKind",
     "HardwareAbsent",
     "PolicyError",
+    "RunsError",
     "check_case",
     "make_case",
 ]

@@ -9,6 +9,7 @@ waiting for torch to import.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import sys
@@ -237,7 +238,15 @@ def _open_machine(db: Path) -> tuple[dict, dict]:
     "--steps",
     default="adaptive",
     show_default=True,
-    help="fixed:W:N or adaptive[:TARGET[:MAX_STEPS[:MAX_SECONDS]]]",
+    help="fixed:W:N or adaptive[:TARGET[:MAX_STEPS[:MAX_SECONDS]]]: the step budget of "
+    "a case, shared by its runs",
+)
+@click.option(
+    "--runs",
+    default="adaptive",
+    show_default=True,
+    help="independent runs (fresh processes) per case: N, or adaptive[:TARGET[:MAX_RUNS"
+    "[:MAX_SECONDS]]] (at least 3, more until the between-run 95%% CI is within ±TARGET)",
 )
 @_case_options
 @click.option(
@@ -269,12 +278,18 @@ def _open_machine(db: Path) -> tuple[dict, dict]:
     help="set a case field in every case of the suite, e.g. --set device=cpu",
 )
 @click.option("--fresh", is_flag=True, help="measure every case again, even those already done")
+@click.option(
+    "--order-seed",
+    type=click.IntRange(min=0),
+    help="seed of the shuffled order of the runs (default: a random one, stored)",
+)
 @click.pass_context
 def run(
     ctx: click.Context,
     suite_name: str | None,
     overrides: tuple[str, ...],
     fresh: bool,
+    order_seed: int | None,
     rdzv_endpoint: str | None,
     db: Path,
     as_json: bool,
@@ -282,12 +297,14 @@ def run(
 ) -> None:
     """Run a suite (a built-in name or a YAML file; default: quick) or one case from flags.
 
-    A rerun of a suite against the same database resumes: cases with an ok result for
-    this system and suite version are not measured again (--fresh measures them all).
+    Every case is measured in several independent runs (fresh processes), the runs of
+    all cases interleaved in a shuffled order. A rerun of a suite against the same
+    database resumes: cases with an ok result for this system and suite version are not
+    measured again, and a case cut short keeps its finished runs (--fresh measures all).
     """
     from trainperf.case import CaseError, check_case, make_case
-    from trainperf.runner import SweepItem
     from trainperf.suite import SuiteError, resolve
+    from trainperf.sweep import SweepItem
 
     given = [
         param.opts[0]
@@ -299,9 +316,12 @@ def run(
         raise BadInput(f"{', '.join(given)} describe one case and need --model")
     if flags["model"] is not None and (suite_name is not None or overrides):
         raise BadInput("give a suite (with --set) or --model, not both")
+    _check_runs(flags["runs"])
     record, capabilities = _open_machine(db)
     suite = None
     if flags["model"] is None:
+        if ctx.get_parameter_source("runs") is not click.core.ParameterSource.DEFAULT:
+            overrides += (f"runs={flags['runs']}",)  # --runs sets the runs of every case
         try:
             suite = resolve(suite_name or "quick")
             if overrides:
@@ -326,13 +346,14 @@ def run(
         except CaseError as exc:
             raise BadInput(str(exc)) from None
 
-    _tell_other_nodes(items, rdzv_endpoint)
-    outcome = _sweep(items, db, record, suite, fresh, rdzv_endpoint)
+    order_seed = _tell_other_nodes(items, rdzv_endpoint, order_seed)
+    outcome = _sweep(items, db, record, suite, fresh, rdzv_endpoint, order_seed)
     if as_json:
         _emit_json(
             {
                 "suite": suite.summary() if suite else None,
-                "run_id": outcome.run_id,
+                "sweep_id": outcome.sweep_id,
+                "order_seed": outcome.order_seed,
                 "interrupted": outcome.interrupted,
                 "counts": outcome.counts(),
                 "results": outcome.results,
@@ -345,7 +366,9 @@ def run(
         title = f"trainperf on {record['hostname']}" + (f": suite {suite.name}" if suite else "")
         stdout.print(results_table(outcome.results, title=title))
         stdout.print(summary_table(outcome.results))
-        stderr.print(f"stored in {db} (run {outcome.run_id})")
+        stderr.print(
+            f"stored in {db} (sweep {outcome.sweep_id}, run order seed {outcome.order_seed})"
+        )
     if outcome.interrupted:
         stderr.print(
             f"interrupted by {outcome.interrupted}: {outcome.not_run} case(s) not run; "
@@ -356,14 +379,30 @@ def run(
         sys.exit(EXIT_FAILED_CASES)
 
 
-def _tell_other_nodes(items: list, rdzv_endpoint: str | None) -> None:
-    """Cases on several nodes need the same command on every node: print it."""
+def _check_runs(runs: str) -> None:
+    """``--runs`` must be a run policy (trainperf.measure.runs)."""
+    from trainperf.measure.runs import RunsError, parse_runs
+
+    try:
+        parse_runs(runs)
+    except RunsError as exc:
+        raise BadInput(f"--runs {runs}: {exc}") from None
+
+
+def _tell_other_nodes(items: list, rdzv_endpoint: str | None, order_seed: int | None) -> int | None:
+    """Cases on several nodes need the same command on every node, with the same order of
+    runs: print it; return the order seed (one chosen here when none was given)."""
     nodes = max((item.fields.get("nodes", 1) for item in items), default=1)
     if nodes == 1:
-        return
+        return order_seed
     from trainperf.dist import LOOPBACK_ENDPOINT
 
     command = ["trainperf", *sys.argv[1:]]
+    if order_seed is None:
+        # The nodes shuffle alike without talking: a seed from the cases themselves.
+        cases = json.dumps([item.fields for item in items], sort_keys=True)
+        order_seed = int(hashlib.sha256(cases.encode()).hexdigest()[:8], 16)
+        command += ["--order-seed", str(order_seed)]
     if rdzv_endpoint is None:
         command += ["--rdzv-endpoint", LOOPBACK_ENDPOINT]
         stderr.print(
@@ -373,17 +412,24 @@ def _tell_other_nodes(items: list, rdzv_endpoint: str | None) -> None:
         )
     stderr.print(f"start this same command on each of the {nodes} nodes:")
     stderr.print("  " + " ".join(command), soft_wrap=True)
+    return order_seed
 
 
 def _sweep(
-    items: list, db: Path, record: dict, suite: Any, fresh: bool, rendezvous: str | None = None
+    items: list,
+    db: Path,
+    record: dict,
+    suite: Any,
+    fresh: bool,
+    rendezvous: str | None = None,
+    order_seed: int | None = None,
 ) -> Any:
     from trainperf.report.sweep import SweepDisplay
-    from trainperf.runner import SweepEvents, run_sweep
     from trainperf.store import Store
+    from trainperf.sweep import SweepEvents, run_sweep
 
     with Store(db) as store, SweepDisplay(stderr, len(items)) as display:
-        events = SweepEvents(display.on_start, display.on_probe, display.on_result)
+        events = SweepEvents(display.on_start, display.on_probe, display.on_run, display.on_result)
         return run_sweep(
             items,
             store,
@@ -393,6 +439,7 @@ def _sweep(
             events=events,
             label=f"suite {suite.name} {suite.version}" if suite else None,
             rendezvous=rendezvous,
+            order_seed=order_seed,
         )
 
 

@@ -1,22 +1,18 @@
-"""Runs cases, each in its own child process, and stores every result as it arrives.
+"""Runs one job (a run of a case, a micro-benchmark, a training run) in a child process.
 
-The parent never imports a model or touches a device: a case that exhausts memory,
-segfaults or hangs takes only its own process down. Protocol with trainperf.worker:
-the case as JSON in a file, the result as JSON in another; the child's stderr goes to a
-file whose tail is kept when the child dies without a result.
+The parent never measures in its own process: a case that exhausts memory, segfaults or
+hangs takes only its own child down. Protocol with trainperf.worker: the job as JSON in a
+file, the result as JSON in another; the child's stderr goes to a file whose tail is kept
+when the child dies without a result. The sweep over many cases is trainperf.sweep.
 
 Statuses added here: ``crashed`` (exited or was killed without writing a result: the exit
-code or signal and the tail of stderr are kept), ``timeout`` (ran past the case's
-``timeout_s``: the child's whole process group is killed) and ``skipped`` (excluded by the
-suite, needing hardware that is absent, or a larger batch of a case that already ran out
-of memory; the reason is kept).
+code or signal and the tail of stderr are kept) and ``timeout`` (ran past the case's
+``timeout_s``: the child's whole process group is killed).
 
-Interruption: during a sweep SIGINT (Ctrl-C) and SIGTERM only raise a flag. The parent
-polls it while it waits for the child, kills the child's process group, and stops before
-the next case; results already stored stay. If the parent itself is killed (SIGKILL), the
-child follows it (the worker asks the kernel for that, see trainperf.worker), and a rerun
-of the suite resumes: cases with an ok result for this system and suite version are taken
-from the store instead of being measured again.
+Interruption: SIGINT (Ctrl-C) and SIGTERM only raise a flag (``StopFlag``). The parent
+polls it while it waits for the child, kills the child's process group and raises
+``Interrupted``. If the parent itself is killed (SIGKILL), the child follows it (the
+worker asks the kernel for that, see trainperf.worker).
 """
 
 from __future__ import annotations
@@ -29,27 +25,24 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from trainperf.benchmark import RESULT_SCHEMA
-from trainperf.case import Case, label_of
+from trainperf.case import Case
+from trainperf.case_result import RUN_SCHEMA
 from trainperf.lifeline import PARENT_PID_ENV
-from trainperf.store import Store
 
 STDERR_TAIL_CHARS = 4000
 # How often the parent looks at the child and the interrupt flag while it waits.
 POLL_S = 0.25
 # How long the workers get to write their stacks before a timed-out case is killed.
 STACK_WAIT_S = 1.0
-FAILED_STATUSES = ("oom", "timeout", "crashed", "error")
 
 
 class Interrupted(Exception):  # noqa: N818 - it names what happened, like KeyboardInterrupt
@@ -316,244 +309,10 @@ def _kill_tree(child: subprocess.Popen) -> None:
 def _failure(case: dict[str, Any], status: str, message: str, stderr_path: Path) -> dict[str, Any]:
     tail = stderr_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
     return {
-        "result_schema": RESULT_SCHEMA,
+        "result_schema": RUN_SCHEMA,
         "status": status,
         "case": case,
         "device": None,
         "metrics": {},
         "error": {"type": status, "message": message, "stderr_tail": tail},
     }
-
-
-def unmeasured_result(
-    fields: dict[str, Any], status: str, message: str, error_type: str | None = None
-) -> dict[str, Any]:
-    """The result of a case that was never measured (skipped, or failed before it ran)."""
-    return {
-        "result_schema": RESULT_SCHEMA,
-        "status": status,
-        "case": fields,
-        "device": None,
-        "metrics": {},
-        "error": {"type": error_type or status, "message": message},
-    }
-
-
-@dataclass(frozen=True)
-class SweepItem:
-    """One case of a sweep. ``fields`` is a full case dump whose ``batch_size`` may be
-    ``"max"``; ``key`` identifies it within its suite (None: never resumed)."""
-
-    fields: dict[str, Any]
-    key: str | None = None
-    skip_reason: str | None = None
-
-    @property
-    def label(self) -> str:
-        return label_of(self.fields)
-
-    @classmethod
-    def of(cls, case: Case) -> SweepItem:
-        return cls(case.model_dump())
-
-
-@dataclass
-class SweepEvents:
-    """Callbacks for progress display; all optional."""
-
-    on_start: Callable[[int, SweepItem], None] = lambda index, item: None
-    on_probe: Callable[[int, Any], None] = lambda index, probe: None
-    on_result: Callable[[int, dict[str, Any]], None] = lambda index, result: None
-
-
-@dataclass
-class SweepOutcome:
-    results: list[dict[str, Any]] = field(default_factory=list)
-    run_id: str | None = None
-    interrupted: str | None = None  # signal name when the sweep stopped early
-    exit_signal: int | None = None
-    not_run: int = 0
-
-    @property
-    def failed(self) -> bool:
-        return any(r["status"] in FAILED_STATUSES for r in self.results)
-
-    def counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for r in self.results:
-            counts[r["status"]] = counts.get(r["status"], 0) + 1
-        return counts
-
-
-def run_cases(
-    cases: Sequence[Case],
-    store: Store,
-    system: dict[str, Any],
-    *,
-    on_start: Callable[[int, Case], None] = lambda i, c: None,
-    on_result: Callable[[int, dict[str, Any]], None] = lambda i, r: None,
-    label: str | None = None,
-) -> list[dict[str, Any]]:
-    """Run ``cases`` one after another, storing each result as soon as it is known."""
-    events = SweepEvents(
-        on_start=lambda i, item: on_start(i, cases[i]), on_result=lambda i, r: on_result(i, r)
-    )
-    items = [SweepItem.of(case) for case in cases]
-    return run_sweep(items, store, system, events=events, label=label).results
-
-
-def run_sweep(
-    items: Sequence[SweepItem],
-    store: Store,
-    system: dict[str, Any],
-    *,
-    suite: tuple[str, str] | None = None,
-    fresh: bool = False,
-    events: SweepEvents | None = None,
-    label: str | None = None,
-    rendezvous: str | None = None,
-) -> SweepOutcome:
-    """Run a sweep: skip, reuse or measure each item, storing each new result at once.
-
-    ``suite`` is (name, version): with it, items whose key already has an ok result for
-    this system and suite version are taken from the store (unless ``fresh``).
-    ``rendezvous`` is the torchrun endpoint (HOST:PORT) of cases that span nodes.
-    """
-    events = events or SweepEvents()
-    fingerprint = system["fingerprint"]
-    outcome = SweepOutcome(run_id=store.start_run(system, label))
-    done = store.finished(fingerprint, suite[1]) if suite and not fresh else {}
-    smallest_oom: dict[str, int] = {}
-    with tempfile.TemporaryDirectory(prefix="trainperf-") as tmp, StopFlag().installed() as stop:
-        sweep = _Sweep(store, system, Path(tmp), stop, events, rendezvous)
-        plan = list(items)
-        for index, item in enumerate(plan):
-            try:
-                stop.raise_if_set()
-                events.on_start(index, item)
-                if item.key in done:
-                    result = done[item.key] | {"reused": True}
-                else:
-                    result = _run_item(item, index, sweep)
-                    _add_achievable(result, store, fingerprint)
-                    if not result.get("follower"):
-                        result["id"] = store.add_result(
-                            outcome.run_id, fingerprint, result, suite=suite, case_key=item.key
-                        )
-                    result |= {"run_id": outcome.run_id, "system": system, "reused": False}
-            except Interrupted as exc:
-                outcome.interrupted, outcome.exit_signal = str(exc), exc.signum
-                outcome.not_run = len(plan) - index
-                break
-            _note_oom(item, result, smallest_oom)
-            _skip_larger_batches(plan, index, smallest_oom)
-            outcome.results.append(result)
-            events.on_result(index, result)
-    return outcome
-
-
-@dataclass(frozen=True)
-class _Sweep:
-    """What every case of a running sweep shares."""
-
-    store: Store
-    system: dict[str, Any]
-    workdir: Path
-    stop: StopFlag
-    events: SweepEvents
-    rendezvous: str | None = None
-
-
-def _run_item(item: SweepItem, index: int, sweep: _Sweep) -> dict[str, Any]:
-    if item.skip_reason:
-        return unmeasured_result(item.fields, "skipped", item.skip_reason)
-    batch_size = item.fields["batch_size"]
-    if batch_size == "max":
-        batch_size, failure = _resolve_max_batch(item, index, sweep)
-        if failure:
-            return failure
-    case = Case.model_validate(item.fields | {"batch_size": batch_size})
-    result = run_in_child(case, sweep.workdir, sweep.stop, sweep.rendezvous)
-    if result.get("follower"):
-        # Rank 0 ran on another node; that node's trainperf stores the result.
-        reason = "this node took part; the node of rank 0 stores the result"
-        return unmeasured_result(case.model_dump(), "skipped", reason) | {"follower": True}
-    return result
-
-
-def _resolve_max_batch(
-    item: SweepItem, index: int, sweep: _Sweep
-) -> tuple[int, dict[str, Any] | None]:
-    """The stored largest batch for the item's settings, searched for when absent."""
-    from trainperf import maxbatch
-
-    template = Case.model_validate(item.fields | {"batch_size": 1})
-    key = maxbatch.memory_key(template)
-    store, fingerprint = sweep.store, sweep.system["fingerprint"]
-    found = store.max_batch(fingerprint, key)
-    if found is None:
-        try:
-            search = maxbatch.find_max_batch(
-                template,
-                sweep.workdir,
-                stop=sweep.stop,
-                on_probe=lambda probe: sweep.events.on_probe(index, probe),
-            )
-        except maxbatch.SearchFailed as exc:
-            message = f"largest-batch search: {exc}"
-            return 0, unmeasured_result(item.fields, "error", message, "SearchFailed")
-        store.add_max_batch(
-            fingerprint,
-            key,
-            template.model_dump(),
-            search.batch_size,
-            [p.__dict__ for p in search.probes],
-            search.note,
-        )
-        found = {"batch_size": search.batch_size, "note": search.note}
-    if found["batch_size"] is None:
-        message = found["note"] or "no batch size fits"
-        return 0, unmeasured_result(item.fields, "oom", message, "OutOfMemory")
-    return found["batch_size"], None
-
-
-def _add_achievable(result: dict[str, Any], store: Store, fingerprint: str) -> None:
-    """Utilization against the best matmul rate `micro gemm` measured on this system, beside
-    the data-sheet MFU; absent (with the reason) when no such measurement is stored."""
-    metrics = result.get("metrics") or {}
-    if result["status"] != "ok" or "achieved_tflops" not in metrics:
-        return
-    case = result["case"]
-    best = store.achievable_tflops(fingerprint, case["device"], case["precision"])
-    if best is None:
-        metrics["utilization_of_achievable"] = None
-        metrics["achievable_absent_reason"] = (
-            f"no `trainperf micro gemm --dtype {case['precision']}` result on this system"
-        )
-        return
-    devices = metrics.get("device_count", 1)
-    metrics["achievable_tflops"] = best
-    metrics["utilization_of_achievable"] = metrics["achieved_tflops"] / (best * devices)
-
-
-def _without_batch(fields: dict[str, Any]) -> str:
-    rest = {k: v for k, v in fields.items() if k != "batch_size"}
-    return json.dumps(rest, sort_keys=True)
-
-
-def _note_oom(item: SweepItem, result: dict[str, Any], smallest_oom: dict[str, int]) -> None:
-    batch = result["case"].get("batch_size")
-    if result["status"] == "oom" and isinstance(batch, int):
-        key = _without_batch(item.fields)
-        smallest_oom[key] = min(batch, smallest_oom.get(key, batch))
-
-
-def _skip_larger_batches(plan: list[SweepItem], index: int, smallest_oom: dict[str, int]) -> None:
-    """Mark the later items whose batch is larger than one that already ran out of memory."""
-    for later in range(index + 1, len(plan)):
-        item = plan[later]
-        batch = item.fields["batch_size"]
-        limit = smallest_oom.get(_without_batch(item.fields))
-        if item.skip_reason is None and isinstance(batch, int) and limit and batch > limit:
-            reason = f"batch {limit} of the same case already ran out of memory"
-            plan[later] = SweepItem(item.fields, item.key, reason)

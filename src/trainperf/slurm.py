@@ -5,7 +5,8 @@ span all the allocated nodes (``--set nodes=$SLURM_NNODES``, and ``devices`` to 
 node when given) and meets the others at a torchrun rendezvous on the first node of the
 allocation. Every node must run the same cases in the same order, so the script measures
 every case again (``--fresh``) instead of resuming: a node resuming on its own would wait
-at a rendezvous the others never join.
+at a rendezvous the others never join; and every node shuffles the runs of the cases with
+the same seed, the job id (``--order-seed $SLURM_JOB_ID``).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def sbatch_script(
     command = " ".join(
         [trainperf, "run", shlex.quote(suite), *sets]
         + ['--rdzv-endpoint "$HEAD:$RDZV_PORT"', "--db", shlex.quote(db), "--fresh"]
+        + ['--order-seed "$SLURM_JOB_ID"']
     )
     lines = ["#!/bin/bash", *(f"#SBATCH {d}" for d in directives)]
     lines += [

@@ -1,18 +1,6 @@
 """The results store: one SQLite file, written only by the parent process.
 
-Schema version lives in ``PRAGMA user_version``. History (add a migration for every bump):
-  1: tables ``systems`` (fingerprint -> system record), ``runs`` (one per invocation) and
-     ``results`` (one per case: status, full case, metrics, raw step times, error).
-  2: ``results`` gains ``suite``, ``suite_version`` and ``case_key`` (resuming a suite);
-     table ``max_batch`` holds the largest batch found per system and memory settings.
-  3: table ``micro`` holds micro-benchmark runs (kind, parameters, rows, summary); the
-     profiles of ``trainperf profile`` are stored there too, with kind ``profile``.
-  4: ``results``, ``micro`` and ``max_batch`` gain ``uid``, a random 32-hex id unique
-     across databases (rows already there get a fresh one), so that an import
-     (``trainperf.exchange``) recognises rows it has already copied.
-  5: table ``train_runs`` holds time-to-accuracy runs (``trainperf train``): the
-     configuration, every evaluation as it arrives, time to target, status
-     (``trainperf.convergence.records`` reads and writes it).
+The schema and its migrations are in ``trainperf.store_schema``.
 
 Each result is committed in its own transaction as soon as it arrives, so an interrupted
 run keeps everything finished before the interruption, and a process killed in the middle
@@ -33,111 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 5
+from trainperf.store_schema import MIGRATION_STEPS, MIGRATIONS, SCHEMA_VERSION
+
 # How long a writer waits for another to finish its transaction (ours take milliseconds).
 BUSY_TIMEOUT_S = 60.0
-
-_SCHEMA_V1 = """
-CREATE TABLE systems (
-    fingerprint TEXT PRIMARY KEY,
-    hostname    TEXT NOT NULL,
-    record      TEXT NOT NULL,
-    first_seen  TEXT NOT NULL
-);
-CREATE TABLE runs (
-    run_id      TEXT PRIMARY KEY,
-    started_at  TEXT NOT NULL,
-    system      TEXT NOT NULL REFERENCES systems(fingerprint),
-    label       TEXT
-);
-CREATE TABLE results (
-    id            INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id        TEXT NOT NULL REFERENCES runs(run_id),
-    system        TEXT NOT NULL REFERENCES systems(fingerprint),
-    created_at    TEXT NOT NULL,
-    model         TEXT NOT NULL,
-    status        TEXT NOT NULL,
-    result_schema INTEGER NOT NULL,
-    case_json     TEXT NOT NULL,
-    device_json   TEXT,
-    metrics_json  TEXT NOT NULL,
-    error_json    TEXT
-);
-CREATE INDEX results_model ON results(model);
-"""
-
-_SCHEMA_V2 = """
-ALTER TABLE results ADD COLUMN suite TEXT;
-ALTER TABLE results ADD COLUMN suite_version TEXT;
-ALTER TABLE results ADD COLUMN case_key TEXT;
-CREATE INDEX results_resume ON results(system, suite_version, case_key, status);
-CREATE TABLE max_batch (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
-    system      TEXT NOT NULL REFERENCES systems(fingerprint),
-    created_at  TEXT NOT NULL,
-    memory_key  TEXT NOT NULL,
-    case_json   TEXT NOT NULL,
-    batch_size  INTEGER,
-    probes_json TEXT NOT NULL,
-    note        TEXT
-);
-CREATE INDEX max_batch_lookup ON max_batch(system, memory_key);
-"""
-
-_SCHEMA_V3 = """
-CREATE TABLE micro (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
-    system      TEXT NOT NULL REFERENCES systems(fingerprint),
-    created_at  TEXT NOT NULL,
-    kind        TEXT NOT NULL,
-    status      TEXT NOT NULL,
-    params_json TEXT NOT NULL,
-    device_json TEXT,
-    metrics_json TEXT NOT NULL,
-    error_json  TEXT
-);
-CREATE INDEX micro_kind ON micro(system, kind)
-"""
-
-_SCHEMA_V4 = """
-ALTER TABLE results ADD COLUMN uid TEXT;
-UPDATE results SET uid = lower(hex(randomblob(16)));
-CREATE UNIQUE INDEX results_uid ON results(uid);
-ALTER TABLE micro ADD COLUMN uid TEXT;
-UPDATE micro SET uid = lower(hex(randomblob(16)));
-CREATE UNIQUE INDEX micro_uid ON micro(uid);
-ALTER TABLE max_batch ADD COLUMN uid TEXT;
-UPDATE max_batch SET uid = lower(hex(randomblob(16)));
-CREATE UNIQUE INDEX max_batch_uid ON max_batch(uid)
-"""
-
-_SCHEMA_V5 = """
-CREATE TABLE train_runs (
-    id               INTEGER PRIMARY KEY AUTOINCREMENT,
-    uid              TEXT NOT NULL UNIQUE,
-    system           TEXT NOT NULL REFERENCES systems(fingerprint),
-    created_at       TEXT NOT NULL,
-    updated_at       TEXT NOT NULL,
-    status           TEXT NOT NULL,
-    config_json      TEXT NOT NULL,
-    config_key       TEXT NOT NULL,
-    reached          INTEGER NOT NULL DEFAULT 0,
-    time_to_target_s REAL,
-    evaluations_json TEXT NOT NULL,
-    metrics_json     TEXT NOT NULL,
-    error_json       TEXT
-);
-CREATE INDEX train_runs_config ON train_runs(config_key)
-"""
-
-# version reached -> SQL taking the previous version to it (statements split on ';')
-_MIGRATIONS: dict[int, str] = {
-    1: _SCHEMA_V1,
-    2: _SCHEMA_V2,
-    3: _SCHEMA_V3,
-    4: _SCHEMA_V4,
-    5: _SCHEMA_V5,
-}
 
 
 class StoreError(Exception):
@@ -181,6 +68,23 @@ class Store:
         self.db.execute("PRAGMA journal_mode = WAL")
         self._migrate()
 
+    @classmethod
+    def copy_of(cls, path: str | os.PathLike[str]) -> Store:
+        """An in-memory copy of the database at ``path`` (opened read-only), migrated to
+        this trainperf's schema: reading a database this way never writes to it."""
+        store = cls.__new__(cls)
+        store.path = Path(path)
+        source = sqlite3.connect(f"{store.path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            store.db = sqlite3.connect(":memory:", isolation_level=None)
+            source.backup(store.db)
+        finally:
+            source.close()
+        store.db.row_factory = sqlite3.Row
+        store.db.execute("PRAGMA foreign_keys = ON")
+        store._migrate()
+        return store
+
     def close(self) -> None:
         self.db.close()
 
@@ -217,9 +121,11 @@ class Store:
                     f"({SCHEMA_VERSION}): upgrade trainperf to read it"
                 )
             for target in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in _MIGRATIONS[target].split(";"):
+                for statement in MIGRATIONS[target].split(";"):
                     if statement.strip():
                         db.execute(statement)
+                if target in MIGRATION_STEPS:
+                    MIGRATION_STEPS[target](db)
                 db.execute(f"PRAGMA user_version = {target}")
 
     def add_system(self, record: dict[str, Any]) -> str:
@@ -230,39 +136,75 @@ class Store:
             )
         return record["fingerprint"]
 
-    def start_run(self, system: dict[str, Any], label: str | None = None) -> str:
-        """Register the system and a new run; return the run id."""
+    def start_sweep(
+        self, system: dict[str, Any], label: str | None = None, order_seed: int | None = None
+    ) -> str:
+        """Register the system and a new sweep; return the sweep id."""
         fingerprint = self.add_system(system)
-        run_id = uuid.uuid4().hex[:12]
+        sweep_id = uuid.uuid4().hex[:12]
         with self._write() as db:
-            db.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", (run_id, _now(), fingerprint, label))
-        return run_id
+            db.execute(
+                "INSERT INTO sweeps VALUES (?, ?, ?, ?, ?)",
+                (sweep_id, _now(), fingerprint, label, order_seed),
+            )
+        return sweep_id
+
+    def add_run(
+        self,
+        sweep_id: str,
+        system: str,
+        run: dict[str, Any],
+        *,
+        suite_version: str | None = None,
+        case_key: str | None = None,
+    ) -> str:
+        """Store one finished run (a worker's document with its ``run_number``), committed
+        at once and not yet part of a result; return its uid."""
+        uid = uuid.uuid4().hex
+        row = run | {"uid": uid, "sweep_id": sweep_id, "system": system, "created_at": _now()}
+        with self._write() as db:
+            insert_run(db, row | {"suite_version": suite_version, "case_key": case_key})
+        return uid
+
+    def pending_runs(self, system: str, suite_version: str, case_key: str) -> list[dict[str, Any]]:
+        """The ok runs of a suite case on a system that no result holds yet (its sweep was
+        interrupted), in the order they ran."""
+        rows = self.db.execute(
+            "SELECT * FROM runs WHERE system = ? AND suite_version = ? AND case_key = ?"
+            " AND result_uid IS NULL AND status = 'ok' ORDER BY id",
+            (system, suite_version, case_key),
+        ).fetchall()
+        return [row_document(row) for row in rows]
 
     def add_result(
         self,
-        run_id: str,
+        sweep_id: str,
         system: str,
         result: dict[str, Any],
         *,
         suite: tuple[str, str] | None = None,
         case_key: str | None = None,
     ) -> int:
-        """Store one result (committed at once); return its id.
+        """Store one result with its runs (committed at once, together); return its id.
 
-        ``suite`` is (name, version) when the case came from a suite, ``case_key`` its key
-        there; both let a rerun of the suite find the cases already done.
+        ``result["runs"]``: its runs, those stored already (with a ``uid``, see
+        ``add_run``) and those not. ``suite`` is (name, version) when the case came from
+        a suite, ``case_key`` its key there; both let a rerun of the suite find the cases
+        already done.
         """
         suite_name, suite_version = suite or (None, None)
+        uid = uuid.uuid4().hex
+        now = _now()
         with self._write() as db:
             cursor = db.execute(
-                "INSERT INTO results (uid, run_id, system, created_at, model, status,"
+                "INSERT INTO results (uid, sweep_id, system, created_at, model, status,"
                 " result_schema, case_json, device_json, metrics_json, error_json, suite,"
                 " suite_version, case_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    uuid.uuid4().hex,
-                    run_id,
+                    uid,
+                    sweep_id,
                     system,
-                    _now(),
+                    now,
                     result["case"]["model"],
                     result["status"],
                     result["result_schema"],
@@ -275,6 +217,14 @@ class Store:
                     case_key,
                 ),
             )
+            for number, run in enumerate(result.get("runs") or [], start=1):
+                if run.get("uid"):
+                    db.execute("UPDATE runs SET result_uid = ? WHERE uid = ?", (uid, run["uid"]))
+                    continue
+                run = {"run_number": number} | run
+                run |= {"uid": uuid.uuid4().hex, "sweep_id": sweep_id, "system": system}
+                run |= {"created_at": now, "result_uid": uid, "suite_version": suite_version}
+                insert_run(db, run | {"case_key": case_key})
         return int(cursor.lastrowid)
 
     def finished(self, system: str, suite_version: str) -> dict[str, dict[str, Any]]:
@@ -286,7 +236,7 @@ class Store:
             " ORDER BY r.id",
             (system, suite_version),
         ).fetchall()
-        return {row["case_key"]: _document(row) for row in rows}
+        return {row["case_key"]: document for row, document in self._with_runs(rows)}
 
     def add_max_batch(
         self,
@@ -313,12 +263,12 @@ class Store:
             "SELECT * FROM max_batch WHERE system = ? AND memory_key = ? ORDER BY id DESC LIMIT 1",
             (system, memory_key),
         ).fetchone()
-        return None if row is None else _row_document(row)
+        return None if row is None else row_document(row)
 
     def max_batches(self) -> list[dict[str, Any]]:
         """Every stored largest-batch search, oldest first."""
         rows = self.db.execute("SELECT * FROM max_batch ORDER BY id").fetchall()
-        return [_row_document(row) for row in rows]
+        return [row_document(row) for row in rows]
 
     def add_micro(
         self, system: dict[str, Any], params: dict[str, Any], result: dict[str, Any]
@@ -349,7 +299,7 @@ class Store:
         if kind:
             query, args = query + " WHERE kind = ?", (kind,)
         rows = self.db.execute(query + " ORDER BY id", args).fetchall()
-        return [_row_document(row) for row in rows]
+        return [row_document(row) for row in rows]
 
     def achievable_tflops(self, system: str, device_type: str, dtype: str) -> float | None:
         """The best matmul TFLOP/s measured by ``micro gemm`` on this system and device type."""
@@ -375,26 +325,45 @@ class Store:
             query += " WHERE r.model = ?"
             args = (model,)
         rows = self.db.execute(query + " ORDER BY r.id", args).fetchall()
-        return [_document(row) for row in rows]
+        return [document for _, document in self._with_runs(rows)]
+
+    def _with_runs(self, rows: list[sqlite3.Row]) -> list[tuple[sqlite3.Row, dict[str, Any]]]:
+        """Each result row with its document, which holds its runs (``runs``)."""
+        runs: dict[str, list[dict[str, Any]]] = {}
+        if rows:
+            found = self.db.execute(
+                "SELECT * FROM runs WHERE result_uid IS NOT NULL ORDER BY run_number, id"
+            ).fetchall()
+            wanted = {row["uid"] for row in rows}
+            for run in found:
+                if run["result_uid"] in wanted:
+                    runs.setdefault(run["result_uid"], []).append(row_document(run))
+        return [(row, _document(row) | {"runs": runs.get(row["uid"], [])}) for row in rows]
 
     def systems(self) -> list[dict[str, Any]]:
         """The records of the stored systems, in the order they were first seen."""
         rows = self.db.execute("SELECT record FROM systems ORDER BY rowid").fetchall()
         return [json.loads(row["record"]) for row in rows]
 
-    def runs(self) -> list[dict[str, Any]]:
-        """The stored runs, oldest first: run_id, started_at, system (fingerprint), label."""
-        rows = self.db.execute("SELECT * FROM runs ORDER BY rowid").fetchall()
+    def sweeps(self) -> list[dict[str, Any]]:
+        """The stored sweeps, oldest first: sweep_id, started_at, system (fingerprint),
+        label, order_seed."""
+        rows = self.db.execute("SELECT * FROM sweeps ORDER BY rowid").fetchall()
         return [dict(row) for row in rows]
+
+    def runs(self) -> list[dict[str, Any]]:
+        """Every stored run (one worker process measuring a case), oldest first."""
+        rows = self.db.execute("SELECT * FROM runs ORDER BY id").fetchall()
+        return [row_document(row) for row in rows]
 
     def import_documents(
         self, documents: dict[str, list[dict[str, Any]]]
     ) -> dict[str, tuple[int, int]]:
         """Insert documents as ``trainperf.exchange`` exports them, keyed by table name
-        (``systems``, ``runs``, ``results``, ``micro``, ``max_batch``, ``train_runs``),
-        keeping their uids,
-        times and run ids. All go in one transaction: all or nothing. A row already here
-        (same fingerprint, run id or uid) is left as it is. Return (added, already here)
+        (``systems``, ``sweeps``, ``results``, ``runs``, ``micro``, ``max_batch``,
+        ``train_runs``), keeping their uids, times and sweep ids. All go in one
+        transaction: all or nothing. A row already here (same fingerprint, sweep id or
+        uid) is left as it is. Return (added, already here)
         per table. The caller checks the documents first (``exchange.validate``).
         """
         counts = {}
@@ -412,13 +381,30 @@ class Store:
         return counts
 
 
+_RUN_COLUMNS = (
+    "uid, sweep_id, system, created_at, result_uid, suite_version, case_key, run_number,"
+    " status, result_schema, case_json, device_json, metrics_json, error_json"
+)
+
+
+def insert_run(db: sqlite3.Connection, run: dict[str, Any]) -> None:
+    """Insert a run document that has every column of ``_RUN_COLUMNS`` (``result_uid``
+    may be missing: a run not yet part of a result)."""
+    names = [name.strip() for name in _RUN_COLUMNS.split(",")]
+    defaults = {"result_uid": None, "device": None, "error": None}
+    values = [_column_value(name, defaults | run) for name in names]
+    marks = ", ".join("?" * len(names))
+    db.execute(f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES ({marks})", values)
+
+
 # The columns an import fills, per table, tables in an order that inserts what a row refers
 # to (systems, runs) before the row. ``X_json`` holds the document's ``X`` as JSON.
 _IMPORTED: dict[str, str] = {
     "systems": "fingerprint, hostname, record, first_seen",
-    "runs": "run_id, started_at, system, label",
-    "results": "uid, run_id, system, created_at, model, status, result_schema, suite,"
+    "sweeps": "sweep_id, started_at, system, label, order_seed",
+    "results": "uid, sweep_id, system, created_at, model, status, result_schema, suite,"
     " suite_version, case_key, case_json, device_json, metrics_json, error_json",
+    "runs": _RUN_COLUMNS,
     "micro": "uid, system, created_at, kind, status, params_json, device_json, metrics_json,"
     " error_json",
     "max_batch": "uid, system, created_at, memory_key, batch_size, note, case_json, probes_json",
@@ -445,7 +431,7 @@ def _maybe_json(text: str | None) -> Any:
     return json.loads(text) if text else None
 
 
-def _row_document(row: sqlite3.Row) -> dict[str, Any]:
+def row_document(row: sqlite3.Row) -> dict[str, Any]:
     """A row as a document: each ``X_json`` column becomes ``X``, decoded."""
     return {
         key.removesuffix("_json"): _maybe_json(row[key]) if key.endswith("_json") else row[key]
@@ -457,7 +443,7 @@ def _document(row: sqlite3.Row) -> dict[str, Any]:
     return {
         "id": row["id"],
         "uid": row["uid"],
-        "run_id": row["run_id"],
+        "sweep_id": row["sweep_id"],
         "created_at": row["created_at"],
         "status": row["status"],
         "result_schema": row["result_schema"],

@@ -76,12 +76,9 @@ class PlannedCase:
     def key(self) -> str:
         """Identity of the case for resuming: 16 hex of SHA-256 over its canonical JSON.
 
-        ``data: synthetic`` (the default, added with real data) is left out, so cases
-        stored before the field existed keep their keys and are not measured again."""
-        fields = self.fields
-        if fields.get("data") == "synthetic":
-            fields = {k: v for k, v in fields.items() if k != "data"}
-        return _digest(fields, 16)
+        Every field counts, ``runs`` included: results stored before cases had runs (one
+        process each) have other keys, so a resumed suite measures them again in runs."""
+        return _digest(self.fields, 16)
 
     @property
     def wants_max_batch(self) -> bool:

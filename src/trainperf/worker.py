@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trainperf.benchmark import RESULT_SCHEMA
+from trainperf.case_result import RUN_SCHEMA
 from trainperf.lifeline import die_with_parent
 
 # Messages by which PyTorch and the C++ allocators report exhausted memory.
@@ -74,7 +74,7 @@ def guarded(
     case_dict: dict[str, Any], body: Callable[[], dict[str, Any] | None]
 ) -> dict[str, Any] | None:
     """The result document of ``body()`` (its keys merged in, status ok) or of its failure."""
-    result: dict[str, Any] = {"result_schema": RESULT_SCHEMA, "case": case_dict}
+    result: dict[str, Any] = {"result_schema": RUN_SCHEMA, "case": case_dict}
     try:
         outcome = body()
         if outcome is None:

@@ -88,14 +88,14 @@ def test_a_ddp_case_loads_a_shard_per_rank(cifar_dir, tmp_path, run_cli):
     suite.write_text(
         "name: ddp-data\ncases:\n"
         f"  - {{model: cifarnet, batch_size: 8, devices: 2, device: cpu, workers: 1,"
-        f' data: "cifar10:{cifar_dir}", steps: "fixed:1:4"}}\n'
+        f' data: "cifar10:{cifar_dir}", steps: "fixed:1:4", runs: 1}}\n'
     )
     code, out, err = run_cli(["run", suite, "--db", tmp_path / "r.db", "--json"])
     (result,) = json.loads(out)["results"]
     assert code == 0, result.get("error")
-    m = result["metrics"]
-    assert m["world_size"] == 2 and len(m["data_wait_s"]) == 4
-    assert all("data_wait_s_median" in rank for rank in m["ranks"])
+    m, (run,) = result["metrics"], result["runs"]
+    assert m["world_size"] == 2 and len(run["metrics"]["data_wait_s"]) == 4
+    assert all("data_wait_s_median" in rank for rank in run["metrics"]["ranks"])
     assert 0 < m["data_wait_share"] < 1 and m["compute_samples_per_s"] > 0
 
 
@@ -112,6 +112,7 @@ def test_the_loader_workers_sweep_runs_with_0_and_2_workers(tmp_path, run_cli, m
     builtin = yaml.safe_load(builtin_path("loader-workers").read_text())
     cases = [c for c in builtin["cases"] if c["device"] == "cpu" and c["workers"] in (0, 2)]
     small = {"model": "cifarnet", "image_size": 32, "steps": "fixed:1:3", "batch_size": 8}
+    small["runs"] = 1
     suite = {"name": "loader-workers-small", "defaults": builtin["defaults"]}
     suite["cases"] = [c | small for c in cases]
     path = tmp_path / "small.yaml"

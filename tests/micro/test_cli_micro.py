@@ -21,7 +21,7 @@ def test_gemm_is_stored_and_feeds_utilization_of_benchmark_cases(tmp_path, run_c
 
     code, out, _ = run_cli(
         ["run", "-m", "cifarnet", "-b", 4, "--image-size", 16, "--steps", "fixed:1:3"]
-        + ["--device", "cpu", "--db", db, "--json"]
+        + ["--runs", "1", "--device", "cpu", "--db", db, "--json"]
     )
     (case,) = json.loads(out)["results"]
     m = case["metrics"]

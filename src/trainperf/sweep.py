@@ -1,0 +1,409 @@
+"""Sweeps: many cases, each measured in several independent runs whose order is shuffled.
+
+A sweep (one execution of a suite, or of the cases of one command line) gives every case
+the runs its run policy asks for (trainperf.measure.runs); each run is a fresh worker
+process (trainperf.runner) measuring its share of the case's step budget. Every run is
+stored the moment it ends, and a case's result (trainperf.case_result) the moment its
+last run ends; a failed run (oom, crash, timeout, error) ends its case with that failure.
+
+**Order.** The runs go in rounds: each round gives one run to every case that still wants
+one, in an order drawn from a generator seeded with the sweep's ``order_seed`` (stored
+with the sweep). A machine that slowly heats up or gets busier then spreads over all the
+cases instead of lining up with one of them: the randomized multiple interleaved trials
+of Abedi & Brecht (ICPE 2017). In the first round, cases that differ only in their batch
+size keep ascending batch order among the places the shuffle gave them, so that a batch
+that runs out of memory comes first and the larger ones are skipped, not tried.
+
+**Skips.** A case excluded by the suite or needing absent hardware, or a larger batch of a
+case that already ran out of memory, is recorded as ``skipped`` with the reason.
+
+**Resume.** With a suite (name, version), a case that already has an ok result for this
+system and suite version is taken from the store (``--fresh`` measures again), and a case
+whose sweep was interrupted keeps its stored runs: with 2 of 3 runs done it needs 1 more.
+Nothing measured is measured twice; a run cut short by the interruption is not stored.
+
+**Several nodes.** A case that spans nodes runs the same runs on every node, and only the
+node of rank 0 sees the measurements, so its runs are a fixed number (the policy's
+minimum): the other nodes could not follow an adaptive decision. Every node must shuffle
+alike: give them the same ``--order-seed`` (``trainperf run`` does when cases span nodes).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainperf import case_result
+from trainperf.case import Case, label_of
+from trainperf.measure.runs import FixedRuns, RunsPolicy, parse_runs, share_steps
+from trainperf.runner import Interrupted, StopFlag, run_in_child
+from trainperf.store import Store
+
+FAILED_STATUSES = ("oom", "timeout", "crashed", "error")
+FOLLOWER = "this node took part; the node of rank 0 stores the result"
+
+
+@dataclass(frozen=True)
+class SweepItem:
+    """One case of a sweep. ``fields`` is a full case dump whose ``batch_size`` may be
+    ``"max"``; ``key`` identifies it within its suite (None: never resumed)."""
+
+    fields: dict[str, Any]
+    key: str | None = None
+    skip_reason: str | None = None
+
+    @property
+    def label(self) -> str:
+        return label_of(self.fields)
+
+    @classmethod
+    def of(cls, case: Case) -> SweepItem:
+        return cls(case.model_dump())
+
+
+@dataclass
+class SweepEvents:
+    """Callbacks for progress display; all optional. ``on_start`` hears each run before it
+    starts (the case's index, item, the run's number, and the runs still planned in the
+    sweep, this one included); ``on_run`` each finished run; ``on_result`` each case's
+    result."""
+
+    on_start: Callable[[int, SweepItem, int, int], None] = lambda index, item, run, left: None
+    on_probe: Callable[[int, Any], None] = lambda index, probe: None
+    on_run: Callable[[int, dict[str, Any]], None] = lambda index, run: None
+    on_result: Callable[[int, dict[str, Any]], None] = lambda index, result: None
+
+
+@dataclass
+class SweepOutcome:
+    results: list[dict[str, Any]] = field(default_factory=list)  # in the order of the plan
+    sweep_id: str | None = None
+    order_seed: int | None = None
+    interrupted: str | None = None  # signal name when the sweep stopped early
+    exit_signal: int | None = None
+    not_run: int = 0  # cases left without a result by the interruption
+
+    @property
+    def failed(self) -> bool:
+        return any(r["status"] in FAILED_STATUSES for r in self.results)
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for r in self.results:
+            counts[r["status"]] = counts.get(r["status"], 0) + 1
+        return counts
+
+
+@dataclass
+class _CaseRuns:
+    """A case of the running sweep: its policy, its ok runs so far, its result when done."""
+
+    index: int
+    item: SweepItem
+    policy: RunsPolicy
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    spent_s: float = 0.0  # wall time of its runs, processes included
+    case: Case | None = None  # the case as it runs (a 'max' batch resolved)
+    followed: int = 0  # runs in which this node followed another's rank 0
+    result: dict[str, Any] | None = None
+
+    @property
+    def runs_left(self) -> int:
+        return max(self.policy.planned - len(self.runs) - self.followed, 1)
+
+
+@dataclass(frozen=True)
+class _Sweep:
+    """What every case of a running sweep shares."""
+
+    store: Store
+    system: dict[str, Any]
+    sweep_id: str
+    workdir: Path
+    stop: StopFlag
+    events: SweepEvents
+    suite: tuple[str, str] | None
+    rendezvous: str | None = None
+
+
+def run_cases(
+    cases: Sequence[Case],
+    store: Store,
+    system: dict[str, Any],
+    *,
+    events: SweepEvents | None = None,
+    label: str | None = None,
+    order_seed: int | None = None,
+) -> list[dict[str, Any]]:
+    """Measure ``cases`` (each with its runs), storing each run and result at once."""
+    items = [SweepItem.of(case) for case in cases]
+    return run_sweep(
+        items, store, system, events=events, label=label, order_seed=order_seed
+    ).results
+
+
+def new_order_seed() -> int:
+    return random.SystemRandom().randrange(2**31)
+
+
+def run_sweep(
+    items: Sequence[SweepItem],
+    store: Store,
+    system: dict[str, Any],
+    *,
+    suite: tuple[str, str] | None = None,
+    fresh: bool = False,
+    events: SweepEvents | None = None,
+    label: str | None = None,
+    rendezvous: str | None = None,
+    order_seed: int | None = None,
+) -> SweepOutcome:
+    """Run a sweep (see the module doc) and return its results in the order of ``items``.
+
+    ``suite`` is (name, version): with it, finished cases and stored runs of this system
+    and suite version are taken from the store (unless ``fresh``). ``rendezvous`` is the
+    torchrun endpoint (HOST:PORT) of cases that span nodes; ``order_seed`` seeds the order
+    of the runs (a fresh random one when None).
+    """
+    events = events or SweepEvents()
+    order_seed = new_order_seed() if order_seed is None else order_seed
+    sweep_id = store.start_sweep(system, label, order_seed)
+    outcome = SweepOutcome(sweep_id=sweep_id, order_seed=order_seed)
+    resumable = suite is not None and not fresh
+    done = store.finished(system["fingerprint"], suite[1]) if resumable else {}
+    states = [_CaseRuns(i, item, _policy(item.fields)) for i, item in enumerate(items)]
+    with tempfile.TemporaryDirectory(prefix="trainperf-") as tmp, StopFlag().installed() as stop:
+        sweep = _Sweep(store, system, sweep_id, Path(tmp), stop, events, suite, rendezvous)
+        for state in states:
+            _begin(state, sweep, done, resumable)
+        generator = random.Random(order_seed)
+        first_round = True
+        try:
+            while waiting := [s for s in states if s.result is None]:
+                for state in interleave(waiting, generator, keep_batch_order=first_round):
+                    if state.result is None:  # a run before may have skipped it
+                        stop.raise_if_set()
+                        _run_once(state, states, sweep)
+                first_round = False
+        except Interrupted as exc:
+            outcome.interrupted, outcome.exit_signal = str(exc), exc.signum
+            outcome.not_run = sum(1 for s in states if s.result is None)
+    outcome.results = [s.result for s in states if s.result is not None]
+    return outcome
+
+
+def _policy(fields: dict[str, Any]) -> RunsPolicy:
+    policy = parse_runs(fields.get("runs", "adaptive"))
+    if fields.get("nodes", 1) > 1:  # see "Several nodes" in the module doc
+        return FixedRuns(policy.planned)
+    return policy
+
+
+def interleave(
+    states: Sequence[_CaseRuns], generator: random.Random, keep_batch_order: bool = False
+) -> list[_CaseRuns]:
+    """``states`` in a random order; with ``keep_batch_order``, the cases that differ only
+    in batch size take the places the shuffle gave them in ascending batch order."""
+    order = list(states)
+    generator.shuffle(order)
+    if keep_batch_order:
+        places: dict[str, list[int]] = {}
+        for place, state in enumerate(order):
+            places.setdefault(_without_batch(state.item.fields), []).append(place)
+        for taken in places.values():
+            members = sorted((order[p] for p in taken), key=lambda s: _batch_order(s.item))
+            for place, state in zip(taken, members, strict=True):
+                order[place] = state
+    return order
+
+
+def _batch_order(item: SweepItem) -> tuple[int, int]:
+    batch = item.fields["batch_size"]
+    return (1, 0) if not isinstance(batch, int) else (0, batch)  # 'max' after the numbers
+
+
+def _begin(
+    state: _CaseRuns, sweep: _Sweep, done: dict[str, dict[str, Any]], resumable: bool
+) -> None:
+    """Finish a case that needs no run (reused, skipped); take the stored runs of one
+    whose sweep was interrupted."""
+    item = state.item
+    if item.key in done:
+        _finish(state, done[item.key] | {"reused": True}, sweep)
+    elif item.skip_reason:
+        _finish(state, case_result.unmeasured(item.fields, "skipped", item.skip_reason), sweep)
+    elif resumable and item.key is not None:
+        state.runs = sweep.store.pending_runs(sweep.system["fingerprint"], sweep.suite[1], item.key)
+        state.spent_s = sum(r["metrics"].get("wall_s") or 0.0 for r in state.runs)
+        if state.runs and (reason := state.policy.done(_estimates(state), state.spent_s)):
+            batch_size = state.runs[0]["case"]["batch_size"]  # a 'max' batch as resolved
+            state.case = Case.model_validate(item.fields | {"batch_size": batch_size})
+            _finish_ok(state, reason, sweep)
+
+
+def _estimates(state: _CaseRuns) -> list[float]:
+    return [case_result.run_estimate(r) for r in state.runs]
+
+
+def _run_once(state: _CaseRuns, states: list[_CaseRuns], sweep: _Sweep) -> None:
+    """One more run of ``state``'s case; finish the case when it needs no more."""
+    if state.case is None and not _resolve(state, sweep):
+        _skip_larger_batches(state, states, sweep)
+        return
+    case = state.case
+    number = len(state.runs) + state.followed + 1
+    left = sum(s.runs_left for s in states if s.result is None)
+    sweep.events.on_start(state.index, state.item, number, left)
+    one_run = case.model_copy(update={"steps": share_steps(case.steps, state.policy)})
+    started = time.monotonic()
+    run = run_in_child(one_run, sweep.workdir, sweep.stop, sweep.rendezvous)
+    wall_s = time.monotonic() - started
+    if run.get("follower"):
+        state.followed += 1
+        if state.followed >= state.policy.planned:
+            result = case_result.unmeasured(case.model_dump(), "skipped", FOLLOWER)
+            _finish(state, result | {"follower": True}, sweep)
+        return
+    run["run_number"] = number
+    if run["status"] == "ok":
+        run["metrics"]["wall_s"] = wall_s
+    suite_version = sweep.suite[1] if sweep.suite else None
+    run["uid"] = sweep.store.add_run(
+        sweep.sweep_id,
+        sweep.system["fingerprint"],
+        run,
+        suite_version=suite_version,
+        case_key=state.item.key,
+    )
+    sweep.events.on_run(state.index, run)
+    if run["status"] != "ok":
+        result = case_result.failed(case.model_dump(), state.runs, run)
+        _finish(state, result | {"runs": [*state.runs, run]}, sweep)
+        _skip_larger_batches(state, states, sweep)
+        return
+    state.runs.append(run)
+    state.spent_s += wall_s
+    if reason := state.policy.done(_estimates(state), state.spent_s):
+        _finish_ok(state, reason, sweep)
+
+
+def _finish_ok(state: _CaseRuns, reason: str, sweep: _Sweep) -> None:
+    result = case_result.combine(state.case.model_dump(), state.runs, reason, state.policy)
+    _add_achievable(result, sweep.store, sweep.system["fingerprint"])
+    _finish(state, result | {"runs": state.runs}, sweep)
+
+
+def _finish(state: _CaseRuns, result: dict[str, Any], sweep: _Sweep) -> None:
+    """Store a new result (not a reused one, nor a follower's) and announce it."""
+    if not result.get("reused") and not result.get("follower"):
+        result["id"] = sweep.store.add_result(
+            sweep.sweep_id,
+            sweep.system["fingerprint"],
+            result,
+            suite=sweep.suite,
+            case_key=state.item.key,
+        )
+        result |= {"sweep_id": sweep.sweep_id, "system": sweep.system, "reused": False}
+    result.setdefault("runs", [])
+    state.result = result
+    sweep.events.on_result(state.index, result)
+
+
+def _resolve(state: _CaseRuns, sweep: _Sweep) -> bool:
+    """Set the runnable case (a 'max' batch looked up or searched for); on a failure of
+    the search, finish the case with it and return False."""
+    fields = state.item.fields
+    batch_size = fields["batch_size"]
+    if batch_size == "max":
+        batch_size, failure = _resolve_max_batch(state, sweep)
+        if failure:
+            _finish(state, failure, sweep)
+            return False
+    state.case = Case.model_validate(fields | {"batch_size": batch_size})
+    return True
+
+
+def _resolve_max_batch(state: _CaseRuns, sweep: _Sweep) -> tuple[int, dict[str, Any] | None]:
+    """The stored largest batch for the item's settings, searched for when absent."""
+    from trainperf import maxbatch
+
+    item = state.item
+    template = Case.model_validate(item.fields | {"batch_size": 1})
+    key = maxbatch.memory_key(template)
+    store, fingerprint = sweep.store, sweep.system["fingerprint"]
+    found = store.max_batch(fingerprint, key)
+    if found is None:
+        try:
+            search = maxbatch.find_max_batch(
+                template,
+                sweep.workdir,
+                stop=sweep.stop,
+                on_probe=lambda probe: sweep.events.on_probe(state.index, probe),
+            )
+        except maxbatch.SearchFailed as exc:
+            message = f"largest-batch search: {exc}"
+            return 0, case_result.unmeasured(item.fields, "error", message, "SearchFailed")
+        store.add_max_batch(
+            fingerprint,
+            key,
+            template.model_dump(),
+            search.batch_size,
+            [p.__dict__ for p in search.probes],
+            search.note,
+        )
+        found = {"batch_size": search.batch_size, "note": search.note}
+    if found["batch_size"] is None:
+        message = found["note"] or "no batch size fits"
+        return 0, case_result.unmeasured(item.fields, "oom", message, "OutOfMemory")
+    return found["batch_size"], None
+
+
+def _add_achievable(result: dict[str, Any], store: Store, fingerprint: str) -> None:
+    """Utilization against the best matmul rate `micro gemm` measured on this system, beside
+    the data-sheet MFU; absent (with the reason) when no such measurement is stored."""
+    metrics = result.get("metrics") or {}
+    if result["status"] != "ok" or "achieved_tflops" not in metrics:
+        return
+    case = result["case"]
+    best = store.achievable_tflops(fingerprint, case["device"], case["precision"])
+    if best is None:
+        metrics["utilization_of_achievable"] = None
+        metrics["achievable_absent_reason"] = (
+            f"no `trainperf micro gemm --dtype {case['precision']}` result on this system"
+        )
+        return
+    devices = metrics.get("device_count", 1)
+    metrics["achievable_tflops"] = best
+    metrics["utilization_of_achievable"] = metrics["achieved_tflops"] / (best * devices)
+
+
+def _without_batch(fields: dict[str, Any]) -> str:
+    rest = {k: v for k, v in fields.items() if k != "batch_size"}
+    return json.dumps(rest, sort_keys=True)
+
+
+def _skip_larger_batches(state: _CaseRuns, states: list[_CaseRuns], sweep: _Sweep) -> None:
+    """After ``state`` ran out of memory, skip the cases of the same setting with a larger
+    batch that have not run yet."""
+    result = state.result or {}
+    batch = result.get("case", {}).get("batch_size")
+    if result.get("status") != "oom" or not isinstance(batch, int):
+        return
+    setting = _without_batch(state.item.fields)
+    for other in states:
+        larger = other.item.fields["batch_size"]
+        if (
+            other.result is None
+            and not other.runs
+            and isinstance(larger, int)
+            and larger > batch
+            and _without_batch(other.item.fields) == setting
+        ):
+            reason = f"batch {batch} of the same case already ran out of memory"
+            _finish(other, case_result.unmeasured(other.item.fields, "skipped", reason), sweep)

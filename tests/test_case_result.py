@@ -1,0 +1,141 @@
+"""A case's result from its runs (trainperf.case_result), on synthetic run documents."""
+
+import statistics
+
+import pytest
+
+from trainperf import case_result
+from trainperf.measure.hierarchy import mean_interval
+from trainperf.measure.runs import AdaptiveRuns, FixedRuns
+
+CASE = {"model": "cifarnet", "batch_size": 8, "steps": "fixed:1:30", "runs": 3}
+
+
+def run(number, step_s, **metrics):
+    """A worker's ok document with these step times (batch 8)."""
+    return {
+        "result_schema": case_result.RUN_SCHEMA,
+        "status": "ok",
+        "case": CASE | {"steps": "fixed:1:10"},
+        "device": {"type": "cpu", "name": "test cpu"},
+        "metrics": {
+            "samples_per_s_median": 8 / statistics.median(step_s),
+            "step_s": list(step_s),
+            "global_batch": 8,
+            "steps_warmup": 1,
+            "measure_elapsed_s": sum(step_s),
+            "stop_reason": "fixed_steps",
+            "cv": statistics.stdev(step_s) / statistics.mean(step_s),
+            "train_flops_per_sample": 1e9,
+        }
+        | metrics,
+        "error": None,
+        "run_number": number,
+    }
+
+
+RUNS = [
+    run(1, [0.10, 0.11, 0.10, 0.09, 0.10]),
+    run(2, [0.08, 0.08, 0.09, 0.08, 0.08]),
+    run(3, [0.10, 0.10, 0.10, 0.11, 0.10]),
+]
+
+
+def test_throughput_is_the_mean_of_the_runs_with_a_between_run_interval():
+    result = case_result.combine(CASE, RUNS, "fixed_runs", FixedRuns(3))
+    m = result["metrics"]
+    estimates = [80.0, 100.0, 80.0]
+    assert m["run_samples_per_s"] == pytest.approx(estimates)
+    assert m["samples_per_s_median"] == pytest.approx(statistics.mean(estimates))
+    expected = mean_interval(estimates)
+    assert m["samples_per_s_ci95"] == pytest.approx([expected.low, expected.high])
+    assert m["ci95_relative"] == pytest.approx(expected.relative_half_width)
+    assert m["runs"] == 3 and m["runs_stop_reason"] == "fixed_runs" and m["runs_policy"] == "3"
+    assert m["steps_measured"] == 15 and m["steps_warmup"] == 3
+    all_steps = [t for r in RUNS for t in r["metrics"]["step_s"]]
+    assert m["samples_per_s_mean"] == pytest.approx(8 * 15 / sum(all_steps))
+    assert m["achieved_tflops"] == pytest.approx(m["samples_per_s_median"] * 1e9 / 1e12)
+    assert m["between_run_cv"] > m["within_run_cv"] > 0  # run 2 is clearly faster
+    assert m["runs_needed"] > 3
+    assert result["case"] == CASE and result["status"] == "ok"
+    assert result["result_schema"] == case_result.RESULT_SCHEMA
+
+
+def test_runs_that_disagree_beyond_their_noise_make_it_unstable():
+    disagree = [
+        run(i + 1, [t * f for t in (0.1, 0.1001, 0.0999, 0.1, 0.1)])
+        for i, f in enumerate((1.0, 1.2, 0.9))
+    ]
+    result = case_result.combine(CASE, disagree, "max_runs", AdaptiveRuns(0.02, 3, 100))
+    reasons = result["metrics"]["unstable_reasons"]
+    assert result["metrics"]["unstable"]
+    assert any(r.startswith("runs disagree beyond their own step noise") for r in reasons)
+    assert any(r.startswith("between-run 95% CI") and "target ±2.0%" in r for r in reasons)
+    agree = [run(i + 1, [0.1, 0.1001, 0.0999, 0.1, 0.1]) for i in range(3)]
+    calm = case_result.combine(CASE, agree, "ci_target", AdaptiveRuns())
+    assert calm["metrics"]["unstable_reasons"] == []
+
+
+def test_a_single_run_has_no_between_run_interval_and_says_so():
+    result = case_result.combine(CASE | {"runs": 1}, RUNS[:1], "fixed_runs", FixedRuns(1))
+    m = result["metrics"]
+    assert m["samples_per_s_ci95"] is None and m["ci95_relative"] is None
+    assert m["ci95_absent_reason"].startswith("a single run: no between-run interval")
+    assert m["runs"] == 1 and m["runs_needed"] is None and m["between_run_cv"] is None
+
+
+def test_energy_over_the_runs_that_read_it():
+    metered = [
+        run(1, [0.1] * 4, energy_j_total=40.0, average_power_w=100.0, energy_complete=True),
+        run(2, [0.1] * 4, energy_j_total=48.0, average_power_w=120.0, energy_complete=True),
+    ]
+    for r in metered:
+        r["metrics"]["measure_elapsed_s"] = 0.4
+    m = case_result.combine(CASE, metered, "fixed_runs", FixedRuns(2))["metrics"]
+    assert m["average_power_w"] == pytest.approx(88 / 0.8)
+    assert m["energy_per_sample_j"] == pytest.approx(88 / 64)
+    assert m["run_average_power_w"] == [100.0, 120.0] and m["energy_complete"]
+    assert m["average_power_w_ci95"] is not None
+    unmetered = [run(1, [0.1] * 4, energy_absent_reason="no RAPL", energy_complete=False)]
+    m = case_result.combine(CASE, unmetered, "fixed_runs", FixedRuns(1))["metrics"]
+    assert m["average_power_w"] is None and m["energy_absent_reason"] == "no RAPL"
+
+
+def test_a_failed_run_ends_the_case_and_names_the_run():
+    crash = {
+        "status": "crashed",
+        "case": CASE,
+        "device": None,
+        "metrics": {},
+        "error": {"type": "crashed", "message": "killed by signal SIGKILL"},
+        "run_number": 3,
+    }
+    result = case_result.failed(CASE, RUNS[:2], crash)
+    assert result["status"] == "crashed" and result["metrics"] == {}
+    assert result["error"]["message"] == "killed by signal SIGKILL (run 3; 2 earlier runs ok)"
+    assert result["error"]["run"] == 3
+    first = case_result.failed(CASE, [], crash | {"run_number": 1})
+    assert first["error"]["message"] == "killed by signal SIGKILL"
+
+
+def test_a_result_from_before_runs_becomes_a_one_run_result_with_nothing_dropped():
+    old = {
+        "result_schema": 1,
+        "status": "ok",
+        "case": {"model": "cifarnet", "batch_size": 8},
+        "device": {"type": "cpu"},
+        "metrics": RUNS[0]["metrics"] | {"samples_per_s_ci95": [70.0, 90.0], "ranks": [1, 2]},
+        "error": None,
+    }
+    result, one = case_result.from_legacy(old)
+    assert one["metrics"] == old["metrics"] and one["run_number"] == 1
+    assert result["case"] == old["case"] | {"runs": 1}
+    assert result["metrics"]["samples_per_s_median"] == old["metrics"]["samples_per_s_median"]
+    assert result["metrics"]["samples_per_s_ci95"] is None  # the old one was within a process
+    skipped = old | {"status": "skipped", "metrics": {}, "error": {"message": "no cuda"}}
+    assert case_result.from_legacy(skipped)[1] is None
+    crashed = old | {"status": "crashed", "metrics": {}, "error": {"stderr_tail": "x"}}
+    result, one = case_result.from_legacy(crashed)
+    assert result["status"] == one["status"] == "crashed" and result["error"]["run"] == 1
+    uid = case_result.legacy_run_uid("ab" * 16)
+    assert uid == case_result.legacy_run_uid("ab" * 16) and len(uid) == 32

@@ -1,0 +1,148 @@
+"""A database of schema 5 (one process per result) opens as schema 6 (results of runs), and
+a file exported before runs existed imports into it without adding anything twice."""
+
+import json
+import sqlite3
+import uuid
+from pathlib import Path
+
+import pytest
+
+from trainperf import exchange, store_schema
+from trainperf.store import SCHEMA_VERSION, Store
+
+SEED = Path(__file__).parent / "data" / "cpu_measurements.json"
+
+
+def old_database(path):
+    """A schema-5 database holding real single-process results (the first run of each
+    case of the seed file: a run's document is what a result was before runs existed),
+    a skipped case and a crashed one."""
+    seed = json.loads(SEED.read_text())
+    system = seed["system"]
+    results = [
+        {k: v for k, v in r["runs"][0].items() if k != "run_number"} for r in seed["results"]
+    ]
+    results.append(
+        results[0]
+        | {
+            "status": "skipped",
+            "metrics": {},
+            "device": None,
+            "error": {"type": "skipped", "message": "no cuda"},
+        }
+    )
+    crash = {"type": "crashed", "message": "killed by signal SIGKILL", "stderr_tail": "..."}
+    results.append(results[0] | {"status": "crashed", "metrics": {}, "error": crash})
+    db = sqlite3.connect(path, isolation_level=None)
+    for version in range(1, 6):
+        for statement in store_schema.MIGRATIONS[version].split(";"):
+            if statement.strip():
+                db.execute(statement)
+    db.execute("PRAGMA user_version = 5")
+    db.execute(
+        "INSERT INTO systems VALUES (?, ?, ?, ?)",
+        (system["fingerprint"], system["hostname"], json.dumps(system), "2026-11-01"),
+    )
+    db.execute(
+        "INSERT INTO runs VALUES (?, ?, ?, ?)",
+        ("oldrun000001", "2026-11-01", system["fingerprint"], "suite quick 0123"),
+    )
+    rows = []
+    for r in results:
+        row = {
+            "uid": uuid.uuid4().hex,
+            "run_id": "oldrun000001",
+            "system": system["fingerprint"],
+            "created_at": "2026-11-01T00:00:00+00:00",
+            "model": r["case"]["model"],
+            "status": r["status"],
+            "result_schema": 1,
+            "case_json": json.dumps(r["case"]),
+            "device_json": json.dumps(r.get("device")),
+            "metrics_json": json.dumps(r["metrics"]),
+            "error_json": json.dumps(r["error"]) if r.get("error") else None,
+            "suite": "quick",
+            "suite_version": "0123",
+            "case_key": uuid.uuid4().hex[:16],
+        }
+        db.execute(
+            f"INSERT INTO results ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+            list(row.values()),
+        )
+        rows.append(row)
+    db.close()
+    return system, rows
+
+
+@pytest.fixture
+def migrated(tmp_path):
+    path = tmp_path / "old.db"
+    system, rows = old_database(path)
+    with Store(path) as store:
+        yield store, system, rows
+
+
+def test_every_result_becomes_a_one_run_result_with_nothing_lost(migrated):
+    store, system, rows = migrated
+    assert store.schema_version == SCHEMA_VERSION == 6
+    results = store.results()
+    assert [r["uid"] for r in results] == [row["uid"] for row in rows]
+    for result, row in zip(results, rows, strict=True):
+        old = json.loads(row["metrics_json"])
+        assert result["sweep_id"] == "oldrun000001"
+        assert result["case"] == json.loads(row["case_json"]) | {"runs": 1}
+        if row["status"] == "skipped":
+            assert result["runs"] == []
+            continue
+        (run,) = result["runs"]
+        assert run["metrics"] == old and run["status"] == row["status"]  # every old value
+        assert run["case"] == json.loads(row["case_json"]) and run["run_number"] == 1
+        if row["status"] == "ok":
+            m = result["metrics"]
+            assert m["samples_per_s_median"] == old["samples_per_s_median"]
+            assert m["runs"] == 1 and m["samples_per_s_ci95"] is None
+            assert "no between-run interval" in m["ci95_absent_reason"]
+    assert store.sweeps() == [
+        {
+            "sweep_id": "oldrun000001",
+            "started_at": "2026-11-01",
+            "system": system["fingerprint"],
+            "label": "suite quick 0123",
+            "order_seed": None,
+        }
+    ]
+
+
+def test_an_old_export_adds_nothing_to_the_migrated_database(migrated):
+    store, system, rows = migrated
+    old_file = {
+        "format": "trainperf-results",
+        "format_version": 2,
+        "exported_at": "2026-11-02T00:00:00+00:00",
+        "trainperf_version": "0.1.0",
+        "systems": [system],
+        "runs": [
+            {
+                "run_id": "oldrun000001",
+                "started_at": "2026-11-01",
+                "system": system["fingerprint"],
+                "label": "suite quick 0123",
+            }
+        ],
+        "results": [
+            {
+                k.removesuffix("_json"): (json.loads(v) if k.endswith("_json") and v else v)
+                for k, v in row.items()
+                if k != "model"
+            }
+            for row in rows
+        ],
+        "micro": [],
+        "max_batch": [],
+        "train_runs": [],
+    }
+    summary = exchange.import_document(store, old_file)
+    assert sum(summary.added.values()) == 0
+    assert summary.already_present["results"] == len(rows)
+    assert summary.already_present["runs"] == len(rows) - 1  # the skipped case had none
