@@ -53,12 +53,15 @@ def contents(path):
     """Everything a database holds that travels (local integer ids left out)."""
 
     def strip(rows):
-        return [{k: v for k, v in row.items() if k != "id"} for row in rows]
+        return [
+            {k: strip(v) if k == "runs" else v for k, v in row.items() if k != "id"} for row in rows
+        ]
 
     with Store(path) as store:
         return {
             "systems": store.systems(),
-            "runs": store.runs(),
+            "sweeps": store.sweeps(),
+            "runs": sorted(strip(store.runs()), key=lambda run: run["uid"]),
             "results": strip(store.results()),
             "micro": strip(store.micro()),
             "max_batch": strip(store.max_batches()),
@@ -67,14 +70,41 @@ def contents(path):
 
 
 def counted(path):
-    """'17 results, 6 micro runs, 1 max-batch search, 2 systems, 2 runs' for the database."""
+    """'17 results, 6 micro runs, 1 max-batch search, 30 runs, 3 training runs, 2 systems,
+    2 sweeps' for the database."""
     with Store(path) as store:
         results, micro = len(store.results()), len(store.micro())
-        trained = len(records.load_runs(store))
+        runs, trained = len(store.runs()), len(records.load_runs(store))
     return (
-        f"{results} results, {micro} micro runs, 1 max-batch search, {trained} training runs, "
-        "2 systems, 2 runs"
+        f"{results} results, {micro} micro runs, 1 max-batch search, {runs} runs, "
+        f"{trained} training runs, 2 systems, 2 sweeps"
     )
+
+
+def legacy(document, version):
+    """``document`` as trainperf wrote it before runs existed (format 1 or 2): sweeps were
+    called runs, and a result was one worker's document (here: its first run's)."""
+    first = {}
+    for run in document["runs"]:
+        first.setdefault(run["result_uid"], run)
+    results = []
+    for r in document["results"]:
+        source = first.get(r["uid"], r)
+        old = {k: r[k] for k in ("uid", "system", "created_at", "status", "suite")}
+        old |= {k: r[k] for k in ("suite_version", "case_key")}
+        old |= {"run_id": r["sweep_id"], "result_schema": 1}
+        results.append(old | {k: source[k] for k in ("case", "device", "metrics", "error")})
+    runs = [
+        {"run_id": s["sweep_id"], **{k: s[k] for k in ("started_at", "system", "label")}}
+        for s in document["sweeps"]
+    ]
+    old_document = {k: document[k] for k in ("format", "exported_at", "trainperf_version")}
+    old_document |= {"format_version": version, "systems": document["systems"], "runs": runs}
+    old_document |= {"results": results, "micro": document["micro"]}
+    old_document["max_batch"] = document["max_batch"]
+    if version == 2:
+        old_document["train_runs"] = document["train_runs"]
+    return old_document
 
 
 def sha256(path):
@@ -82,11 +112,26 @@ def sha256(path):
 
 
 def test_a_version_1_file_reads_as_one_without_training_runs(exported, tmp_path):
-    old = {k: v for k, v in exported.items() if k != "train_runs"} | {"format_version": 1}
     with Store(tmp_path / "v1.db") as store:
-        summary = exchange.import_document(store, old)
+        summary = exchange.import_document(store, legacy(exported, 1))
         assert summary.added["results"] == len(exported["results"])
         assert summary.added["train_runs"] == 0 and records.load_runs(store) == []
+        # Each ok or failed result of the old file is one run; its sweeps keep their ids.
+        with_a_run = [r for r in store.results() if r["runs"]]
+        assert all(len(r["runs"]) == 1 and r["case"]["runs"] == 1 for r in with_a_run)
+        assert summary.added["runs"] == len(with_a_run)
+        assert {s["sweep_id"] for s in store.sweeps()} == {
+            s["sweep_id"] for s in exported["sweeps"]
+        }
+
+
+def test_a_version_2_file_imports_twice_without_adding_anything(exported, tmp_path):
+    old = legacy(exported, 2)
+    with Store(tmp_path / "v2.db") as store:
+        first = exchange.import_document(store, old)
+        again = exchange.import_document(store, copy.deepcopy(old))
+    assert first.added["train_runs"] == len(exported["train_runs"])
+    assert sum(again.added.values()) == 0
 
 
 def test_round_trip_into_an_empty_database(source, tmp_path, run_cli):
@@ -95,7 +140,7 @@ def test_round_trip_into_an_empty_database(source, tmp_path, run_cli):
     assert code == 0, err
     assert out.strip() == f"exported {counted(source[0])} to {file}"
     document = json.loads(file.read_text())
-    assert document["format"] == "trainperf-results" and document["format_version"] == 2
+    assert document["format"] == "trainperf-results" and document["format_version"] == 3
     assert all(
         "id" not in row for table in ("results", "micro", "max_batch") for row in document[table]
     )
@@ -125,6 +170,8 @@ def test_import_adds_only_what_the_database_lacks(source, exported, tmp_path):
     target = tmp_path / "part.db"
     partial = copy.deepcopy(exported)
     partial["results"] = partial["results"][:5]
+    kept = {r["uid"] for r in partial["results"]}
+    partial["runs"] = [r for r in partial["runs"] if r["result_uid"] in kept]
     with Store(target) as store:
         exchange.import_document(store, partial)
         summary = exchange.import_document(store, exported)
@@ -144,7 +191,8 @@ def test_export_one_system(source, tmp_path, run_cli, by):
     assert code == 0, err
     document = json.loads(file.read_text())
     assert [s["fingerprint"] for s in document["systems"]] == [chosen]
-    assert {r["system"] for r in document["runs"] + document["micro"]} == {chosen}
+    tables = document["sweeps"] + document["runs"] + document["micro"]
+    assert {r["system"] for r in tables} == {chosen}
     with Store(path) as store:
         expected = [r["uid"] for r in store.results() if r["system"]["fingerprint"] == chosen]
     assert [r["uid"] for r in document["results"]] == expected
@@ -219,7 +267,7 @@ HOSTILE = {
     "not json": (lambda text: "hello, not JSON", "is not valid JSON"),
     "truncated": (lambda text: text[: len(text) // 2], "truncated?"),
     "wrong format": (_set(["format"], "pytest-results"), "not a trainperf results export"),
-    "newer version": (_set(["format_version"], 99), "99 is not one this trainperf reads (1, 2)"),
+    "newer version": (_set(["format_version"], 99), "99 is not one this trainperf reads (1, 2, 3)"),
     "bad status": (
         _set(["results", 3, "status"], "great"),
         "results[3].status: 'great' is not one of ok, oom, timeout, crashed, error or skipped",
@@ -232,6 +280,14 @@ HOSTILE = {
     "duplicate uid": (
         lambda d: d["results"].append(d["results"][0]),
         "appears twice (also results[0])",
+    ),
+    "no throughput": (
+        _set(["results", 0, "metrics", "samples_per_s_median"], "fast"),
+        "results[0].metrics.samples_per_s_median: expected a positive number, got 'fast'",
+    ),
+    "bad run number": (
+        _set(["runs", 0, "run_number"], 0),
+        "runs[0].run_number: Input should be greater than or equal to 1",
     ),
     "string for a number": (
         _set(["results", 2, "result_schema"], "1"),
@@ -276,32 +332,37 @@ def test_a_bad_file_leaves_a_database_untouched(source, exported, tmp_path, run_
 
 
 def test_a_reference_to_a_system_in_the_database_is_accepted(source, exported, tmp_path):
-    """A file of results alone imports into a database that knows their system and run."""
+    """A file of runs alone imports into a database that knows their system, sweep and
+    result."""
     target = tmp_path / "copy.db"
     with Store(target) as store:
-        exchange.import_document(store, exported | {"results": []})
-        lean = exported | {"systems": [], "runs": [], "micro": [], "max_batch": []}
-        validated = exchange.validate(lean)
-        assert {ref.kind for ref in validated.unresolved} == {"system", "run"}
+        exchange.import_document(store, exported | {"runs": []})
+        lean = exported | {"systems": [], "sweeps": [], "results": [], "micro": []}
+        validated = exchange.validate(lean | {"max_batch": [], "train_runs": []})
+        assert {ref.kind for ref in validated.unresolved} == {"system", "sweep", "result"}
         summary = exchange.import_document(store, validated)
-    assert summary.added["results"] == len(exported["results"])
+    assert summary.added["runs"] == len(exported["runs"])
 
 
-def test_unknown_run_is_refused_naming_where(exported, tmp_path):
+def test_unknown_sweep_or_result_is_refused_naming_where(exported, tmp_path):
     document = copy.deepcopy(exported)
-    document["results"][4]["run_id"] = "feedface0000"
+    document["results"][4]["sweep_id"] = "feedface0000"
+    orphan = copy.deepcopy(exported)
+    orphan["runs"][2]["result_uid"] = "f" * 32
     with Store(tmp_path / "t.db") as store:
         with pytest.raises(exchange.ExchangeError) as info:
             exchange.import_document(store, document)
+        assert str(info.value).startswith("results[4].sweep_id: sweep 'feedface0000' is neither")
+        with pytest.raises(exchange.ExchangeError, match=r"runs\[2\].result_uid: result 'f+'"):
+            exchange.import_document(store, orphan)
         assert store.systems() == [] and store.results() == []
-    assert str(info.value).startswith("results[4].run_id: run 'feedface0000' is neither")
 
 
 def test_an_import_is_all_or_nothing(exported, tmp_path):
     """A failure part-way (here a run the checks were told nothing about) keeps nothing."""
     validated = exchange.validate(exported)
     tables = copy.deepcopy(validated.tables)
-    tables["results"][-1]["run_id"] = "feedface0000"
+    tables["results"][-1]["sweep_id"] = "feedface0000"
     broken = exchange.ValidatedExport(1, "then", "0", tables, unresolved=[])
     with Store(tmp_path / "t.db") as store:
         with pytest.raises(sqlite3.IntegrityError):

@@ -22,6 +22,7 @@ from trainperf.cli import (
 
 
 @click.command()
+@click.argument("sources", nargs=-1, metavar="[A B]", type=click.Path(path_type=Path))
 @_db_option
 @click.option("--baseline", help="hostname or fingerprint (default: the system with most ok cases)")
 @click.option(
@@ -34,6 +35,7 @@ from trainperf.cli import (
 @_json_option
 @_format_option
 def compare(
+    sources: tuple[Path, ...],
     db: Path,
     baseline: str | None,
     group_by: str,
@@ -41,24 +43,37 @@ def compare(
     as_json: bool,
     table_format: str,
 ) -> None:
-    """The same cases on different systems: throughput ratios to a baseline.
+    """The same cases side by side: throughput ratios to a baseline, with significance.
 
-    Per case and system: median samples/s, the ratio to the baseline, a bootstrap 95%
-    interval of the ratio from the raw step times and whether the difference is
-    significant; then the geometric mean of the ratios per group of cases.
+    With no argument, the systems of one database (--db). With A B (exported files or
+    databases, read in place, nothing imported), B against A: did a change make training
+    faster? Per case: the throughput (mean over its runs), the ratio to the baseline, its
+    95% interval from the variation between runs, and faster / slower / no significant
+    difference (no decision below 3 runs on a side); then the geometric mean of the
+    ratios per group of cases.
     """
-    from trainperf.analysis.compare import UnknownField, UnknownSystem
+    from trainperf.analysis.compare import UnknownField, UnknownSystem, compare_sources
     from trainperf.analysis.compare import compare as compare_results
 
     _one_output(as_json, table_format)
+    if sources and len(sources) != 2:
+        raise BadInput(
+            f"give two sources to compare, A B (exported files or databases), not "
+            f"{len(sources)}; or none to compare the systems of --db"
+        )
+    if sources and baseline:
+        raise BadInput("--baseline picks a system of --db; with A B the baseline is A")
     fields = [f.strip() for f in group_by.split(",") if f.strip()]
     if fields == ["none"]:
         fields = []
-    results = _read_results(db, model)
-    if not results:
-        raise BadInput(f"no results in {db}" + (f" for model {model}" if model else ""))
     try:
-        document = compare_results(results, baseline, fields)
+        if sources:
+            document = compare_sources([_source(path, model) for path in sources], fields)
+        else:
+            results = _read_results(db, model)
+            if not results:
+                raise BadInput(f"no results in {db}" + (f" for model {model}" if model else ""))
+            document = compare_results(results, baseline, fields)
     except (UnknownSystem, UnknownField) as exc:
         raise BadInput(str(exc)) from None
     if as_json:
@@ -67,7 +82,7 @@ def compare(
     from trainperf.report.compare import compare_table, groups_table
 
     show_table(compare_table(document), table_format)
-    if len(document["systems"]) < 2:
+    if len(document["systems"]) < 2:  # one database of one system
         stderr.print(
             "only one system in the database: nothing to compare against "
             "(`trainperf import` another machine's export)",
@@ -77,3 +92,16 @@ def compare(
     if table_format == "md":
         sys.stdout.write("\n")
     show_table(groups_table(document), table_format)
+
+
+def _source(path: Path, model: str | None) -> tuple[str, list[dict]]:
+    """(name, results) of one side of `compare A B`."""
+    from trainperf.exchange import ExchangeError, read_results
+
+    try:
+        results = read_results(path, model)
+    except ExchangeError as exc:
+        raise BadInput(str(exc)) from None
+    if not results:
+        raise BadInput(f"no results in {path}" + (f" for model {model}" if model else ""))
+    return str(path), results

@@ -1,14 +1,17 @@
-"""Results that travel: a versioned JSON file of systems, runs, results, micro-benchmark
-runs and largest-batch searches, exported from one database and imported into another.
+"""Results that travel: a versioned JSON file of systems, sweeps, results and their runs,
+micro-benchmark runs, largest-batch searches and training runs, exported from one database
+and imported into another (or read in place: ``read_results``).
 
 The file (``FORMAT``, ``FORMAT_VERSION``)::
 
-    {"format": "trainperf-results", "format_version": 1,
+    {"format": "trainperf-results", "format_version": 3,
      "exported_at": "2026-11-21T06:41:21+00:00", "trainperf_version": "0.1.0",
      "systems":   [system record (``trainperf system --json``), ...],
-     "runs":      [{run_id, started_at, system, label}, ...],
-     "results":   [{uid, run_id, system, created_at, status, result_schema, case, device,
+     "sweeps":    [{sweep_id, started_at, system, label, order_seed}, ...],
+     "results":   [{uid, sweep_id, system, created_at, status, result_schema, case, device,
                     metrics, error, suite, suite_version, case_key}, ...],
+     "runs":      [{uid, sweep_id, system, created_at, result_uid, suite_version, case_key,
+                    run_number, status, result_schema, case, device, metrics, error}, ...],
      "micro":     [{uid, system, created_at, kind, status, params, device, metrics,
                     error}, ...],
      "max_batch": [{uid, system, created_at, memory_key, case, batch_size, probes,
@@ -26,6 +29,12 @@ Format history (bump ``FORMAT_VERSION`` for every change and keep reading the ol
   1: the first format.
   2: ``train_runs``: time-to-accuracy runs (``trainperf train``, store schema 5); a file of
      version 1 reads as one without training runs.
+  3: a case is measured in several runs (store schema 6): ``runs`` (one execution of a
+     suite) is renamed ``sweeps`` (``run_id`` -> ``sweep_id``, plus ``order_seed``), and
+     ``runs`` holds the runs of the results (``result_uid``). In a file of version 1 or 2
+     each result is one run: it reads as a 1-run result beside its run, made as the
+     store's migration makes them (``case_result.from_legacy``), so that importing an old
+     file and a new export of the same database adds nothing twice.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sqlite3
 import stat
 import tempfile
 from dataclasses import dataclass
@@ -42,14 +52,14 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from trainperf.store import Store
+from trainperf.store import Store, StoreError
 
 FORMAT = "trainperf-results"
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
-TABLES = ("systems", "runs", "results", "micro", "max_batch", "train_runs")
-ROW_TABLES = ("results", "micro", "max_batch", "train_runs")  # rows with a uid
-# The statuses a result or micro-benchmark run can have (runner.py: ok, FAILED_STATUSES,
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+TABLES = ("systems", "sweeps", "results", "runs", "micro", "max_batch", "train_runs")
+ROW_TABLES = ("results", "runs", "micro", "max_batch", "train_runs")  # rows with a uid
+# The statuses a result or micro-benchmark run can have (sweep.py: ok, FAILED_STATUSES,
 # skipped); spelled out here so that reading a file does not import torch.
 STATUSES = ("ok", "oom", "timeout", "crashed", "error", "skipped")
 
@@ -66,7 +76,7 @@ Status = Literal["ok", "oom", "timeout", "crashed", "error", "skipped"]
 Json = dict[str, Any]
 
 
-class _Item(BaseModel):
+class Item(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
@@ -85,16 +95,19 @@ class CaseItem(_Open):
     model: Key
 
 
-class RunItem(_Item):
-    run_id: Key
+class SweepItem(Item):
+    sweep_id: Key
     started_at: str
     system: Key
     label: str | None
+    order_seed: Annotated[int, Field(ge=0)] | None = None
 
 
-class ResultItem(_Item):
+class Measured(Item):
+    """What a result and a run both hold: where and when, the outcome, the case and its
+    measurements."""
+
     uid: Uid
-    run_id: Key
     system: Key
     created_at: str
     status: Status
@@ -103,12 +116,27 @@ class ResultItem(_Item):
     device: Json | None
     metrics: Json
     error: Json | None
-    suite: str | None
     suite_version: str | None
     case_key: str | None
 
 
-class MicroItem(_Item):
+class ResultFields(Measured):
+    """A result's fields but the sweep it belongs to (named differently by format)."""
+
+    suite: str | None
+
+
+class ResultItem(ResultFields):
+    sweep_id: Key
+
+
+class RunItem(Measured):
+    sweep_id: Key
+    result_uid: Uid | None
+    run_number: Annotated[int, Field(ge=1)]
+
+
+class MicroItem(Item):
     uid: Uid
     system: Key
     created_at: str
@@ -120,7 +148,7 @@ class MicroItem(_Item):
     error: Json | None
 
 
-class MaxBatchItem(_Item):
+class MaxBatchItem(Item):
     uid: Uid
     system: Key
     created_at: str
@@ -131,7 +159,7 @@ class MaxBatchItem(_Item):
     note: str | None
 
 
-class TrainRunItem(_Item):
+class TrainRunItem(Item):
     uid: Uid
     system: Key
     created_at: str
@@ -146,24 +174,25 @@ class TrainRunItem(_Item):
     error: Json | None
 
 
-class ExportFile(_Item):
+class ExportFile(Item):
     format: Literal["trainperf-results"]
     format_version: int
     exported_at: str
     trainperf_version: str
     systems: list[SystemItem]
-    runs: list[RunItem]
+    sweeps: list[SweepItem]
     results: list[ResultItem]
+    runs: list[RunItem]
     micro: list[MicroItem]
     max_batch: list[MaxBatchItem]
     train_runs: list[TrainRunItem] = []  # absent from version 1 files
 
 
 class Reference(NamedTuple):
-    """A system or run that a row refers to and the file does not hold."""
+    """A system, sweep or result that a row refers to and the file does not hold."""
 
     where: str  # e.g. results[3].system
-    kind: Literal["system", "run"]
+    kind: Literal["system", "sweep", "result"]
     key: str
 
 
@@ -200,9 +229,10 @@ _NAMES = {
     "results": ("result", "results"),
     "micro": ("micro run", "micro runs"),
     "max_batch": ("max-batch search", "max-batch searches"),
+    "runs": ("run", "runs"),
     "train_runs": ("training run", "training runs"),
     "systems": ("system", "systems"),
-    "runs": ("run", "runs"),
+    "sweeps": ("sweep", "sweeps"),
 }
 
 
@@ -250,34 +280,36 @@ def export_document(store: Store, system: str | None = None) -> Json:
 
     chosen = {r["fingerprint"] for r in select_systems(store, system)}
     results = [
-        _without_id(r) | {"system": r["system"]["fingerprint"]}
+        without(r, "id", "runs") | {"system": r["system"]["fingerprint"]}
         for r in store.results()
         if r["system"]["fingerprint"] in chosen
     ]
-    # The runs of these systems, and any run a result names (normally one of them).
-    run_ids = {r["run_id"] for r in results}
-    runs = [r for r in store.runs() if r["system"] in chosen or r["run_id"] in run_ids]
-    needed = chosen | {r["system"] for r in runs}
+    runs = [without(r, "id") for r in store.runs() if r["system"] in chosen]
+    # The sweeps of these systems, and any sweep a row names (normally one of them).
+    sweep_ids = {r["sweep_id"] for r in results + runs}
+    sweeps = [r for r in store.sweeps() if r["system"] in chosen or r["sweep_id"] in sweep_ids]
+    needed = chosen | {r["system"] for r in sweeps}
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "trainperf_version": __version__,
         "systems": [r for r in store.systems() if r["fingerprint"] in needed],
-        "runs": runs,
+        "sweeps": sweeps,
         "results": results,
-        "micro": [_without_id(m) for m in store.micro() if m["system"] in chosen],
-        "max_batch": [_without_id(m) for m in store.max_batches() if m["system"] in chosen],
+        "runs": runs,
+        "micro": [without(m, "id") for m in store.micro() if m["system"] in chosen],
+        "max_batch": [without(m, "id") for m in store.max_batches() if m["system"] in chosen],
         "train_runs": [
-            _without_id(t) | {"system": t["system"]["fingerprint"]}
+            without(t, "id") | {"system": t["system"]["fingerprint"]}
             for t in load_runs(store)
             if t["system"]["fingerprint"] in chosen
         ],
     }
 
 
-def _without_id(document: Json) -> Json:
-    return {k: v for k, v in document.items() if k != "id"}
+def without(document: Json, *keys: str) -> Json:
+    return {k: v for k, v in document.items() if k not in keys}
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -328,51 +360,122 @@ def read_file(path: Path) -> Any:
         raise ExchangeError(f"{path}: JSON nested too deeply") from None
 
 
+def read_results(path: Path, model: str | None = None) -> list[Json]:
+    """The results (with their runs and systems, as ``Store.results`` gives them) held by
+    a database or an exported file, read in place: nothing is written anywhere. Raise
+    ``ExchangeError`` when ``path`` is neither, or is damaged."""
+    if not path.is_file():
+        raise ExchangeError(f"{path}: " + ("is a directory" if path.is_dir() else "no such file"))
+    with path.open("rb") as f:
+        head = f.read(16)
+    if head == b"SQLite format 3\x00":
+        try:
+            with Store.copy_of(path) as store:
+                return store.results(model)
+        except (StoreError, sqlite3.DatabaseError) as exc:
+            raise ExchangeError(f"cannot read {path}: {exc}") from None
+    if not head.lstrip().startswith((b"{", b"[")) and head.strip():
+        raise ExchangeError(
+            f"{path} is neither a trainperf database (SQLite) nor an exported file (JSON)"
+        )
+    validated = validate(read_file(path))
+    with Store(":memory:") as store:
+        import_document(store, validated)
+        return store.results(model)
+
+
 def validate(document: Any) -> ValidatedExport:
     """Check a document fully: its format and version, every field's presence and type,
-    and that no row names a system or run twice or that the file does not hold (such
-    references are returned in ``unresolved``: the target database may hold them).
-    Raise ``ExchangeError`` saying which field of which row is wrong."""
+    the throughput of every ok result, and that no row names a system, sweep or result
+    twice or that the file does not hold (such references are returned in
+    ``unresolved``: the target database may hold them). A file of an older format comes
+    back in the current one. Raise ``ExchangeError`` saying which field of which row is
+    wrong."""
     if not isinstance(document, dict):
         raise ExchangeError(f"expected a JSON object ({FORMAT}), got {_kind(document)}")
     _check_format(document)
+    from trainperf.exchange_legacy import LegacyExportFile, upgrade
+
+    shape = ExportFile if document["format_version"] == FORMAT_VERSION else LegacyExportFile
     try:
-        ExportFile.model_validate(document)
+        shape.model_validate(document)
     except ValidationError as exc:
         raise ExchangeError(_describe(exc)) from None
+    if shape is LegacyExportFile:
+        _check_unique(document["runs"], "runs", "run_id")
+        _check_unique(document["results"], "results", "uid")
+        document = upgrade(document)
     tables = {table: document.get(table, []) for table in TABLES}
-    for table, key in (("systems", "fingerprint"), ("runs", "run_id")) + tuple(
+    for table, key in (("systems", "fingerprint"), ("sweeps", "sweep_id")) + tuple(
         (table, "uid") for table in ROW_TABLES
     ):
         _check_unique(tables[table], table, key)
-    fingerprints = {s["fingerprint"] for s in tables["systems"]}
-    run_ids = {r["run_id"] for r in tables["runs"]}
-    unresolved = []
-    for table in ("runs", *ROW_TABLES):
-        for index, row in enumerate(tables[table]):
-            if row["system"] not in fingerprints:
-                unresolved.append(Reference(f"{table}[{index}].system", "system", row["system"]))
-            if table == "results" and row["run_id"] not in run_ids:
-                unresolved.append(Reference(f"{table}[{index}].run_id", "run", row["run_id"]))
+    for index, row in enumerate(tables["results"]):
+        if row["status"] == "ok":
+            check_throughput(row["metrics"], f"results[{index}].metrics")
     return ValidatedExport(
         document["format_version"],
         document["exported_at"],
         document["trainperf_version"],
         tables,
-        unresolved,
+        _references(tables),
     )
 
 
+def check_throughput(metrics: Json, where: str) -> None:
+    """An ok result must say its throughput: the comparisons divide by it."""
+
+    def positive(value: Any) -> bool:
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        return number and value > 0 and value != float("inf")
+
+    if not positive(metrics.get("samples_per_s_median")):
+        found = _short(metrics.get("samples_per_s_median"))
+        raise ExchangeError(
+            f"{where}.samples_per_s_median: expected a positive number, got {found}"
+        )
+    runs = metrics.get("run_samples_per_s")
+    if runs is not None and not (isinstance(runs, list) and runs and all(map(positive, runs))):
+        raise ExchangeError(
+            f"{where}.run_samples_per_s: expected an array of positive numbers, got {_short(runs)}"
+        )
+
+
+def _references(tables: dict[str, list[Json]]) -> list[Reference]:
+    """The systems, sweeps and results that rows name and the file does not hold."""
+    held = {
+        "system": {s["fingerprint"] for s in tables["systems"]},
+        "sweep": {r["sweep_id"] for r in tables["sweeps"]},
+        "result": {r["uid"] for r in tables["results"]},
+    }
+    unresolved = []
+    for table in ("sweeps", *ROW_TABLES):
+        for index, row in enumerate(tables[table]):
+            named = [("system", "system", row["system"])]
+            if table in ("results", "runs"):
+                named.append(("sweep_id", "sweep", row["sweep_id"]))
+            if table == "runs" and row["result_uid"] is not None:
+                named.append(("result_uid", "result", row["result_uid"]))
+            for field, kind, key in named:
+                if key not in held[kind]:
+                    unresolved.append(Reference(f"{table}[{index}].{field}", kind, key))
+    return unresolved
+
+
 def resolve(validated: ValidatedExport, store: Store) -> None:
-    """Raise ``ExchangeError`` unless ``store`` holds every system and run the file names
-    but does not hold."""
-    fingerprints = {r["fingerprint"] for r in store.systems()}
-    run_ids = {r["run_id"] for r in store.runs()}
+    """Raise ``ExchangeError`` unless ``store`` holds every system, sweep and result the
+    file names but does not hold."""
+    held = {
+        "system": {r["fingerprint"] for r in store.systems()},
+        "sweep": {r["sweep_id"] for r in store.sweeps()},
+        "result": {r["uid"] for r in store.results()},
+    }
+    plural = {"system": "systems", "sweep": "sweeps", "result": "results"}
     for where, kind, key in validated.unresolved:
-        if key not in (fingerprints if kind == "system" else run_ids):
-            plural = "systems" if kind == "system" else "runs"
+        if key not in held[kind]:
             raise ExchangeError(
-                f"{where}: {kind} '{key}' is neither in the file's {plural} nor in {store.path}"
+                f"{where}: {kind} '{key}' is neither in the file's {plural[kind]} "
+                f"nor in {store.path}"
             )
 
 

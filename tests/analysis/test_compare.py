@@ -1,6 +1,5 @@
-"""Comparing systems: case matching, ratios, geomeans and the bootstrap decision."""
+"""Comparing systems and sources: case matching, ratios, geomeans and the run-level decision."""
 
-import statistics
 from itertools import count
 
 import numpy as np
@@ -12,22 +11,22 @@ from trainperf.analysis.compare import (
     UnknownSystem,
     case_key,
     compare,
+    compare_sources,
     geomean,
     significance,
 )
 from trainperf.store import Store
 
-FAST = 999  # bootstrap resamples in these tests: enough for samples this clearly apart
 _ids = count(1)
 
 
-def result(host, steps, batch=8, status="ok", fingerprint=None, **case):
-    """A stored result of ``host`` with the raw ``steps`` times (seconds)."""
+def result(host, runs, batch=8, status="ok", fingerprint=None, **case):
+    """A stored result of ``host`` whose runs measured ``runs`` samples/s."""
     metrics = {}
     if status == "ok":
         metrics = {
-            "samples_per_s_median": batch / statistics.median(steps),
-            "step_s": list(steps),
+            "samples_per_s_median": float(np.mean(runs)),
+            "run_samples_per_s": list(runs),
             "global_batch": batch,
         }
     return {
@@ -39,20 +38,19 @@ def result(host, steps, batch=8, status="ok", fingerprint=None, **case):
     }
 
 
-def steps(median, n=9, spread=0.01, seed=1):
-    return list(np.random.default_rng(seed).normal(median, median * spread, n))
+def runs(mean, n=4, spread=0.03, seed=1):
+    return list(np.random.default_rng(seed).normal(mean, mean * spread, n))
 
 
 def test_ratio_percent_and_geomean_of_known_values():
     doc = compare(
-        [result("a", [0.1] * 5), result("b", [0.05] * 5), result("b", [0.2] * 5, batch=4)],
+        [result("a", [80.0] * 3), result("b", [160.0] * 3), result("b", [20.0] * 3, batch=4)],
         baseline="a",
-        n_resamples=FAST,
     )
     b = "b-fingerprint"
     (case,) = [c for c in doc["cases"] if c["case"]["batch_size"] == 8]
     entry = case["per_system"][b]
-    assert entry["samples_per_s"] == pytest.approx(160)
+    assert entry["samples_per_s"] == pytest.approx(160) and entry["runs"] == 3
     assert entry["ratio"] == pytest.approx(2) and entry["difference"] == pytest.approx(1)
     assert entry["decision"] == "faster" and entry["ci95"] == pytest.approx([2, 2])
     assert case["per_system"]["a-fingerprint"]["absent_reason"] == "baseline"
@@ -61,34 +59,39 @@ def test_ratio_percent_and_geomean_of_known_values():
 
 
 def test_clearly_apart_is_significant_and_the_interval_excludes_one():
-    faster = significance(steps(0.1), steps(0.05, seed=2), n_resamples=FAST)
+    faster = significance(runs(100), runs(200, seed=2))
     assert faster.decision == "faster" and faster.ci95[0] > 1
     assert faster.ci95[0] < 2 < faster.ci95[1]
-    slower = significance(steps(0.05), steps(0.1, seed=2), n_resamples=FAST)
+    slower = significance(runs(200), runs(100, seed=2))
     assert slower.decision == "slower" and slower.ci95[1] < 1
 
 
 def test_same_distribution_or_identical_is_not_significant():
-    same = significance(steps(0.1, 15, 0.05), steps(0.1, 15, 0.05, seed=2), n_resamples=FAST)
+    same = significance(runs(100, 5, 0.05), runs(100, 5, 0.05, seed=2))
     assert same.decision == "no significant difference"
     assert same.ci95[0] <= 1 <= same.ci95[1]
-    identical = significance([0.1, 0.1, 0.1], [0.1, 0.1, 0.1], n_resamples=FAST)
+    identical = significance([100.0] * 3, [100.0] * 3)
     assert identical.decision == "no significant difference" and identical.ci95 == (1, 1)
 
 
-def test_fewer_than_three_steps_gives_no_decision_with_the_reason():
-    found = significance([0.1, 0.1], [0.05] * 5, n_resamples=FAST)
+def test_fewer_than_three_runs_gives_no_decision_with_the_reason():
+    found = significance([100.0, 101.0], [200.0] * 5)
     assert found.decision is None and found.ci95 is None
-    assert found.absent_reason == "fewer than 3 step times on baseline (2)"
-    doc = compare([result("a", [0.1] * 5), result("b", [0.05] * 2)], n_resamples=FAST)
+    assert found.absent_reason == (
+        "not enough runs: 2 on the baseline (a decision needs 3 on each side)"
+    )
+    # A result of one run (stored before runs existed) has only its own estimate.
+    single = result("b", [200.0])
+    del single["metrics"]["run_samples_per_s"]
+    doc = compare([result("a", [100.0] * 3), single])
     entry = doc["cases"][0]["per_system"]["b-fingerprint"]
     assert entry["ratio"] == pytest.approx(2) and entry["decision"] is None
-    assert "this system (2)" in entry["absent_reason"]
+    assert "not enough runs: 1 on this side" in entry["absent_reason"]
 
 
 def test_same_case_ignores_seed_policy_threads_timeout_and_resolves_parallel():
     base = {"model": "m", "batch_size": 8}
-    same = base | {"seed": 3, "steps": "fixed:1:5", "threads": 4, "timeout_s": 60.0}
+    same = base | {"seed": 3, "steps": "fixed:1:5", "threads": 4, "timeout_s": 60.0, "runs": 7}
     assert case_key(base) == case_key(same)
     assert case_key(base) == case_key(base | {"parallel": "none", "grad_accum": 1})
     assert case_key(base | {"devices": 2}) == case_key(base | {"devices": 2, "parallel": "ddp"})
@@ -99,17 +102,16 @@ def test_same_case_ignores_seed_policy_threads_timeout_and_resolves_parallel():
 def test_newest_result_per_case_and_system_wins_and_failures_show_their_status():
     doc = compare(
         [
-            result("a", [0.1] * 5),
-            result("b", [0.05] * 5),
+            result("a", [80.0] * 3),
+            result("b", [160.0] * 3),
             result("b", [], status="oom", seed=7),  # newer, same case
-            result("b", [0.05] * 5, batch=4),  # only on b
+            result("b", [160.0] * 3, batch=4),  # only on b
         ],
-        n_resamples=FAST,
     )
     by_batch = {c["case"]["batch_size"]: c["per_system"] for c in doc["cases"]}
     assert by_batch[8]["b-fingerprint"]["status"] == "oom"
     assert by_batch[8]["b-fingerprint"]["ratio"] is None
-    assert by_batch[8]["b-fingerprint"]["absent_reason"] == "oom on this system"
+    assert by_batch[8]["b-fingerprint"]["absent_reason"] == "oom on this side"
     assert by_batch[4]["a-fingerprint"]["status"] == "not run"
     assert by_batch[4]["b-fingerprint"]["absent_reason"] == "not run on the baseline"
     (group, overall) = doc["groups"]
@@ -118,18 +120,18 @@ def test_newest_result_per_case_and_system_wins_and_failures_show_their_status()
 
 
 def test_default_baseline_breaks_ties_by_the_oldest_first_result():
-    doc = compare([result("late", [0.1] * 3), result("early", [0.1] * 3)], n_resamples=FAST)
+    doc = compare([result("late", [80.0] * 3), result("early", [80.0] * 3)])
     assert doc["baseline"]["hostname"] == "late"
     assert "most ok cases" in doc["baseline"]["chosen"]
 
 
 def test_baseline_by_hostname_or_fingerprint_and_shared_hostnames():
     results = [
-        result("node", [0.1] * 3, fingerprint="aaaaaaaa1"),
-        result("node", [0.05] * 3, fingerprint="aaaaaaaa2"),
-        result("other", [0.2] * 3, fingerprint="bbbb"),
+        result("node", [80.0] * 3, fingerprint="aaaaaaaa1"),
+        result("node", [160.0] * 3, fingerprint="aaaaaaaa2"),
+        result("other", [40.0] * 3, fingerprint="bbbb"),
     ]
-    doc = compare(results, baseline="aaaaaaaa2", n_resamples=FAST)
+    doc = compare(results, baseline="aaaaaaaa2")
     assert doc["baseline"]["fingerprint"] == "aaaaaaaa2" and "given" in doc["baseline"]["chosen"]
     labels = {s["fingerprint"]: s["label"] for s in doc["systems"]}
     assert labels == {"aaaaaaaa1": "node (aaaaaaaa1)", "aaaaaaaa2": "node (aaaaaaaa2)"} | {
@@ -145,37 +147,49 @@ def test_baseline_by_hostname_or_fingerprint_and_shared_hostnames():
 
 def test_geomean_per_group_counts_cases_ok_on_both_sides():
     results = [
-        result("a", [0.1] * 3),
-        result("b", [0.05] * 3),  # ratio 2
-        result("a", [0.1] * 3, devices=2),
-        result("b", [0.0125] * 3, devices=2),  # ratio 8
-        result("a", [0.1] * 3, batch=4),
-        result("b", [0.0125] * 3, batch=4),  # ratio 8
+        result("a", [80.0] * 3),
+        result("b", [160.0] * 3),  # ratio 2
+        result("a", [80.0] * 3, devices=2),
+        result("b", [640.0] * 3, devices=2),  # ratio 8
+        result("a", [40.0] * 3, batch=4),
+        result("b", [320.0] * 3, batch=4),  # ratio 8
     ]
-    doc = compare(results, n_resamples=FAST)
+    doc = compare(results)
     means = {g["label"]: g["per_system"]["b-fingerprint"] for g in doc["groups"]}
     assert means["devices=1"]["geomean_ratio"] == pytest.approx(4)
     assert means["devices=1"]["cases"] == 2
     assert means["devices=2"]["geomean_ratio"] == pytest.approx(8)
     assert means["all cases"]["geomean_ratio"] == pytest.approx(128 ** (1 / 3))
     assert means["all cases"]["cases"] == 3
-    ungrouped = compare(results, group_by=[], n_resamples=FAST)
+    ungrouped = compare(results, group_by=[])
     assert [g["label"] for g in ungrouped["groups"]] == ["all cases"]
     with pytest.raises(UnknownField, match="cannot group by 'seed'"):
         compare(results, group_by=["seed"])
 
 
-def test_global_batch_from_the_case_when_not_recorded():
-    base, other = result("a", [0.1] * 3), result("b", [0.05] * 3)
-    del base["metrics"]["global_batch"], other["metrics"]["global_batch"]
-    entry = compare([base, other], n_resamples=FAST)["cases"][0]["per_system"]["b-fingerprint"]
-    assert entry["ci95"] == pytest.approx([2, 2])
+def test_two_sources_are_columns_whatever_systems_they_hold():
+    before = [result("box", runs(100, seed=s), batch=b) for s, b in ((1, 8), (2, 16))]
+    after = [result("box", runs(150, seed=s), batch=b) for s, b in ((3, 8), (4, 32))]
+    doc = compare_sources([("before.db", before), ("after.json", after)])
+    assert [(s["id"], s["label"], s["baseline"]) for s in doc["systems"]] == [
+        ("A", "A: before.db", True),
+        ("B", "B: after.json", False),
+    ]
+    assert "first source" in doc["baseline"]["chosen"]
+    by_batch = {c["case"]["batch_size"]: c["per_system"]["B"] for c in doc["cases"]}
+    assert by_batch[8]["decision"] == "faster" and by_batch[8]["ratio"] == pytest.approx(
+        np.mean(after[0]["metrics"]["run_samples_per_s"])
+        / np.mean(before[0]["metrics"]["run_samples_per_s"])
+    )
+    assert by_batch[16]["status"] == "not run" and by_batch[32]["absent_reason"] == (
+        "not run on the baseline"
+    )
 
 
 def test_fixture_system_b_is_speedup_times_faster_on_one_device(tmp_path):
     known = build(tmp_path / "r.db")
     with Store(tmp_path / "r.db") as store:
-        doc = compare(store.results(), baseline=known["systems"]["a"], n_resamples=FAST)
+        doc = compare(store.results(), baseline=known["systems"]["a"])
     b = known["systems"]["b"]
     one_device = [
         c["per_system"][b]
@@ -186,6 +200,7 @@ def test_fixture_system_b_is_speedup_times_faster_on_one_device(tmp_path):
     for entry in one_device:
         assert entry["ratio"] == pytest.approx(SPEEDUP)
         assert entry["ci95"][0] <= SPEEDUP <= entry["ci95"][1]
-    assert {"faster", "no significant difference"} == {e["decision"] for e in one_device}
+    # Every run of B is its run of A 4 times faster: the runs' spread leaves 4x clear.
+    assert {e["decision"] for e in one_device} == {"faster"}
     statuses = {e["status"] for c in doc["cases"] for e in c["per_system"].values()}
     assert {"oom", "timeout", "crashed", "error", "not run"} <= statuses

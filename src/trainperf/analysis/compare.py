@@ -1,53 +1,50 @@
-"""The same cases on different systems: throughput ratios to a baseline, with significance.
+"""The same cases on different systems, or in two files: throughput ratios with significance.
 
 Two results are of the same case when their case fields are equal except those that do not
-change the workload: ``seed``, ``timeout_s``, ``steps`` (the step policy) and ``threads``.
-Fields missing from an older stored case take the ``Case`` default, and ``parallel: auto``
-is resolved (ddp above one device), so equal workloads written differently still meet. Per
-case and system the newest result counts, ok or not.
+change the workload: ``seed``, ``timeout_s``, ``steps`` (the step policy), ``runs`` (the
+run policy) and ``threads``. Fields missing from an older stored case take the ``Case``
+default, and ``parallel: auto`` is resolved (ddp above one device), so equal workloads
+written differently still meet. Per case and column (a system of one database, or one of
+two files) the newest result counts, ok or not.
 
-Throughput is global_batch / median(step time) (``benchmark.derive_metrics``). The ratio of a
-system to the baseline is of the recorded median samples/s; whether it differs from 1 is
-decided from the raw step times: a bootstrap 95 % confidence interval of
-
-    ratio = (global_batch / median(step_s)) / (baseline global_batch / median(baseline step_s))
-
-resampling the two sides independently (the steps of two machines are not paired), with a
-fixed seed so a report reads the same twice. The interval is the percentile one: BCa's
-acceleration comes from a jackknife that is undefined on degenerate samples (all step times
-equal, a few steps with tied medians), while the percentile interval is always defined and
-transformation-respecting (B against A is the reciprocal of A against B). "faster" /
-"slower" when the interval excludes 1, else "no significant difference". With fewer than
-``MIN_STEPS`` step times on a side, or a side not ok, there is no decision, and the reason
-says why.
+A result's throughput is the mean of its runs' estimates (trainperf.case_result). The
+ratio of a column to the baseline is of those means; whether it differs from 1 is decided
+from how the runs vary, never from the step times of one process: Fieller's 95% interval
+of the ratio of two means from independent runs (trainperf.measure.hierarchy.ratio_interval),
+"faster" / "slower" when it excludes 1, "no significant difference" otherwise. With fewer
+than ``MIN_RUNS_FOR_DECISION`` (3) runs on a side there is no decision: "not enough runs".
+The A/A benchmark (benchmarks/aa_test.py) checks that two measurements of the same cases
+come out "no significant difference" about 95% of the time.
 
 Averages are geometric means of the ratios over the cases of a group (ratios multiply: a
 case twice as fast and one half as fast average to 1), counting only cases ok on both sides.
+
+``compare`` lines up the systems of one database; ``compare_sources`` two sources (exported
+files or databases, ``trainperf compare A B``), A the baseline, whatever systems they hold:
+the way to ask whether a change (a driver, a setting, a node) made training faster.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from scipy import stats
 
 from trainperf.case import Case, label_of, parallel_mode
+from trainperf.case_result import run_estimates
+from trainperf.measure.hierarchy import MIN_RUNS_FOR_DECISION, ratio_interval
 
-NOT_WORKLOAD = ("seed", "timeout_s", "steps", "threads")
-MIN_STEPS = 3
-CONFIDENCE = 0.95
-N_RESAMPLES = 9999
+NOT_WORKLOAD = ("seed", "timeout_s", "steps", "runs", "threads")
 CASE_DEFAULTS = {
     name: field.default for name, field in Case.model_fields.items() if not field.is_required()
 }
 GROUP_FIELDS = tuple(name for name in Case.model_fields if name not in NOT_WORKLOAD)
 CHOSEN_GIVEN = "given with --baseline"
 CHOSEN_MOST_OK = "the system with the most ok cases (ties: the oldest first result)"
+CHOSEN_FIRST = "the first source given (A)"
 
 
 class UnknownSystem(ValueError):
@@ -60,7 +57,7 @@ class UnknownField(ValueError):
 
 @dataclass(frozen=True)
 class Significance:
-    """The bootstrap interval of a throughput ratio and its decision, or why there is none."""
+    """The 95% interval of a throughput ratio and its decision, or why there is none."""
 
     ci95: tuple[float, float] | None
     decision: str | None
@@ -79,48 +76,17 @@ def case_key(case: dict[str, Any]) -> str:
     return json.dumps(case_fields(case), sort_keys=True)
 
 
-def ratio_ci(
-    base_steps: Sequence[float],
-    steps: Sequence[float],
-    base_batch: float = 1.0,
-    batch: float = 1.0,
-    n_resamples: int = N_RESAMPLES,
-) -> tuple[float, float]:
-    """Percentile bootstrap interval (``CONFIDENCE``) of the throughput ratio other/baseline."""
-
-    def ratio(base: np.ndarray, other: np.ndarray, axis: int = -1) -> np.ndarray:
-        return (batch / np.median(other, axis=axis)) / (base_batch / np.median(base, axis=axis))
-
-    # scipy 1.15 renamed random_state to rng; the seed makes reports reproducible.
-    seed = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
-    result = stats.bootstrap(
-        (np.asarray(base_steps, float), np.asarray(steps, float)),
-        ratio,
-        paired=False,
-        vectorized=True,
-        n_resamples=n_resamples,
-        confidence_level=CONFIDENCE,
-        method="percentile",
-        **{seed: np.random.default_rng(0)},
-    )
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
-
-
-def significance(
-    base_steps: Sequence[float],
-    steps: Sequence[float],
-    base_batch: float = 1.0,
-    batch: float = 1.0,
-    n_resamples: int = N_RESAMPLES,
-) -> Significance:
-    """Faster, slower or no significant difference, from the raw step times of both sides."""
-    for side, times in (("baseline", base_steps), ("this system", steps)):
-        if len(times) < MIN_STEPS:
-            reason = f"fewer than {MIN_STEPS} step times on {side} ({len(times)})"
+def significance(base_runs: Sequence[float], runs: Sequence[float]) -> Significance:
+    """Faster, slower or no significant difference, from the run estimates of both sides."""
+    for side, values in (("the baseline", base_runs), ("this side", runs)):
+        if len(values) < MIN_RUNS_FOR_DECISION:
+            reason = (
+                f"not enough runs: {len(values)} on {side} (a decision needs "
+                f"{MIN_RUNS_FOR_DECISION} on each side)"
+            )
             return Significance(None, None, reason)
-    low, high = ratio_ci(base_steps, steps, base_batch, batch, n_resamples)
-    decision = "faster" if low > 1 else "slower" if high < 1 else "no significant difference"
-    return Significance((low, high), decision)
+    found = ratio_interval(base_runs, runs)
+    return Significance((found.low, found.high), found.decision())
 
 
 def geomean(ratios: Sequence[float]) -> float | None:
@@ -131,13 +97,11 @@ def compare(
     results: Iterable[dict[str, Any]],
     baseline: str | None = None,
     group_by: Sequence[str] = ("devices",),
-    n_resamples: int = N_RESAMPLES,
 ) -> dict[str, Any]:
-    """The comparison document (see ``trainperf compare --json``) of stored ``results``."""
-    for field in group_by:
-        if field not in GROUP_FIELDS:
-            allowed = ", ".join(GROUP_FIELDS)
-            raise UnknownField(f"cannot group by '{field}': allowed {allowed}, or none")
+    """The comparison document (``trainperf compare --json``) of the systems of stored
+    ``results``: one column per system, ``baseline`` a hostname or fingerprint (default:
+    the system with the most ok cases)."""
+    _check_group_by(group_by)
     newest: dict[str, dict[str, Any]] = {}  # case key -> fingerprint -> result
     hosts: dict[str, str] = {}
     for result in results:  # oldest first: later ones replace earlier ones
@@ -146,21 +110,65 @@ def compare(
         newest.setdefault(case_key(result["case"]), {})[fingerprint] = result
     rows = _systems(hosts, newest)
     chosen = _choose(rows, baseline)
+    return _document(rows, chosen, CHOSEN_GIVEN if baseline else CHOSEN_MOST_OK, newest, group_by)
+
+
+def compare_sources(
+    sources: Sequence[tuple[str, Sequence[dict[str, Any]]]],
+    group_by: Sequence[str] = ("devices",),
+) -> dict[str, Any]:
+    """The comparison document of two (or more) sources, each (name, its results): one
+    column per source, the first the baseline, cases matched whatever system ran them."""
+    _check_group_by(group_by)
+    newest: dict[str, dict[str, Any]] = {}  # case key -> source id -> result
+    rows = []
+    for index, (name, results) in enumerate(sources):
+        column = "AB"[index] if len(sources) <= 2 else str(index + 1)
+        for result in results:
+            newest.setdefault(case_key(result["case"]), {})[column] = result
+        statuses = [by[column]["status"] for by in newest.values() if column in by]
+        hostnames = list(dict.fromkeys(str(r["system"].get("hostname")) for r in results))
+        rows.append(
+            dict(
+                id=column,
+                fingerprint=column,
+                hostname=", ".join(hostnames),
+                label=f"{column}: {name}",
+                source=name,
+                ok_cases=statuses.count("ok"),
+                cases=len(statuses),
+            )
+        )
+    return _document(rows, rows[0], CHOSEN_FIRST, newest, group_by)
+
+
+def _check_group_by(group_by: Sequence[str]) -> None:
+    for field in group_by:
+        if field not in GROUP_FIELDS:
+            allowed = ", ".join(GROUP_FIELDS)
+            raise UnknownField(f"cannot group by '{field}': allowed {allowed}, or none")
+
+
+def _document(
+    rows: list[dict[str, Any]],
+    chosen: dict[str, Any],
+    how: str,
+    newest: dict[str, dict[str, Any]],
+    group_by: Sequence[str],
+) -> dict[str, Any]:
     for row in rows:
         row["baseline"] = row is chosen
-    labels = {row["fingerprint"]: row["label"] for row in rows}
+    columns = [row["id"] for row in rows]
     cases = [
-        _case(key, by_system, chosen["fingerprint"], labels, group_by, n_resamples)
-        for key, by_system in newest.items()
+        _case(key, by_column, chosen["id"], columns, group_by) for key, by_column in newest.items()
     ]
     cases.sort(key=lambda c: (c["case"]["model"], c["label"]))
-    how = CHOSEN_GIVEN if baseline else CHOSEN_MOST_OK
     return {
         "baseline": chosen | {"chosen": how},
         "systems": rows,
         "group_by": list(group_by),
         "cases": cases,
-        "groups": _groups(cases, [r["fingerprint"] for r in rows if not r["baseline"]], group_by),
+        "groups": _groups(cases, [r["id"] for r in rows if not r["baseline"]], group_by),
     }
 
 
@@ -173,6 +181,7 @@ def _systems(hosts: dict[str, str], newest: dict[str, dict[str, Any]]) -> list[d
         statuses = [by[fingerprint]["status"] for by in newest.values() if fingerprint in by]
         rows.append(
             dict(
+                id=fingerprint,
                 fingerprint=fingerprint,
                 hostname=hostname,
                 label=f"{hostname} ({short[fingerprint]})" if shared else str(hostname),
@@ -205,19 +214,18 @@ def _choose(rows: list[dict[str, Any]], wanted: str | None) -> dict[str, Any]:
 
 def _case(
     key: str,
-    by_system: dict[str, dict[str, Any]],
+    by_column: dict[str, dict[str, Any]],
     baseline: str,
-    labels: dict[str, str],
+    columns: list[str],
     group_by: Sequence[str],
-    n_resamples: int,
 ) -> dict[str, Any]:
-    fields = case_fields(next(iter(by_system.values()))["case"])
-    base = by_system.get(baseline)
+    fields = case_fields(next(iter(by_column.values()))["case"])
+    base = by_column.get(baseline)
     per_system = {
-        fp: _versus(by_system.get(fp), base, n_resamples)
-        if fp != baseline
+        column: _versus(by_column.get(column), base)
+        if column != baseline
         else _entry(base) | {"absent_reason": "baseline"}
-        for fp in labels
+        for column in columns
     }
     group = {field: fields[field] for field in group_by}
     return dict(case=fields, key=key, label=label_of(fields), group=group, per_system=per_system)
@@ -228,29 +236,22 @@ def _entry(result: dict[str, Any] | None) -> dict[str, Any]:
     metrics = result["metrics"] if ok else {}
     return {
         "status": result["status"] if result else "not run",
-        "result_id": result["id"] if result else None,
+        "result_id": result.get("id") if result else None,
         "samples_per_s": metrics.get("samples_per_s_median"),
-        "steps": len(metrics.get("step_s") or []),
+        "samples_per_s_ci95": metrics.get("samples_per_s_ci95"),
+        "runs": len(run_estimates(result)) if ok else 0,
     } | dict.fromkeys(("ratio", "difference", "ci95", "decision", "absent_reason"))
 
 
-def _versus(
-    result: dict[str, Any] | None, base: dict[str, Any] | None, n_resamples: int
-) -> dict[str, Any]:
+def _versus(result: dict[str, Any] | None, base: dict[str, Any] | None) -> dict[str, Any]:
     entry = _entry(result)
     if entry["status"] != "ok":
-        return entry | {"absent_reason": f"{entry['status']} on this system"}
+        return entry | {"absent_reason": f"{entry['status']} on this side"}
     base_status = base["status"] if base else "not run"
     if base_status != "ok" or not base["metrics"].get("samples_per_s_median"):
         return entry | {"absent_reason": f"{base_status} on the baseline"}
     ratio = entry["samples_per_s"] / base["metrics"]["samples_per_s_median"]
-    found = significance(
-        base["metrics"].get("step_s") or [],
-        result["metrics"].get("step_s") or [],
-        _global_batch(base),
-        _global_batch(result),
-        n_resamples,
-    )
+    found = significance(run_estimates(base), run_estimates(result))
     return entry | {
         "ratio": ratio,
         "difference": ratio - 1,
@@ -258,19 +259,6 @@ def _versus(
         "decision": found.decision,
         "absent_reason": found.absent_reason,
     }
-
-
-def _global_batch(result: dict[str, Any]) -> float:
-    """Samples per step as recorded; else as the case defines it (``Case.global_batch``);
-    else as the recorded throughput implies (a stored case this version cannot read)."""
-    metrics = result["metrics"]
-    if metrics.get("global_batch"):
-        return metrics["global_batch"]
-    known = {k: v for k, v in result["case"].items() if k in Case.model_fields}
-    try:
-        return Case(**known).global_batch
-    except ValueError:  # pydantic's ValidationError
-        return metrics["samples_per_s_median"] * float(np.median(metrics["step_s"]))
 
 
 def _groups(
