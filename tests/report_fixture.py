@@ -1,12 +1,14 @@
 """A results database with two systems, for the report, compare and export tests.
 
-System A ("cpu-dev") holds real measurements of the 2-core CPU development machine
-(``tests/data/cpu_measurements.json``: cases over batch sizes, a 2-process DDP case, a GEMM
-sweep, gloo collectives, a memory copy, a layer profile). System B ("big-cpu<b>") is
-*made up* from them for the tests only: the same cases with step times divided by a known
-factor (``SPEEDUP``), DDP on 2 and 4 processes, energy readings, and failed cases (oom,
-timeout, crashed). A model named ``<script>alert(1)</script>`` checks HTML escaping. System
-B's numbers are not measurements of anything; they exist to exercise every figure and table.
+System A ("vm") holds real measurements of the 2-core CPU development machine
+(``tests/data/cpu_measurements.json``: cases over batch sizes, each in 3 runs, 2-process
+DDP cases, a GEMM sweep, gloo collectives, a memory copy, a layer profile). System B
+("big-cpu<b>") is *made up* from them for the tests only: the same cases with every run's
+step times divided by a known factor (``SPEEDUP``), DDP on 2 and 4 processes, energy
+readings, and failed cases (oom, timeout, crashed). A model named
+``<script>alert(1)</script>`` checks HTML escaping. System B's numbers are not measurements
+of anything; they exist to exercise every figure and table. Its results are computed from
+its runs by trainperf itself (``case_result.combine``), as a sweep would.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from trainperf.case_result import RESULT_SCHEMA, combine
+from trainperf.measure.runs import parse_runs
 from trainperf.store import Store
 
 SEED = Path(__file__).parent / "data" / "cpu_measurements.json"
@@ -34,9 +38,20 @@ def _system_b(system_a: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def _scaled(result: dict[str, Any], factor: float) -> dict[str, Any]:
-    """The result as if every step were ``factor`` times faster."""
-    r = copy.deepcopy(result)
+def recombined(result: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """``result`` computed again from (changed) ``runs``, as a sweep computes it."""
+    policy = parse_runs(result["case"].get("runs", 1))
+    stop = result["metrics"].get("runs_stop_reason", "fixed_runs")
+    return (
+        combine(result["case"], runs, stop, policy)
+        | {k: result[k] for k in ("suite", "suite_version", "case_key") if k in result}
+        | {"runs": runs}
+    )
+
+
+def _scaled_run(run: dict[str, Any], factor: float) -> dict[str, Any]:
+    """The run as if every step were ``factor`` times faster."""
+    r = copy.deepcopy(run)
     m = r["metrics"]
     for key in ("step_s", "warmup_step_s", "compute_step_s"):
         if key in m and m[key]:
@@ -44,32 +59,42 @@ def _scaled(result: dict[str, Any], factor: float) -> dict[str, Any]:
     for key in ("step_s_median", "step_s_mean", "compute_step_s_median", "comm_exposed_s"):
         if m.get(key) is not None:
             m[key] /= factor
+    if "measure_elapsed_s" in m:
+        m["measure_elapsed_s"] /= factor
     if "rank_step_s" in m:
         m["rank_step_s"] = [[t / factor for t in times] for times in m["rank_step_s"]]
     for key in ("samples_per_s_median", "samples_per_s_mean", "tokens_per_s_median"):
         if m.get(key) is not None:
             m[key] *= factor
-    if m.get("samples_per_s_ci95"):
-        m["samples_per_s_ci95"] = [v * factor for v in m["samples_per_s_ci95"]]
     return r
 
 
+def _scaled(result: dict[str, Any], factor: float) -> dict[str, Any]:
+    return recombined(result, [_scaled_run(run, factor) for run in result["runs"]])
+
+
 def _with_energy(result: dict[str, Any], power_w: float) -> dict[str, Any]:
-    m = result["metrics"]
-    m["average_power_w"] = power_w
-    m["energy_per_sample_j"] = power_w / m["samples_per_s_median"]
-    m["samples_per_s_per_w"] = m["samples_per_s_median"] / power_w
-    m["energy_complete"] = True
-    m["energy_sources"] = ["nvml"]
-    m["energy_absent"] = []
-    m["energy_absent_reason"] = None
-    return result
+    """Every run drew ``power_w`` give or take 2% (a made-up meter)."""
+    runs = copy.deepcopy(result["runs"])
+    for number, run in enumerate(runs):
+        m = run["metrics"]
+        power = power_w * (1 + 0.02 * (number - 1))
+        m["energy_j_total"] = power * m["measure_elapsed_s"]
+        m["average_power_w"] = power
+        m["energy_per_sample_j"] = power / m["samples_per_s_median"]
+        m["samples_per_s_per_w"] = m["samples_per_s_median"] / power
+        m["energy_complete"] = True
+        m["energy_sources"] = ["nvml:gpu0"]
+        m["energy_absent"] = []
+        m["energy_absent_reason"] = None
+    return recombined(result, runs)
 
 
 def _failed(template: dict[str, Any], status: str, message: str, **case: Any) -> dict[str, Any]:
-    r = copy.deepcopy(template)
+    r = {k: copy.deepcopy(v) for k, v in template.items() if k != "runs"}
     r["case"].update(case)
     r["status"] = status
+    r["result_schema"] = RESULT_SCHEMA
     r["metrics"] = {}
     r["error"] = {"type": status, "message": message}
     return r
@@ -77,18 +102,23 @@ def _failed(template: dict[str, Any], status: str, message: str, **case: Any) ->
 
 def _ddp(template: dict[str, Any], devices: int, factor: float) -> dict[str, Any]:
     """A weak-scaling result on ``devices`` devices, ``factor`` x the one-device throughput."""
-    r = _scaled(template, factor / devices)  # each step takes longer, the batch is larger
-    r["case"]["devices"] = devices
-    r["case"]["parallel"] = "ddp"
-    m = r["metrics"]
-    for key in ("samples_per_s_median", "samples_per_s_mean"):
-        m[key] *= devices
-    m["samples_per_s_ci95"] = [v * devices for v in m["samples_per_s_ci95"]]
-    m["global_batch"] = template["case"]["batch_size"] * devices
-    m["device_batch"] = template["case"]["batch_size"]
-    m["comm_exposed_share"] = 0.05 * (devices - 1)
-    m["rank_spread"] = 0.01
-    return r
+    runs = []
+    for run in template["runs"]:
+        r = _scaled_run(run, factor / devices)  # each step takes longer, the batch is larger
+        r["case"]["devices"] = devices
+        r["case"]["parallel"] = "ddp"
+        m = r["metrics"]
+        for key in ("samples_per_s_median", "samples_per_s_mean"):
+            m[key] *= devices
+        m["global_batch"] = template["case"]["batch_size"] * devices
+        m["device_batch"] = template["case"]["batch_size"]
+        m["comm_exposed_share"] = 0.05 * (devices - 1)
+        m["rank_spread"] = 0.01
+        runs.append(r)
+    result = copy.deepcopy(template)
+    result["case"]["devices"] = devices
+    result["case"]["parallel"] = "ddp"
+    return recombined(result, runs)
 
 
 def _training_runs(store: Store, system_a: dict[str, Any], system_b: dict[str, Any]) -> None:
@@ -152,10 +182,10 @@ def build(path: Path) -> dict[str, Any]:
 
     with Store(path) as store:
         for system, results in ((system_a, results_a), (system_b, results_b)):
-            run_id = store.start_run(system, label="fixture")
+            sweep_id = store.start_sweep(system, label="fixture")
             for r in results:
                 store.add_result(
-                    run_id,
+                    sweep_id,
                     system["fingerprint"],
                     r,
                     suite=(r.get("suite"), r.get("suite_version")) if r.get("suite") else None,

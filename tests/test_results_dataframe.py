@@ -5,7 +5,7 @@ import pytest
 
 from report_fixture import build
 from trainperf.report.tables import CSV_COLUMNS
-from trainperf.results import dataframe, micro_dataframe
+from trainperf.results import dataframe, micro_dataframe, runs_dataframe
 from trainperf.store import Store
 
 
@@ -24,7 +24,8 @@ def test_one_row_per_result_with_the_csv_columns_first(db):
     assert tuple(frame.columns[: len(CSV_COLUMNS)]) == CSV_COLUMNS
     assert frame.columns[len(CSV_COLUMNS)] == "uid" and frame.columns[-1] == "step_s"
     assert frame.columns.is_unique and "case.model" not in frame.columns
-    extra = frame.columns[len(CSV_COLUMNS) + 1 : -1]
+    assert frame.columns[-2] == "run_samples_per_s"
+    extra = frame.columns[len(CSV_COLUMNS) + 1 : -2]
     assert all(c.startswith(("case.", "metric.")) for c in extra)
     assert {"case.devices", "case.compile", "metric.achieved_tflops"} <= set(extra)
     assert list(frame["uid"]) == [r["uid"] for r in results]
@@ -44,14 +45,30 @@ def test_types_a_notebook_can_compute_with(db):
     assert frame.loc[~failed, "samples_per_s_median"].gt(0).all()
 
 
-def test_step_times_are_a_list_per_row(db):
+def test_step_times_and_run_throughputs_are_lists_per_row(db):
     with Store(db) as store:
         results = store.results()
     frame = dataframe(db)
-    assert list(frame["step_s"]) == [r["metrics"].get("step_s") or [] for r in results]
+    all_steps = [[t for run in r["runs"] for t in run["metrics"]["step_s"]] for r in results]
+    assert list(frame["step_s"]) == all_steps
     ok = frame[frame["status"] == "ok"]
     assert all(len(times) > 0 and all(t > 0 for t in times) for times in ok["step_s"])
+    assert all(len(runs) == 3 for runs in ok["run_samples_per_s"])
+    assert ok["between_run_cv"].dtype == "float64" and ok["runs"].eq(3).all()
     assert "metric.step_s" not in frame.columns and "metric.context_start" not in frame.columns
+
+
+def test_one_row_per_run(db):
+    with Store(db) as store:
+        runs = store.runs()
+        results = {r["uid"]: r for r in store.results()}
+    frame = runs_dataframe(db)
+    assert list(frame["uid"]) == [r["uid"] for r in runs] and frame.columns[-1] == "step_s"
+    assert frame["result_uid"].isin(list(results)).all()
+    per_result = frame.groupby("result_uid")["metric.samples_per_s_median"].apply(list)
+    for uid, values in per_result.items():
+        assert values == pytest.approx(results[uid]["metrics"]["run_samples_per_s"])
+    assert set(frame["run_number"]) == {1, 2, 3} and frame["case.steps"].notna().all()
 
 
 def test_a_missing_database_is_not_created(tmp_path):

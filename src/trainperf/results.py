@@ -3,17 +3,25 @@
 ``dataframe(db_path)``: one row per result, oldest first. Its columns:
 
 - the CSV columns of ``trainperf results --csv``, under the same names (``id``,
-  ``created_at`` (a UTC datetime), ``run_id``, ``system``, ``hostname``, ``model``,
+  ``created_at`` (a UTC datetime), ``sweep_id``, ``system``, ``hostname``, ``model``,
   ``batch_size``, ..., ``status``, ``samples_per_s_median``, ..., ``error``);
 - ``uid``, the result's id across databases (``trainperf export`` / ``import``);
 - ``case.<field>``: every other field of the case (``case.devices``, ``case.compile``, ...);
 - ``metric.<name>``: every other metric holding one value (a number, string, boolean or
   null), e.g. ``metric.mem_peak_source``, ``metric.achieved_tflops``. Metrics holding
   lists or objects are left out, except:
-- ``step_s``: the measured step times in seconds, a list per row (empty when none).
+- ``run_samples_per_s``: the throughput of each run (independent process), a list per row;
+- ``step_s``: the measured step times in seconds of all its runs, run after run, a list
+  per row (empty when none).
 
 A name never appears twice: ``model`` is the case's model, so there is no ``case.model``.
 Numbers missing from some rows are floats with NaN there.
+
+``runs_dataframe(db_path)``: one row per run (a worker process measuring a case), oldest
+first: ``uid``, ``result_uid`` (the result it belongs to; empty while its case is
+unfinished), ``sweep_id``, ``run_number``, ``created_at``, ``system``, ``hostname``,
+``model``, ``status``, ``case.<field>``, ``metric.<name>`` (one-value metrics of the run:
+its own ``samples_per_s_median``, ``cv``, ``wall_s``, ...) and ``step_s``.
 
 ``micro_dataframe(db_path, kind)``: one row per row of the micro-benchmark's table (one
 per GEMM shape, message size, ...), with the run's ``uid``, ``created_at``, ``system``,
@@ -48,12 +56,32 @@ def dataframe(db_path: str | os.PathLike[str]) -> pd.DataFrame:
         for name, value in metrics.items():
             if name not in METRIC_COLUMNS and _scalar(value):
                 row[f"metric.{name}"] = value
-        row["step_s"] = list(metrics.get("step_s") or [])
+        row["run_samples_per_s"] = list(metrics.get("run_samples_per_s") or [])
+        row["step_s"] = [t for run in result["runs"] for t in run["metrics"].get("step_s") or []]
         rows.append(row)
     fixed = [*CSV_COLUMNS, "uid"]
-    extra = sorted({c for row in rows for c in row} - {*fixed, "step_s"})
-    frame = pd.DataFrame.from_records(rows, columns=[*fixed, *extra, "step_s"])
+    lists = ["run_samples_per_s", "step_s"]
+    extra = sorted({c for row in rows for c in row} - {*fixed, *lists})
+    frame = pd.DataFrame.from_records(rows, columns=[*fixed, *extra, *lists])
     return _typed(frame)
+
+
+def runs_dataframe(db_path: str | os.PathLike[str]) -> pd.DataFrame:
+    """One row per stored run (see the module docstring for the columns)."""
+    with _open(db_path) as store:
+        hostnames = {r["fingerprint"]: r["hostname"] for r in store.systems()}
+        runs = store.runs()
+    rows = []
+    for run in runs:
+        row = {k: run[k] for k in ("uid", "result_uid", "sweep_id", "run_number", "created_at")}
+        row |= {"system": run["system"], "hostname": hostnames.get(run["system"])}
+        row |= {"model": run["case"]["model"], "status": run["status"]}
+        row |= {f"case.{k}": v for k, v in run["case"].items() if k != "model"}
+        row |= {f"metric.{k}": v for k, v in run["metrics"].items() if _scalar(v)}
+        row["step_s"] = list(run["metrics"].get("step_s") or [])
+        rows.append(row)
+    columns = [c for c in _columns(rows) if c != "step_s"] + ["step_s"]
+    return _typed(pd.DataFrame.from_records(rows, columns=columns))
 
 
 def micro_dataframe(db_path: str | os.PathLike[str], kind: str) -> pd.DataFrame:

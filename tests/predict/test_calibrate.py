@@ -81,9 +81,9 @@ def synthetic_db(tmp_path_factory):
     flops = train_flops_per_sample("cifarnet", 32)
     link = MeasuredLink()
     with Store(path) as store:
-        run_id = store.start_run(SYSTEM)
+        sweep_id = store.start_sweep(SYSTEM)
         single = FRACTION * PEAK / flops
-        store.add_result(run_id, SYSTEM["fingerprint"], _result(1, 32, single, flops))
+        store.add_result(sweep_id, SYSTEM["fingerprint"], _result(1, 32, single, flops))
         for devices in (2, 4):
             predicted = predict(
                 "cifarnet",
@@ -96,7 +96,9 @@ def synthetic_db(tmp_path_factory):
                 "fp32",
                 achieved_fraction=FRACTION,
             )["rows"][0]["samples_per_s"]
-            store.add_result(run_id, SYSTEM["fingerprint"], _result(devices, 32, predicted, flops))
+            store.add_result(
+                sweep_id, SYSTEM["fingerprint"], _result(devices, 32, predicted, flops)
+            )
         for p in (2, 4):
             rows = [
                 {"op": "all_reduce", "size_bytes": n, "time_us": t * 1e6, "wrong": 0}
@@ -162,3 +164,11 @@ def test_real_cpu_measurements(tmp_path):
     assert cal.alpha_s > 0 and cal.beta_bytes_per_s > 0 and cal.link_scope == "intra"
     assert {r["devices"] for r in cal.fit_rows} == {1, 2}
     assert all("error_pct" in r for r in cal.fit_rows)
+    # The throughput calibrated from is the run-level estimate, with its interval.
+    source = cal.sources["compute"]
+    assert source["runs"] == 3 and len(source["samples_per_s_ci95"]) == 2
+    assert (
+        source["samples_per_s_ci95"][0]
+        < cal.single_device_throughput
+        < source["samples_per_s_ci95"][1]
+    )

@@ -6,6 +6,10 @@ of the same network is at least as fast and draws at most as much power, and is 
 better in one of the two. The front is the set of points no other dominates: the
 configurations (system, devices, batch size, precision) worth considering for that
 network; every other point is beaten on both counts by one of them.
+
+A point is the mean over its result's runs; it carries the runs themselves
+(``run_samples_per_s``, ``run_average_power_w``) and the 95% intervals over them, so a
+front whose points overlap within their intervals can be read as such.
 """
 
 from __future__ import annotations
@@ -44,7 +48,11 @@ def _point(result: dict[str, Any]) -> dict[str, Any]:
         "batch_size": case["batch_size"],
         "precision": case["precision"],
         "samples_per_s": m["samples_per_s_median"],
+        "samples_per_s_ci95": m.get("samples_per_s_ci95"),
         "average_power_w": m["average_power_w"],
+        "average_power_w_ci95": m.get("average_power_w_ci95"),
+        "run_samples_per_s": m.get("run_samples_per_s") or [m["samples_per_s_median"]],
+        "run_average_power_w": m.get("run_average_power_w") or [m["average_power_w"]],
         "samples_per_s_per_w": m.get("samples_per_s_per_w"),
         "energy_per_sample_j": m.get("energy_per_sample_j"),
         "result_id": result["id"],

@@ -11,6 +11,12 @@ both) the scaling mode. Results differing in DDP options stay apart as rows.
 ``batch_size`` stays in the setting: for weak scaling it is the batch per device, for
 strong scaling the global batch, so in both cases the baseline has the batch it should.
 Without a baseline, speedup and efficiency are absent with the reason, never guessed.
+
+Throughputs are the means over each result's runs (trainperf.case_result), and the
+speedup's 95% interval is Fieller's interval of the ratio of the two means from the
+variation between runs (trainperf.measure.hierarchy.ratio_interval); the efficiency's is
+that interval over N. With fewer than 2 runs on a side the intervals are absent with the
+reason.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from trainperf.case import label_of
+from trainperf.case_result import run_estimates
+from trainperf.measure.hierarchy import MIN_RUNS_FOR_INTERVAL, ratio_interval
 
 # Fields that may differ between the N-device result and its baseline.
 NOT_IN_SETTING = ("devices", "nodes", "parallel", "seed", "timeout_s", "threads", "scaling")
@@ -99,12 +107,33 @@ def _row(
         "nodes": case.get("nodes", 1),
         "global_batch": metrics.get("global_batch"),
         "samples_per_s": throughput,
+        "samples_per_s_ci95": metrics.get("samples_per_s_ci95"),
+        "runs": len(run_estimates(result)),
         "comm_exposed_share": metrics.get("comm_exposed_share"),
         "rank_spread": metrics.get("rank_spread"),
         "result_id": result["id"],
     }
     if baseline is None:
-        return row | {"speedup": None, "efficiency": None, "absent_reason": NO_BASELINE}
+        return row | {
+            "speedup": None,
+            "efficiency": None,
+            "speedup_ci95": None,
+            "efficiency_ci95": None,
+            "absent_reason": NO_BASELINE,
+        }
     base = baseline["metrics"]["samples_per_s_median"]
     speedup, efficiency = speedup_efficiency(throughput, count, base)
-    return row | {"speedup": speedup, "efficiency": efficiency, "baseline_samples_per_s": base}
+    row |= {"speedup": speedup, "efficiency": efficiency, "baseline_samples_per_s": base}
+    interval = ratio_interval(run_estimates(baseline), run_estimates(result))
+    if interval is None:
+        fewest = min(len(run_estimates(baseline)), len(run_estimates(result)))
+        return row | {
+            "speedup_ci95": None,
+            "efficiency_ci95": None,
+            "interval_absent_reason": f"{fewest} run on a side: an interval needs "
+            f"{MIN_RUNS_FOR_INTERVAL} on each",
+        }
+    return row | {
+        "speedup_ci95": [interval.low, interval.high],
+        "efficiency_ci95": [interval.low / count, interval.high / count],
+    }

@@ -3,7 +3,8 @@
 From a results database (``trainperf.store``):
 
 (a) compute: the newest ok single-device result of the model (preferring the batch size and
-    model size asked for) gives the achieved fraction of peak,
+    model size asked for) gives the achieved fraction of peak (its throughput is the mean
+    over its independent runs, and its 95% interval over them travels with the source),
         fraction = achieved_tflops × 10¹² / peak FLOP/s of the named catalog device,
     and, whatever the device, the measured throughput X (samples/s at that batch), which the
     model can use instead (t_compute = B / X): the way for a CPU with no catalog entry;
@@ -187,6 +188,8 @@ def _compute(
         "batch_size": case["batch_size"],
         "size": _size(chosen),
         "samples_per_s": metrics["samples_per_s_median"],
+        "samples_per_s_ci95": metrics.get("samples_per_s_ci95"),
+        "runs": metrics.get("runs", 1),
         "achieved_tflops": metrics.get("achieved_tflops"),
     }
     info = chosen.get("device") or {}
@@ -260,6 +263,7 @@ def _check(cal: Calibration, results: list[dict[str, Any]], device: Any | None) 
         count, nodes = device_count(case), case.get("nodes", 1)
         row = {"result_id": result["id"], "devices": count, "batch_size": case["batch_size"]}
         row |= {"scaling": case.get("scaling", "weak"), "measured_samples_per_s": measured}
+        row["measured_ci95"] = result["metrics"].get("samples_per_s_ci95")
         try:
             predicted = predict(
                 model=cal.model,

@@ -49,7 +49,10 @@ FAILED_COLOR = "#c0392b"
 NOT_FAILED = ("ok", "skipped")  # a skip is hardware absent, not a failure at that point
 # No date (determinism) and no RDF block: nothing a reader of the page needs.
 NO_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
-CI_NOTE = "vertical bars: 95% confidence interval of the mean"
+CI_NOTE = (
+    "small dots: the independent runs (worker processes); vertical bars: 95% confidence "
+    "interval of the mean over the runs (none for a single run)"
+)
 
 
 @dataclass(frozen=True)
@@ -186,8 +189,13 @@ def mark_failed(ax: Any, failures: Sequence[tuple[float, str]]) -> None:
 
 
 def ci_bar(ax: Any, x: float, result: dict[str, Any] | None, color: str) -> None:
-    """The 95% confidence interval of the throughput of ``result`` as a vertical bar."""
-    low, high = ((result or {}).get("metrics") or {}).get("samples_per_s_ci95") or (0, 0)
+    """The runs of ``result`` as small dots at ``x``, and the 95% confidence interval of
+    their mean throughput as a vertical bar."""
+    metrics = (result or {}).get("metrics") or {}
+    runs = metrics.get("run_samples_per_s") or []
+    if len(runs) > 1:
+        ax.scatter([x] * len(runs), runs, s=8, color=color, alpha=0.45, lw=0, zorder=3)
+    low, high = metrics.get("samples_per_s_ci95") or (0, 0)
     if low > 0 and math.isfinite(high):
         ax.vlines(x, low, high, color=color, lw=1.2, alpha=0.7)
 
@@ -230,9 +238,9 @@ def devices_figures(results: Sequence[dict[str, Any]]) -> list[Figure]:
             make_figure(
                 key,
                 f"Throughput against devices: {setting}, {scaling} scaling",
-                f"Median training throughput (samples/s over the measured steps after warm-up; "
-                f"{CI_NOTE}) of {how} against the number of devices, log-log axes; dashed: ideal "
-                f"linear scaling from each system's 1-device result.",
+                f"Training throughput (samples/s from the median step after warm-up, mean over "
+                f"the runs; {CI_NOTE}) of {how} against the number of devices, log-log axes; "
+                f"dashed: ideal linear scaling from each system's 1-device result.",
                 names,
                 lambda fig, s=series, f=failures: _draw_devices(fig, s, f, by_id),
                 note=note,
@@ -245,7 +253,9 @@ def devices_figures(results: Sequence[dict[str, Any]]) -> list[Figure]:
                     key,
                     f"Scaling efficiency: {setting}, {scaling} scaling",
                     f"Scaling efficiency = throughput(N) / (N × throughput(1)) of {how}, from the "
-                    f"median samples/s and the same system's 1-device result; 100% is linear.",
+                    f"throughputs (mean over runs) and the same system's 1-device result; 100% "
+                    f"is linear. Error bars: 95% interval from the variation between the runs "
+                    f"of both results (Fieller).",
                     names,
                     lambda fig, s=series, f=failures: _draw_efficiency(fig, s, f),
                     note=note,
@@ -299,7 +309,14 @@ def _draw_efficiency(fig: MplFigure, series: dict, failures: list) -> None:
         xs = [counts.index(r["devices"]) - 0.4 + width * (i + 0.5) for r in mine]
         ys = [100 * r["efficiency"] for r in mine]
         drawn = ax.bar(xs, ys, width, color=f"C{i}", label=_series_label(rows[0]))
-        ax.bar_label(drawn, fmt="%.0f%%", fontsize=7)
+        ax.bar_label(drawn, fmt="%.0f%%", fontsize=7, label_type="center")
+        with_ci = [
+            (x, y, r["efficiency_ci95"])
+            for x, y, r in zip(xs, ys, mine, strict=True)
+            if r.get("efficiency_ci95")
+        ]
+        for x, y, (low, high) in with_ci:
+            ax.errorbar(x, y, [[y - 100 * low], [100 * high - y]], fmt="none", color="black", lw=1)
     ax.axhline(100, color="black", lw=1, ls="--", label="linear scaling")
     ax.set_xticks(range(len(counts)), [str(n) for n in counts])
     ax.set_xlim(-0.6, len(counts) - 0.4)
@@ -360,8 +377,9 @@ def batch_figures(results: Sequence[dict[str, Any]]) -> list[Figure]:
             make_figure(
                 key,
                 f"Throughput against batch size: {setting}",
-                f"Median training throughput of {setting} on one device (samples/s over {steps} "
-                f"measured steps after warm-up; {CI_NOTE}) against the batch size, log2 axis.",
+                f"Training throughput of {setting} on one device (samples/s from the median "
+                f"step after warm-up, mean over the runs, {steps} measured steps in all; "
+                f"{CI_NOTE}) against the batch size, log2 axis.",
                 [hostname(r) for r in every],
                 lambda fig, s=series: _draw_batch(fig, s),
                 note=note,
@@ -419,8 +437,9 @@ def power_figures(results: Sequence[dict[str, Any]]) -> list[Figure]:
                 key,
                 f"Power against performance: {setting}",
                 f"Each point an ok result of {setting} (any system, device count, batch size, "
-                f"precision): median samples/s against the average power in W over the measured "
-                f"steps ({_sources(by_id[p['result_id']] for p in points)}). Connected: the Pareto "
+                f"precision): samples/s (mean over its runs) against the average power in W over "
+                f"the measured steps ({_sources(by_id[p['result_id']] for p in points)}); small "
+                f"dots: its runs, bars: 95% intervals over the runs. Connected: the Pareto "
                 f"front, the points that no other point beats on both speed and power.",
                 [p["hostname"] or p["system"] for p in points],
                 lambda fig, p=points: _draw_power(fig, p),
@@ -436,6 +455,8 @@ def _draw_power(fig: MplFigure, points: list[dict[str, Any]]) -> None:
         mine = [p for p in points if p["system"] == system]
         xs, ys = [p["samples_per_s"] for p in mine], [p["average_power_w"] for p in mine]
         ax.scatter(xs, ys, color=f"C{i}", label=plain(mine[0]["hostname"] or system), zorder=3)
+        for p in mine:
+            _run_cloud(ax, p, f"C{i}")
     front = sorted((p for p in points if p["on_front"]), key=lambda p: p["samples_per_s"])
     ax.plot(
         [p["samples_per_s"] for p in front],
@@ -465,6 +486,30 @@ def _draw_power(fig: MplFigure, points: list[dict[str, Any]]) -> None:
     ax.set_xlabel("throughput (samples/s)")
     ax.set_ylabel("average power (W)")
     ax.legend()
+
+
+def _run_cloud(ax: Any, point: dict[str, Any], color: str) -> None:
+    """The runs of a Pareto point as small dots, its 95% intervals as error bars."""
+    runs = [
+        (x, y)
+        for x, y in zip(point["run_samples_per_s"], point["run_average_power_w"], strict=False)
+        if y is not None
+    ]
+    if len(runs) > 1:
+        ax.scatter(*zip(*runs, strict=True), s=8, color=color, alpha=0.45, lw=0, zorder=2)
+    x_ci, y_ci = point.get("samples_per_s_ci95"), point.get("average_power_w_ci95")
+    x, y = point["samples_per_s"], point["average_power_w"]
+    if x_ci or y_ci:
+        ax.errorbar(
+            x,
+            y,
+            yerr=[[y - y_ci[0]], [y_ci[1] - y]] if y_ci else None,
+            xerr=[[x - x_ci[0]], [x_ci[1] - x]] if x_ci else None,
+            fmt="none",
+            color=color,
+            lw=1,
+            alpha=0.7,
+        )
 
 
 def energy_figures(results: Sequence[dict[str, Any]]) -> list[Figure]:

@@ -100,12 +100,18 @@ def calibration_table(calibration: dict[str, Any]) -> Table:
             str(r["devices"]),
             str(r["batch_size"]),
             r["scaling"],
-            f"{r['measured_samples_per_s']:,.1f}",
+            _measured(r),
             f"{predicted:,.1f}" if predicted is not None else "-",
             f"{r['error_pct']:+.1f}%" if predicted is not None else escape(r.get("reason", "")),
         )
     table.caption = escape("; ".join(calibration_lines(cal)))
     return table
+
+
+def _measured(row: dict[str, Any]) -> str:
+    """The measured throughput and the ± of its 95% interval over runs, when it has one."""
+    measured, ci = row["measured_samples_per_s"], row.get("measured_ci95")
+    return f"{measured:,.1f}" + (f" ±{(ci[1] - ci[0]) / 2 / measured:.0%}" if ci else "")
 
 
 def calibration_lines(cal: dict[str, Any]) -> list[str]:

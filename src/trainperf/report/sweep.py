@@ -1,7 +1,8 @@
 """What a sweep shows while it runs (a progress line with ETA) and when it ends (a summary).
 
-The estimate of the time left counts only measured cases: skipped cases and results taken
-from an earlier run finish at once and would make a rate-based estimate far too hopeful.
+The estimate of the time left counts only measured runs: skipped cases and results taken
+from an earlier sweep finish at once and would make a rate-based estimate far too hopeful.
+A case's adaptive runs are counted as planned (their minimum) until the case needs more.
 """
 
 from __future__ import annotations
@@ -26,19 +27,19 @@ def _clock(seconds: float | None) -> str:
 
 
 class SweepDisplay:
-    """Progress of a sweep on ``console``: case being run, done/total, elapsed, time left."""
+    """Progress of a sweep on ``console``: the run being measured, cases done/total,
+    elapsed time and the time left (mean time of a measured run x runs still planned)."""
 
     def __init__(self, console: Console, total: int) -> None:
         self.total = total
-        self.measured_s: list[float] = []
-        self.to_measure = total
-        self._started = time.monotonic()
-        self._case_started = self._started
+        self.run_s: list[float] = []
+        self.runs_left = 0
+        self._run_started = time.monotonic()
         columns = (
             SpinnerColumn(),
             TextColumn("{task.description}"),
             BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
+            TextColumn("{task.completed}/{task.total} cases"),
             TimeElapsedColumn(),
             TextColumn("left ~{task.fields[eta]}"),
         )
@@ -54,16 +55,17 @@ class SweepDisplay:
         self.progress.__exit__(*exc)
 
     def eta_s(self) -> float | None:
-        """Mean time of a measured case times the cases that may still be measured."""
-        if not self.measured_s:
+        """Mean time of a measured run times the runs still planned."""
+        if not self.run_s:
             return None
-        return sum(self.measured_s) / len(self.measured_s) * self.to_measure
+        return sum(self.run_s) / len(self.run_s) * self.runs_left
 
-    def on_start(self, index: int, item: Any) -> None:
-        self._case_started = time.monotonic()
+    def on_start(self, index: int, item: Any, run_number: int, runs_left: int) -> None:
+        self._run_started = time.monotonic()
+        self.runs_left = runs_left
         self.progress.update(
             self.task,
-            description=f"[{index + 1}/{self.total}] {item.label}",
+            description=f"[case {index + 1}/{self.total}, run {run_number}] {item.label}",
             eta=_clock(self.eta_s()),
         )
 
@@ -72,13 +74,26 @@ class SweepDisplay:
         line = f"    largest-batch probe b{probe.batch_size}: {verdict}"
         self.progress.console.print(line, markup=False, highlight=False)
 
+    def on_run(self, index: int, run: dict[str, Any]) -> None:
+        self.run_s.append(time.monotonic() - self._run_started)
+        self.runs_left = max(self.runs_left - 1, 0)
+        self.progress.update(self.task, eta=_clock(self.eta_s()))
+        line = f"    {_run_line(run)}"
+        self.progress.console.print(line, markup=False, highlight=False)
+
     def on_result(self, index: int, result: dict[str, Any]) -> None:
-        self.to_measure -= 1
-        if result["status"] != "skipped" and not result.get("reused"):
-            self.measured_s.append(time.monotonic() - self._case_started)
         self.progress.update(self.task, advance=1, eta=_clock(self.eta_s()))
         # Messages quote paths and C++ sources ("[pair.cc:537]"): never read them as markup.
         self.progress.console.print(f"  {_one_line(result)}", markup=False, highlight=False)
+
+
+def _run_line(run: dict[str, Any]) -> str:
+    from trainperf.case import label_of
+
+    head = f"{label_of(run['case'])} run {run.get('run_number', '?')}"
+    if run["status"] == "ok":
+        return f"{head}: {run['metrics']['samples_per_s_median']:.1f} samples/s"
+    return f"{head}: {run['status']}"
 
 
 def _one_line(result: dict[str, Any]) -> str:
@@ -86,9 +101,18 @@ def _one_line(result: dict[str, Any]) -> str:
 
     label, metrics = label_of(result["case"]), result.get("metrics") or {}
     if result["status"] == "ok":
-        rate = f"{metrics['samples_per_s_median']:.1f} samples/s"
-        return f"{label}: {rate}" + (" (from an earlier run)" if result.get("reused") else "")
+        text = f"{label}: {metrics['samples_per_s_median']:.1f} samples/s {interval_text(metrics)}"
+        return text + (" (from an earlier sweep)" if result.get("reused") else "")
     return f"{label}: {result['status']}: {_reason(result)}"
+
+
+def interval_text(metrics: dict[str, Any]) -> str:
+    """'±3.2% over 3 runs (ci_target)', or '(1 run: no between-run interval)'."""
+    runs = metrics.get("runs", 1)
+    if metrics.get("ci95_relative") is None:
+        return f"({runs} run: no between-run interval)"
+    stop = metrics.get("runs_stop_reason")
+    return f"±{metrics['ci95_relative']:.1%} over {runs} runs" + (f" ({stop})" if stop else "")
 
 
 def _reason(result: dict[str, Any]) -> str:
@@ -112,7 +136,7 @@ def summary_table(results: Iterable[dict[str, Any]], title: str = "summary") -> 
         members = groups[status]
         if status == "ok":
             reused = sum(1 for r in members if r.get("reused"))
-            note = f"{reused} from an earlier run" if reused else ""
+            note = f"{reused} from an earlier sweep" if reused else ""
             table.add_row(status, str(len(members)), "", note)
             continue
         for position, result in enumerate(members):

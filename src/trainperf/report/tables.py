@@ -14,12 +14,16 @@ CASE_COLUMNS = ("model", "batch_size", "image_size", "seq_len", "precision", "de
 METRIC_COLUMNS = (
     "samples_per_s_median",
     "samples_per_s_mean",
+    "ci95_relative",
+    "runs",
+    "runs_stop_reason",
+    "within_run_cv",
+    "between_run_cv",
     "cv",
     "jitter",
     "tokens_per_s_median",
     "steps_warmup",
     "steps_measured",
-    "stop_reason",
     "mem_peak_bytes",
     "mfu",
     "unstable",
@@ -27,7 +31,7 @@ METRIC_COLUMNS = (
     "compute_samples_per_s",
 )
 CSV_COLUMNS = (
-    ("id", "created_at", "run_id", "system", "hostname")
+    ("id", "created_at", "sweep_id", "system", "hostname")
     + CASE_COLUMNS
     + ("device_name", "status", "samples_per_s_ci95_low", "samples_per_s_ci95_high")
     + METRIC_COLUMNS
@@ -44,6 +48,10 @@ def _si(value: float | None, unit: str = "") -> str:
     return f"{value:.3g} {unit}".strip()
 
 
+def _percent(value: float | None, absent: str = "-") -> str:
+    return absent if value is None else f"{value:.1%}"
+
+
 def _bytes(value: int | None) -> str:
     return "-" if value is None else f"{value / 2**30:.2f} GiB"
 
@@ -57,8 +65,11 @@ def _size(case: dict[str, Any], metrics: dict[str, Any]) -> int | str:
 
 
 def results_table(results: Iterable[dict[str, Any]], title: str = "trainperf results") -> Table:
-    """One row per result; cases on real data add their loader workers, the share of
-    step time spent waiting for data and the samples/s of compute alone (data ready)."""
+    """One row per result: the mean throughput of its runs, the ± of its between-run 95%
+    interval, its runs, the between-run coefficient of variation, steps (warm-up +
+    measured, over all runs) and what ended the runs. Cases on real data add their loader
+    workers, the share of step time spent waiting for data and the samples/s of compute
+    alone (data ready)."""
     results = list(results)
     with_data = any("data_wait_share" in (r.get("metrics") or {}) for r in results)
     table = Table(title=title)
@@ -71,12 +82,13 @@ def results_table(results: Iterable[dict[str, Any]], title: str = "trainperf res
         ("status", "left"),
         ("samples/s", "right"),
         ("±CI95", "right"),
-        ("CV", "right"),
+        ("runs", "right"),
+        ("between", "right"),
         ("tokens/s", "right"),
         ("MFU", "right"),
         ("peak mem", "right"),
         ("steps", "right"),
-        ("stop", "left"),
+        ("runs ended", "left"),
     ]
     if with_data:  # workers after the device; the data split after the total samples/s
         columns[7:7] = [("compute/s", "right"), ("data wait", "right")]
@@ -87,7 +99,7 @@ def results_table(results: Iterable[dict[str, Any]], title: str = "trainperf res
         case, m = r["case"], r.get("metrics") or {}
         status = r["status"]
         if status == "ok" and r.get("reused"):
-            status = "ok (earlier run)" + (" unstable" if m.get("unstable") else "")
+            status = "ok (earlier sweep)" + (" unstable" if m.get("unstable") else "")
         elif status == "ok" and m.get("unstable"):
             status = "ok (unstable)"
         elif status != "ok" and r.get("error"):
@@ -100,13 +112,14 @@ def results_table(results: Iterable[dict[str, Any]], title: str = "trainperf res
             case["device"],
             status,
             f"{m['samples_per_s_median']:.1f}" if "samples_per_s_median" in m else "-",
-            f"{m['ci95_relative']:.1%}" if "ci95_relative" in m else "-",
-            f"{m['cv']:.1%}" if "cv" in m else "-",
+            _percent(m.get("ci95_relative"), "1 run" if m.get("runs") == 1 else "-"),
+            str(m.get("runs", "-")),
+            _percent(m.get("between_run_cv")),
             _si(m.get("tokens_per_s_median")),
             f"{m['mfu']:.1%}" if m.get("mfu") is not None else "-",
             _bytes(m.get("mem_peak_bytes")),
             f"{m['steps_warmup']}+{m['steps_measured']}" if "steps_measured" in m else "-",
-            m.get("stop_reason", "-"),
+            m.get("runs_stop_reason", "-"),
         ]
         if with_data:
             workers, compute, wait = _data_cells(case, m)
@@ -155,8 +168,19 @@ def models_table(rows: Iterable[dict[str, Any]]) -> Table:
     return table
 
 
+def _with_interval(value: float | None, ci: list[float] | None, fmt: str, absent: str = "-") -> str:
+    """'1.84 (1.62-2.09)': a value and its 95% interval, when it has one."""
+    if value is None:
+        return absent
+    text = fmt.format(value)
+    return text + (f" ({fmt.format(ci[0])}-{fmt.format(ci[1])})" if ci else "")
+
+
 def scaling_table(rows: Iterable[dict[str, Any]]) -> Table:
-    table = Table(title="scaling: speedup and efficiency against 1 device of the same setting")
+    table = Table(
+        title="scaling: speedup and efficiency against 1 device of the same setting",
+        caption="in brackets: 95% interval from the variation between runs (2+ runs a side)",
+    )
     for name, justify in (
         ("host", "left"),
         ("setting", "left"),
@@ -177,8 +201,8 @@ def scaling_table(rows: Iterable[dict[str, Any]]) -> Table:
             r["scaling"],
             str(r["devices"]),
             f"{r['samples_per_s']:.1f}",
-            f"{r['speedup']:.2f}" if r["speedup"] is not None else "-",
-            f"{r['efficiency']:.1%}" if r["efficiency"] is not None else "no baseline",
+            _with_interval(r["speedup"], r.get("speedup_ci95"), "{:.2f}"),
+            _with_interval(r["efficiency"], r.get("efficiency_ci95"), "{:.1%}", "no baseline"),
             f"{share:.1%}" if share is not None else "-",
             f"{r['rank_spread']:.1%}" if r.get("rank_spread") is not None else "-",
         )
@@ -235,7 +259,7 @@ def csv_row(r: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": r.get("id"),
         "created_at": r.get("created_at"),
-        "run_id": r.get("run_id"),
+        "sweep_id": r.get("sweep_id"),
         "system": r["system"]["fingerprint"],
         "hostname": r["system"]["hostname"],
         **{k: case.get(k) for k in CASE_COLUMNS},
