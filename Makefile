@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 TORCH  := torch==2.13.0
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench clean setup
+.PHONY: run test lint bench aa clean setup
 
 setup: $(STAMP)
 
@@ -32,6 +32,9 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/harness_overhead.py
 	$(PY) benchmarks/energy_overhead.py
+
+aa: $(STAMP)
+	$(PY) benchmarks/aa_test.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache
