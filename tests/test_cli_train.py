@@ -59,10 +59,10 @@ def test_two_ranks_follow_the_curve_of_one_process(cifar, tmp_path, run_cli):
     db = tmp_path / "t.db"
     base = ["train", "cifarnet", "--data", f"cifar10:{cifar}", "--target", "top1=0.99"]
     rest = ["--max-epochs", "2", "--lr-schedule", "piecewise:0.01@0", "--workers", "0"]
-    code, _, err = run_cli(base + rest + ["-b", "32", "--db", db])
-    assert code == 0, err
-    code, _, err = run_cli(base + rest + ["-b", "16", "--devices", "2", "--db", db])
-    assert code == 0, err
+    code, out, err = run_cli(base + rest + ["-b", "32", "--db", db])
+    assert code == 0, out + err
+    code, out, err = run_cli(base + rest + ["-b", "16", "--devices", "2", "--db", db])
+    assert code == 0, out + err
     code, out, err = run_cli(["isoaccuracy", "1", "2", "--db", db, "--json"])
     assert code == 0, err
     document = json.loads(out)
@@ -107,8 +107,12 @@ def test_ctrl_c_stores_what_was_reached(cifar, tmp_path):
     while evaluations < 2 and time.monotonic() < deadline and child.poll() is None:
         time.sleep(0.5)
         if db.exists():
-            with sqlite3.connect(db) as connection:
-                row = connection.execute("SELECT evaluations_json FROM train_runs").fetchone()
+            try:
+                with sqlite3.connect(db) as connection:
+                    query = "SELECT evaluations_json FROM train_runs"
+                    row = connection.execute(query).fetchone()
+            except sqlite3.OperationalError:
+                continue  # the file exists but its schema is still being created
             evaluations = len(json.loads(row[0])) if row else 0
     assert evaluations >= 2
     child.send_signal(signal.SIGINT)
