@@ -101,6 +101,23 @@ def test_energy_over_the_runs_that_read_it():
     assert m["average_power_w"] is None and m["energy_absent_reason"] == "no RAPL"
 
 
+def test_gpu_window_means_are_averaged_over_runs_or_absent_with_the_reason():
+    sampled = [
+        run(1, [0.1] * 4, sm_clock_mhz_mean=1800.0, gpu_power_w_mean=600.0),
+        run(2, [0.1] * 4, sm_clock_mhz_mean=1700.0, gpu_power_w_mean=500.0),
+    ]
+    m = case_result.combine(CASE, sampled, "fixed_runs", FixedRuns(2))["metrics"]
+    assert m["sm_clock_mhz_mean"] == 1750.0 and m["gpu_power_w_mean"] == 550.0
+    assert "window_absent_reason" not in m
+    gap = "gpu1: no clock or power sample"
+    sampled[1]["metrics"] |= {"gpu_power_w_mean": None, "window_absent_reason": gap}
+    m = case_result.combine(CASE, sampled, "fixed_runs", FixedRuns(2))["metrics"]
+    assert m["gpu_power_w_mean"] is None and m["window_absent_reason"] == gap
+    assert m["sm_clock_mhz_mean"] == 1750.0
+    cpu = case_result.combine(CASE, RUNS, "fixed_runs", FixedRuns(3))["metrics"]
+    assert "sm_clock_mhz_mean" not in cpu and "window_absent_reason" not in cpu
+
+
 def test_a_failed_run_ends_the_case_and_names_the_run():
     crash = {
         "status": "crashed",

@@ -4,6 +4,7 @@ import os
 import time
 from types import SimpleNamespace
 
+import pytest
 from rich.console import Console
 
 from trainperf import system
@@ -121,6 +122,15 @@ class SwitchNvml(FakeNvml):
 class NoPowerLimitNvml(FakeNvml):
     def nvmlDeviceGetEnforcedPowerLimit(self, handle):
         raise NVMLError_NotSupported()
+
+
+@pytest.fixture(autouse=True)
+def cuda_sees_what_nvml_numbers(monkeypatch):
+    """The fakes number GPUs by index: no real GPU's UUIDs, no CUDA_VISIBLE_DEVICES."""
+    from trainperf.measure import energy_nvml
+
+    monkeypatch.setattr(energy_nvml, "cuda_uuids", lambda cuda=None: None)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
 
 class BrokenNvml:

@@ -84,7 +84,11 @@ MEAN_OVER_RUNS = (
     "comm_exposed_s",
     "comm_exposed_share",
     "rank_spread",
+    "sm_clock_mhz_mean",
+    "gpu_power_w_mean",
 )
+# GPU window means (trainperf.measure.probes): absent with the reason unless every run has them.
+WINDOW_MEANS = ("sm_clock_mhz_mean", "gpu_power_w_mean")
 MAX_OVER_RUNS = ("mem_peak_bytes", "mem_reserved_peak_bytes")
 
 
@@ -141,6 +145,12 @@ def combine(
         values = [r["metrics"][key] for r in runs if r["metrics"].get(key) is not None]
         if values:
             metrics[key] = max(values)
+    if any(k in r["metrics"] for r in runs for k in WINDOW_MEANS):
+        missing = [r["metrics"].get("window_absent_reason") for r in runs]
+        if any(metrics.get(k) is None for k in WINDOW_MEANS):
+            metrics |= {k: metrics.get(k) for k in WINDOW_MEANS}
+            reasons = sorted({m for m in missing if m}) or ["a run has no window samples"]
+            metrics["window_absent_reason"] = "; ".join(reasons)
     if "tokens_per_sample" in metrics:
         metrics["tokens_per_s_mean"] = metrics["samples_per_s_mean"] * metrics["tokens_per_sample"]
     if "train_flops_per_sample" in metrics:

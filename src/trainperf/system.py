@@ -1,9 +1,11 @@
 """The system record: what hardware and software a result was measured on, and its fingerprint.
 
 Collected in the parent process without creating a CUDA context: GPUs and their topology
-are read through NVML (nvidia-ml-py), the CPU from /proc/cpuinfo and /sys (py-cpuinfo only
-where those are missing: it takes about a second), the rest from psutil and torch. A value
-the machine cannot give is left out and ``<field>_absent_reason`` says why, never zero.
+are read through NVML (nvidia-ml-py) for the devices CUDA can use (``CUDA_VISIBLE_DEVICES``,
+Slurm's binding, MIG), matched by the UUIDs torch.cuda reports; the CPU from /proc/cpuinfo
+and /sys (py-cpuinfo only where those are missing: it takes about a second), the rest from
+psutil and torch. A value the machine cannot give is left out and ``<field>_absent_reason``
+says why, never zero.
 
 Record keys: ``hostname``, ``os``, ``cpu`` (model, vendor, arch, sockets, cores, threads,
 min/max/base/current_mhz, flags, numa_nodes, cache_bytes), ``memory`` (total_bytes,
@@ -385,6 +387,27 @@ def _topology(nvml: Any, handles: list[Any], gpus: list[dict[str, Any]]) -> dict
     return topology
 
 
+def _visible_handles(nvml: Any) -> list[Any]:
+    """NVML handles of the GPUs CUDA can use, in CUDA's order (``index`` = CUDA ordinal).
+
+    ``nvmlDeviceGetCount`` counts every GPU of the machine, ignoring
+    ``CUDA_VISIBLE_DEVICES``, a batch system's binding and MIG; CUDA's own device UUIDs
+    (trainperf.measure.energy_nvml.cuda_uuids) pick the right handles. Without a CUDA
+    build of torch, NVML's whole list, filtered by ``CUDA_VISIBLE_DEVICES`` when set.
+    """
+    from trainperf.measure import energy_nvml
+    from trainperf.measure.energy_nvml import nvml_handle
+
+    uuids = energy_nvml.cuda_uuids()
+    if uuids is not None:
+        return [nvml_handle(nvml, i, uuids=uuids) for i in range(len(uuids))]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+    entries = [e for e in visible.split(",") if e.strip()]
+    return [nvml_handle(nvml, i, visible=visible) for i in range(len(entries))]
+
+
 def nvml_inventory(nvml: Any = None) -> dict[str, Any]:
     """``gpus`` and ``topology`` from NVML, each with ``<key>_absent_reason`` when empty."""
     try:
@@ -394,7 +417,7 @@ def nvml_inventory(nvml: Any = None) -> dict[str, Any]:
     except Exception as exc:  # no driver, no library: a CPU-only machine
         return _no_gpus(f"NVML not available: {exc}")
     try:
-        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+        handles = _visible_handles(nvml)
         sms = _multiprocessors() if handles else {}
         gpus = [_gpu(nvml, i, handle, sms) for i, handle in enumerate(handles)]
         driver = _text(nvml.nvmlSystemGetDriverVersion())
@@ -568,8 +591,11 @@ def device_capabilities(record: dict[str, Any]) -> dict[str, Any]:
     # For the CPU, the count is its cores: the most threads a case may ask for.
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     capabilities = {"cpu": DeviceKind(count=cores or 1)}
-    # NVML may see GPUs that this torch build cannot use (a CPU-only wheel): ask both.
-    if record["gpus"] and torch.cuda.is_available():
-        first = record["gpus"][0]["capability"]
-        capabilities["cuda"] = DeviceKind(len(record["gpus"]), (first[0], first[1]))
+    # NVML may see GPUs that this torch build cannot use (a CPU-only wheel), and more
+    # than CUDA may use (CUDA_VISIBLE_DEVICES, Slurm, MIG): the count is CUDA's own.
+    if torch.cuda.is_available():
+        count = torch.cuda.device_count()
+        gpus = record["gpus"]
+        first = gpus[0]["capability"] if gpus else torch.cuda.get_device_capability(0)
+        capabilities["cuda"] = DeviceKind(count, (first[0], first[1]))
     return capabilities

@@ -80,6 +80,16 @@ def set_fp32_math(device: torch.device, precision: str) -> None:
     torch.backends.cudnn.conv.fp32_precision = mode
 
 
+def set_cudnn_benchmark(spec: ModelSpec, case: Case, device: torch.device) -> None:
+    """cuDNN autotuning for an image model on a GPU, as the published CNN benchmarks run
+    (tf_cnn_benchmarks, MLPerf's reference ResNet): cuDNN times its algorithms for each new
+    convolution shape on first use (in the warm-up) and keeps the fastest. Off when the
+    case says ``cudnn_benchmark: false`` and for language models, which have no convolutions.
+    """
+    enabled = case.cudnn_benchmark and device.type == "cuda" and not spec.is_language_model
+    torch.backends.cudnn.benchmark = enabled
+
+
 def make_optimizer(
     spec: ModelSpec,
     model: nn.Module,
@@ -103,10 +113,15 @@ def make_optimizer(
     )
 
 
+def dp_device_ids(case: Case) -> list[int]:
+    """The CUDA devices a DataParallel case runs on (its probes meter all of them)."""
+    return list(range(case.devices))
+
+
 def wrap_parallel(model: nn.Module, case: Case, device: torch.device) -> nn.Module:
     """The model wrapped for the case's parallel mode."""
     if case.mode == "dp":
-        return nn.DataParallel(model, device_ids=list(range(case.devices)))
+        return nn.DataParallel(model, device_ids=dp_device_ids(case))
     if case.mode != "ddp":
         return model
     from torch.nn.parallel import DistributedDataParallel
@@ -136,6 +151,7 @@ def build_training_step(
     """
     torch.manual_seed(case.seed)
     set_fp32_math(device, case.precision)
+    set_cudnn_benchmark(spec, case, device)
     size = spec.resolve_size(getattr(case, spec.size_name))
     model = spec.build().to(device).train()
     torch.manual_seed(case.seed + 1 + rank)

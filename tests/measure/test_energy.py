@@ -6,8 +6,15 @@ import time
 import pynvml
 import pytest
 
+from trainperf.measure import energy_nvml
 from trainperf.measure.energy import AbsentMeter, Reading, integrate, make_meters, summarize
-from trainperf.measure.energy_nvml import NvmlEnergy, NvmlPowerSampler, nvml_handle
+from trainperf.measure.energy_nvml import (
+    NvmlEnergy,
+    NvmlPowerSampler,
+    cuda_uuids,
+    normal_uuid,
+    nvml_handle,
+)
 from trainperf.measure.energy_rapl import RaplEnergy
 
 
@@ -415,3 +422,67 @@ def test_real_cpu_meters_on_this_machine():
             assert r.absent_reason
         else:
             assert r.energy_j >= 0 and r.absent_reason is None
+
+
+# ------------------------------------------------------------------ visible devices
+
+
+class FakeProps:
+    def __init__(self, uuid):
+        self.uuid = uuid
+
+
+class FakeCuda:
+    """torch.cuda as CUDA sees the devices it may use: one UUID per visible device."""
+
+    def __init__(self, uuids):
+        self.uuids = uuids
+
+    def is_available(self):
+        return bool(self.uuids)
+
+    def device_count(self):
+        return len(self.uuids)
+
+    def get_device_properties(self, index):
+        return FakeProps(self.uuids[index])
+
+
+UUID_A = "8f2a1c3e-1111-2222-3333-444455556666"
+UUID_B = "0b9d7e21-aaaa-bbbb-cccc-ddddeeeeffff"
+
+
+def test_normal_uuid_makes_nvml_and_cuda_spellings_meet():
+    assert normal_uuid(f"GPU-{UUID_A.upper()}") == UUID_A
+    assert normal_uuid(f"MIG-{UUID_A}".encode()) == UUID_A
+    assert normal_uuid(UUID_A.replace("-", "")) == UUID_A
+
+
+def test_cuda_uuids_come_from_the_devices_cuda_sees():
+    assert cuda_uuids(FakeCuda([UUID_B, UUID_A.replace("-", "")])) == [UUID_B, UUID_A]
+    assert cuda_uuids(FakeCuda([])) is None
+
+
+def test_nvml_handle_by_cuda_uuid_ignores_nvml_numbering():
+    # Slurm bound GPUs 5 and 2 (cgroups) and CUDA_VISIBLE_DEVICES says "0,1": only the
+    # UUIDs say which NVML devices cuda:0 and cuda:1 are.
+    nvml = FakeNvml(count=8)
+    assert nvml_handle(nvml, 1, uuids=[UUID_B, UUID_A]) == ("uuid", f"GPU-{UUID_A}")
+    with pytest.raises(IndexError, match="CUDA sees 2 devices"):
+        nvml_handle(nvml, 2, uuids=[UUID_B, UUID_A])
+
+
+def test_nvml_handle_of_a_mig_instance():
+    class MigNvml(FakeNvml):
+        def nvmlDeviceGetHandleByUUID(self, uuid):
+            if not uuid.startswith("MIG-"):
+                raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+            return ("mig", uuid)
+
+    assert nvml_handle(MigNvml(), 0, uuids=[UUID_A]) == ("mig", f"MIG-{UUID_A}")
+
+
+def test_nvml_handle_defaults_to_cuda_uuids(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.setattr(energy_nvml, "cuda_uuids", lambda: [UUID_B])
+    assert nvml_handle(FakeNvml(count=8), 0) == ("uuid", f"GPU-{UUID_B}")

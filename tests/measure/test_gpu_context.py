@@ -1,11 +1,15 @@
+from types import SimpleNamespace
+
 import pynvml
 import pytest
 
 from trainperf.measure.gpu_context import (
+    WindowSampler,
     cpu_context,
     decode_throttle_reasons,
     gpu_context,
     throttled,
+    violations_between,
 )
 
 
@@ -57,6 +61,12 @@ class FakeNvml:
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle):
         self._check("reasons")
         return self.mask
+
+    def nvmlDeviceGetViolationStatus(self, handle, policy):
+        """Cumulative ns per policy: ``violations[policy]``, 0 when not set."""
+        self._check("violation")
+        ns = getattr(self, "violations", {}).get(policy, 0)
+        return SimpleNamespace(referenceTime=0, violationTime=ns)
 
 
 @pytest.fixture(autouse=True)
@@ -169,3 +179,52 @@ def test_cpu_context_on_this_machine():
         assert (ctx[key] is None) == (key in ctx["absent"])
         if ctx[key] is None:
             assert ctx["absent"][key]
+
+
+def test_violation_counters_are_read_and_their_growth_is_a_slowdown():
+    nvml = FakeNvml()
+    nvml.violations = {pynvml.NVML_PERF_POLICY_THERMAL: 1_000}
+    start = gpu_context(nvml, 0)
+    nvml.violations = {pynvml.NVML_PERF_POLICY_THERMAL: 2_000_001_000}
+    end = gpu_context(nvml, 0)
+    assert start["violation_ns"]["thermal"] == 1_000 and start["violation_ns"]["power_cap"] == 0
+    assert violations_between(start, end)["thermal"] == pytest.approx(2.0)
+    # Neither edge reports a reason: the counter alone tells of the slowdown in between.
+    assert throttled(start, end) == ["thermal_violation"]
+    assert throttled(start, start) == []
+
+
+def test_violation_counters_not_supported_are_absent():
+    ctx = gpu_context(FakeNvml(unsupported={"violation"}), 0)
+    assert ctx["violation_ns"] is None and "Not Supported" in ctx["absent"]["violation_ns"]
+
+
+def test_window_sampler_means_and_reasons_seen_between_the_edges():
+    nvml = FakeNvml(mask=0)
+    sampler = WindowSampler(nvml, [0], interval_s=1000.0)  # the test takes the samples
+    sampler.begin()
+    sampler.sample()
+    nvml.mask = 0x4  # a power cap, over before the end edge
+    sampler.sample()
+    nvml.mask = 0
+    window = sampler.end()[0]
+    assert window["samples"] == 2 and window["sm_clock_mhz_mean"] == 1980
+    assert window["power_w_mean"] == pytest.approx(412.345)
+    assert window["throttle_reasons"] == ["sw_power_cap"]
+    assert throttled({}, {"window": window}) == ["sw_power_cap"]
+    assert (nvml.inits, nvml.shutdowns) == (1, 1)
+
+
+def test_window_sampler_short_window_takes_one_sample_and_without_nvml_is_absent():
+    sampler = WindowSampler(FakeNvml(), [0], interval_s=1000.0)
+    sampler.begin()
+    assert sampler.end()[0]["samples"] == 1
+
+    class Broken:
+        def nvmlInit(self):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+
+    sampler = WindowSampler(Broken(), [0, 1])
+    sampler.begin()
+    ends = sampler.end()
+    assert set(ends) == {0, 1} and ends[1]["absent"].startswith("NVML not available")

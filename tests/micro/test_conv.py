@@ -134,3 +134,16 @@ def test_run_records_out_of_memory_and_raises_other_errors(monkeypatch):
 def test_fp8_is_refused():
     with pytest.raises(ValueError, match="allowed fp32, tf32, fp16, bf16"):
         conv.run([TINY], CPU, "fp8", flush=False)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_conv_sets_cudnn_autotuning_on_cuda_and_the_switch_turns_it_off(monkeypatch, enabled):
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", not enabled)
+    assert conv.run([], torch.device("cuda"), "fp32", flush=False, cudnn_benchmark=enabled) == []
+    assert torch.backends.cudnn.benchmark is enabled
+
+
+def test_conv_on_the_cpu_leaves_cudnn_off(monkeypatch):
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
+    conv.run([], torch.device("cpu"), "fp32", flush=False)
+    assert torch.backends.cudnn.benchmark is False

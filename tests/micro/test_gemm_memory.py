@@ -82,8 +82,49 @@ def test_cpu_memory_copy_runs():
     assert row["bandwidth_gbps"] > 0
 
 
+def test_a_zero_byte_buffer_is_refused_not_replaced_by_the_default():
+    with pytest.raises(ValueError, match="at least 1 byte, got 0"):
+        memory.run(CPU, 0, warmup=1, iters=1)
+
+
 def test_p2p_is_skipped_below_two_gpus():
     assert p2p.skip_reason(1) == "p2p needs two or more CUDA GPUs; this machine has 1"
     assert p2p.skip_reason(2) is None
     if torch.cuda.device_count() < 2:
         assert p2p.run()["status"] == "skipped"
+
+
+@pytest.fixture
+def fp8_gpu(monkeypatch):
+    """A CUDA device of compute capability 9.0 as far as gemm can tell."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    return torch.device("cuda")
+
+
+def test_fp8_skips_deepbench_layouts_it_cannot_take_with_the_reason(fp8_gpu):
+    row = gemm.run_gemm(gemm.GemmShape(512, 512, 512, False, False), fp8_gpu, "fp8")
+    assert row["status"] == "skipped" and "layout NT" in row["reason"]
+    assert "this shape is NN" in row["reason"]
+    odd = gemm.run_gemm(gemm.GemmShape(35, 512, 512, False, True), fp8_gpu, "fp8")
+    assert odd["status"] == "skipped" and "multiples of 16" in odd["reason"]
+
+
+def test_fp8_runs_a_shape_in_its_own_layout(fp8_gpu, monkeypatch):
+    seen = {}
+
+    def scaled_mm(a, b, scale_a, scale_b, out_dtype):
+        seen["a"], seen["b"] = a, b
+        return torch.zeros(a.shape[0], b.shape[1])
+
+    monkeypatch.setattr(torch, "_scaled_mm", scaled_mm)
+    op = gemm._fp8_op(gemm.GemmShape(32, 48, 64, False, True), CPU)
+    op()
+    assert seen["a"].shape == (32, 64) and seen["a"].stride() == (64, 1)  # row-major
+    assert seen["b"].shape == (64, 48) and seen["b"].stride() == (1, 64)  # column-major
+
+
+def test_the_square_sweep_runs_fp8_in_fp8s_layout():
+    square = gemm.square_shapes("cuda")[0]
+    assert gemm.in_layout_of(square, "fp8").label().endswith("NT")
+    assert gemm.in_layout_of(square, "fp16") == square and square.label().endswith("NN")
+    assert gemm.shape_unsupported(gemm.in_layout_of(square, "fp8"), "fp8") is None

@@ -75,3 +75,19 @@ def test_in_place_activations_are_restored():
         assert not any(m.inplace for m in relus)
         assert torch.nn.functional.relu is not relu
     assert all(m.inplace for m in relus) and torch.nn.functional.relu is relu
+
+
+def test_host_to_device_time_is_the_copy_alone(monkeypatch):
+    from trainperf.profile import breakdown
+
+    def no_clone(self, *args, **kwargs):
+        raise AssertionError("a clone inside the timed copy")
+
+    copies = []
+    copy_ = torch.Tensor.copy_
+    monkeypatch.setattr(torch.Tensor, "clone", no_clone)
+    monkeypatch.setattr(
+        torch.Tensor, "copy_", lambda self, src, **kw: copies.append(1) or copy_(self, src, **kw)
+    )
+    assert breakdown._data_ms(torch.ones(4, 3, 8, 8), torch.device("cpu"), steps=3) >= 0
+    assert len(copies) == 3

@@ -240,11 +240,12 @@ def test_summarize_a_cuda_profile():
 
 
 def test_profile_categories_on_cuda_with_a_fake_profiler(monkeypatch):
-    seen = {"steps": 0, "syncs": 0}
+    seen = {"steps": 0, "syncs": 0, "order": []}
 
     class FakeProfile:
-        def __init__(self, activities, record_shapes):
-            seen["activities"] = activities
+        def __init__(self, activities, record_shapes, schedule):
+            seen["activities"], seen["schedule"] = activities, schedule
+            seen["order"].append("profiler on")
 
         def __enter__(self):
             return self
@@ -252,16 +253,24 @@ def test_profile_categories_on_cuda_with_a_fake_profiler(monkeypatch):
         def __exit__(self, *exc):
             return False
 
+        def step(self):
+            seen["order"].append("recording")
+
         def events(self):
             return CUDA_EVENTS
 
     def step():
         seen["steps"] += 1
+        seen["order"].append("step")
 
     monkeypatch.setattr(torch.profiler, "profile", FakeProfile)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: seen.update(syncs=1))
     result = profile_categories(step, torch.device("cuda"), steps=2, warmup=3)
     assert seen["steps"] == 5 and seen["syncs"] == 1
+    # CUPTI starts on the profiler's warm-up step, which is not recorded.
+    assert seen["order"] == ["step"] * 2 + ["profiler on", "step", "recording", "step", "step"]
+    action = torch.profiler.ProfilerAction
+    assert [seen["schedule"](i) for i in range(2)] == [action.WARMUP, action.RECORD_AND_SAVE]
     assert torch.profiler.ProfilerActivity.CUDA in seen["activities"]
     assert result["source"] == "torch.profiler self device time"
     assert result["categories"][0]["ms"] == pytest.approx(0.35)  # 700 us over 2 steps

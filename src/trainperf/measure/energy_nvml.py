@@ -24,14 +24,69 @@ from trainperf.measure.energy import (
 )
 
 
-def nvml_handle(nvml: Any, cuda_index: int, visible: str | None = None) -> Any:
+def normal_uuid(uuid: Any) -> str:
+    """A GPU UUID as NVML spells it without its prefix: lower-case hex, dashed 8-4-4-4-12.
+
+    NVML returns "GPU-<uuid>" (or "MIG-<uuid>" for a MIG instance), CUDA the bare UUID;
+    torch's ``_CUuuid`` prints it with or without dashes depending on the version.
+    """
+    text = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+    text = text.strip().lower()
+    for prefix in ("gpu-", "mig-"):
+        text = text.removeprefix(prefix)
+    bare = text.replace("-", "")
+    if len(bare) != 32:
+        return text
+    return "-".join(bare[a:b] for a, b in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32)))
+
+
+def cuda_uuids(cuda: Any = None) -> list[str] | None:
+    """UUIDs of the devices CUDA can use, in CUDA's order; None when torch has no CUDA.
+
+    ``torch.cuda.device_count`` and ``get_device_properties(i).uuid`` see what CUDA sees:
+    ``CUDA_VISIBLE_DEVICES`` (indices or UUIDs), a batch system's cgroup binding (Slurm)
+    and MIG instances, none of which ``nvmlDeviceGetCount`` knows about. Reading the
+    properties initializes CUDA's runtime in this process but creates no context on a GPU.
+    ``cuda`` is ``torch.cuda`` or a fake of it.
+    """
+    if cuda is None:
+        import torch
+
+        cuda = torch.cuda
+    if not cuda.is_available():
+        return None
+    return [normal_uuid(cuda.get_device_properties(i).uuid) for i in range(cuda.device_count())]
+
+
+def handle_by_uuid(nvml: Any, uuid: str) -> Any:
+    """The NVML handle of a full GPU ("GPU-" UUID) or, failing that, a MIG instance."""
+    try:
+        return nvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}")
+    except Exception as gpu_exc:
+        try:
+            return nvml.nvmlDeviceGetHandleByUUID(f"MIG-{uuid}")
+        except Exception:
+            raise gpu_exc from None
+
+
+def nvml_handle(
+    nvml: Any, cuda_index: int, visible: str | None = None, uuids: list[str] | None = None
+) -> Any:
     """The NVML handle of CUDA device ``cuda_index``.
 
-    NVML numbers all GPUs of the machine; CUDA numbers those in ``CUDA_VISIBLE_DEVICES``
-    (indices or UUIDs), so ``cuda:0`` under ``CUDA_VISIBLE_DEVICES=3`` is NVML device 3.
-    Both number in PCI order when ``CUDA_DEVICE_ORDER=PCI_BUS_ID``; on machines with
-    identical GPUs the default order agrees with it too.
+    By UUID when CUDA's device UUIDs are known (``uuids``, by default ``cuda_uuids()``
+    when ``visible`` is not given): right under every way of hiding devices. Otherwise
+    from ``CUDA_VISIBLE_DEVICES`` (indices or UUIDs): NVML numbers all GPUs of the
+    machine, CUDA those listed, so ``cuda:0`` under ``CUDA_VISIBLE_DEVICES=3`` is NVML
+    device 3. Both number in PCI order when ``CUDA_DEVICE_ORDER=PCI_BUS_ID``; on machines
+    with identical GPUs the default order agrees with it too.
     """
+    if uuids is None and visible is None:
+        uuids = cuda_uuids()
+    if uuids is not None:
+        if cuda_index >= len(uuids):
+            raise IndexError(f"cuda:{cuda_index} is not visible: CUDA sees {len(uuids)} devices")
+        return handle_by_uuid(nvml, uuids[cuda_index])
     if visible is None:
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     entries = [e.strip() for e in visible.split(",")] if visible else []

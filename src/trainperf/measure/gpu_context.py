@@ -4,8 +4,13 @@
 the machine cannot give is None, with the reason under ``absent[<key>]``. Units are in
 the keys: ``_mhz``, ``_c`` (degrees Celsius), ``_w``.
 
-A GPU that slows its clocks for power or heat during a case runs slower than it can;
-``throttled(start, end)`` names the reasons present at either edge so the caller can flag
+A GPU that slows its clocks for power or heat during a case runs slower than it can.
+The edges come right after a synchronize, when the GPU idles, so what happens between
+them is read two ways: NVML's cumulative violation counters (``violation_ns``, read at
+both edges: any growth is a slowdown during the window) and a ``WindowSampler`` thread
+that reads the SM clock, the power draw and the clocks-event reasons while the steps run
+(its means go to ``end["window"]``: the clock and power of the window, not of the idle
+edges). ``throttled(start, end)`` names every slowdown either way so the caller can flag
 the case. ``gpu_idle`` and ``applications_clocks_setting`` are left out there: they are
 states, not slowdowns (an idle GPU at the start edge is normal).
 """
@@ -13,6 +18,7 @@ states, not slowdowns (an idle GPU at the start edge is normal).
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -72,6 +78,19 @@ THROTTLE_REASONS: list[tuple[str, tuple[str, ...], int]] = [
 
 NOT_SLOWDOWNS = frozenset({"gpu_idle", "applications_clocks_setting"})
 
+# nvmlPerfPolicyType_t (nvml.h): our reason name, the pynvml constant, its nvml.h value.
+# nvmlDeviceGetViolationStatus gives, per policy, the nanoseconds the clocks were held
+# below what was asked since the driver loaded; read at both edges of the measured window,
+# a growth means a slowdown during the window, however short and wherever it fell.
+# LOW_UTILIZATION (idle) and the TOTAL_* clock policies are states, not slowdowns.
+VIOLATION_POLICIES: list[tuple[str, str, int]] = [
+    ("power_cap", "NVML_PERF_POLICY_POWER", 0),
+    ("thermal", "NVML_PERF_POLICY_THERMAL", 1),
+    ("sync_boost", "NVML_PERF_POLICY_SYNC_BOOST", 2),
+    ("board_limit", "NVML_PERF_POLICY_BOARD_LIMIT", 3),
+    ("reliability", "NVML_PERF_POLICY_RELIABILITY", 5),
+]
+
 # nvml.h values, for fakes of the module that do not define the constants.
 _NVML_CLOCK_SM, _NVML_CLOCK_MEM, _NVML_TEMPERATURE_GPU = 1, 2, 0
 
@@ -115,6 +134,7 @@ def gpu_context(nvml: Any, index: int) -> dict[str, Any]:
         "power_w": None,
         "throttle_reasons": None,
         "throttle_reasons_mask": None,
+        "violation_ns": None,
         "absent": {},
     }
     keys = [k for k in out if k not in ("index", "absent")]
@@ -156,6 +176,10 @@ def gpu_context(nvml: Any, index: int) -> dict[str, Any]:
                 "nvmlDeviceGetCurrentClocksEventReasons",
                 lambda: _clocks_event_mask(nvml, handle),
             ),
+            "violation_ns": (
+                "nvmlDeviceGetViolationStatus",
+                lambda: violation_ns(nvml, handle),
+            ),
         }
         for key, (call, probe) in probes.items():
             try:
@@ -171,15 +195,150 @@ def gpu_context(nvml: Any, index: int) -> dict[str, Any]:
     return out
 
 
+def violation_ns(nvml: Any, handle: Any) -> dict[str, int]:
+    """Cumulative violation time (ns) per policy of ``VIOLATION_POLICIES`` that the GPU
+    reports; raises when it reports none (NotSupported on consumer GPUs and MIG)."""
+    out, errors = {}, []
+    for name, constant, default in VIOLATION_POLICIES:
+        try:
+            status = nvml.nvmlDeviceGetViolationStatus(handle, getattr(nvml, constant, default))
+        except Exception as exc:
+            errors.append(f"{name}: {exc}")
+            continue
+        out[name] = int(status.violationTime)
+    if not out:
+        raise RuntimeError("; ".join(errors))
+    return out
+
+
+def violations_between(start: dict[str, Any], end: dict[str, Any]) -> dict[str, float]:
+    """Seconds each policy held the clocks down between two contexts of one GPU."""
+    before, after = start.get("violation_ns") or {}, end.get("violation_ns") or {}
+    return {k: (after[k] - before[k]) / 1e9 for k in after if k in before}
+
+
 def throttled(start: dict[str, Any], end: dict[str, Any]) -> list[str]:
-    """Slowdown reasons present at the start or the end of a case (empty when none or
-    when throttling could not be read; ``absent`` in the contexts says which)."""
+    """Slowdown reasons of a case on one GPU: those present at its start or end, those
+    the window sampler saw during it (``end["window"]``), and ``<policy>_violation`` for
+    every violation counter that grew between the edges. Empty when none or when
+    throttling could not be read (``absent`` in the contexts says which)."""
     seen: list[str] = []
-    for context in (start, end):
-        for reason in context.get("throttle_reasons") or []:
+    window = end.get("window") or {}
+    for reasons in (
+        start.get("throttle_reasons"),
+        end.get("throttle_reasons"),
+        window.get("throttle_reasons"),
+    ):
+        for reason in reasons or []:
             if reason not in NOT_SLOWDOWNS and reason not in seen:
                 seen.append(reason)
+    seen += [f"{k}_violation" for k, s in violations_between(start, end).items() if s > 0]
     return seen
+
+
+class WindowSampler:
+    """SM clock, power and clocks-event reasons of some GPUs, sampled during a window.
+
+    The edges of a measured window fall right after a synchronize, when the GPU is idle:
+    clocks and power read there are idle values and a power-cap or thermal slowdown in
+    between is missed. This thread reads them every ``interval_s`` while the steps run
+    (NVML calls release the GIL; the thread sleeps on an ``Event`` in between) and
+    ``end()`` returns, per CUDA index, the means over the samples and every reason seen.
+    ``nvml`` is the pynvml module (None imports it) or a fake.
+    """
+
+    def __init__(self, nvml: Any, indices: list[int], interval_s: float = 0.1) -> None:
+        if interval_s <= 0:
+            raise ValueError(f"interval_s must be positive, got {interval_s!r}")
+        self._nvml, self.indices, self.interval_s = nvml, list(indices), interval_s
+        self._handles: dict[int, Any] = {}
+        self._absent: dict[int, str] = {}
+        self._samples: dict[int, list[tuple[Any, Any, Any]]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._open = False
+
+    def begin(self) -> None:
+        self._samples, self._handles, self._absent = {}, {}, {}
+        try:
+            if self._nvml is None:
+                import pynvml
+
+                self._nvml = pynvml
+            self._nvml.nvmlInit()
+        except Exception as exc:
+            self._absent = dict.fromkeys(self.indices, f"NVML not available: {exc}")
+            return
+        self._open = True
+        for index in self.indices:
+            try:
+                self._handles[index] = nvml_handle(self._nvml, index)
+            except Exception as exc:
+                self._absent[index] = f"no NVML handle for cuda:{index}: {exc}"
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="gpu-window", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+
+    def sample(self) -> None:
+        """One reading of every GPU; a value NVML cannot give is kept as None."""
+        nvml = self._nvml
+        sm = getattr(nvml, "NVML_CLOCK_SM", _NVML_CLOCK_SM)
+        for index, handle in self._handles.items():
+            clock = _or_none(lambda h=handle: nvml.nvmlDeviceGetClockInfo(h, sm))
+            milliwatts = _or_none(lambda h=handle: nvml.nvmlDeviceGetPowerUsage(h))
+            mask = _or_none(lambda h=handle: _clocks_event_mask(nvml, h))
+            power = milliwatts / 1000.0 if milliwatts is not None else None
+            self._samples.setdefault(index, []).append((clock, power, mask))
+
+    def end(self) -> dict[int, dict[str, Any]]:
+        """Per CUDA index: ``sm_clock_mhz_mean``, ``power_w_mean``, ``throttle_reasons``
+        (every bit seen in any sample, decoded) and ``samples``, or ``absent`` with the
+        reason. A window shorter than ``interval_s`` gets one sample, taken now."""
+        self.close(shutdown=False)
+        if self._open and not self._samples:
+            self.sample()
+        out = {i: self._summary(self._samples.get(i, [])) for i in self._handles}
+        out |= {i: {"absent": reason} for i, reason in self._absent.items()}
+        self.close()
+        return out
+
+    def _summary(self, rows: list[tuple[Any, Any, Any]]) -> dict[str, Any]:
+        masks = [m for _, _, m in rows if m is not None]
+        seen = 0
+        for mask in masks:
+            seen |= mask
+        return {
+            "sm_clock_mhz_mean": _mean([c for c, _, _ in rows]),
+            "power_w_mean": _mean([p for _, p, _ in rows]),
+            "throttle_reasons": decode_throttle_reasons(seen, self._nvml) if masks else None,
+            "samples": len(rows),
+            "interval_s": self.interval_s,
+        }
+
+    def close(self, shutdown: bool = True) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+        if shutdown and self._open:
+            self._open = False
+            self._nvml.nvmlShutdown()
+
+
+def _or_none(call: Callable[[], Any]) -> Any:
+    try:
+        return call()
+    except Exception:  # a probe never crashes the case; the value stays absent
+        return None
+
+
+def _mean(values: list[Any]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
 
 
 def cpu_context(

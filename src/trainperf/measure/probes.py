@@ -3,16 +3,23 @@
 ``CaseProbes.begin()`` runs right after the warm-up and ``end()`` right after the last
 measured step (trainperf.measure.loop calls them), so the energy covers exactly the
 measured window. Their cost is a few counter reads per case (NVML's total-energy counter,
-RAPL's energy_uj files); only a GPU without an energy counter falls back to a sampling
-thread (benchmarks/energy_overhead.py measures what all this costs).
+RAPL's energy_uj files) and, on GPUs, one thread that wakes every ``SAMPLE_INTERVAL_S``
+for three NVML reads per GPU (benchmarks/energy_overhead.py measures what all this costs).
 
 In a distributed case every rank meters its own GPU, and only the first process of each
 node reads RAPL (the package counter is per socket: several readers would count the same
-joules twice).
+joules twice). A DataParallel case runs in one process on several GPUs: its probes meter,
+read and sample every one of them (``device_indices``), so its energy is the sum over its
+GPUs and ``energy_complete`` holds only when each was metered.
+
+GPU clocks, power and clocks-event reasons are sampled during the window by that thread
+(trainperf.measure.gpu_context.WindowSampler); their means are each end context's
+``window``, beside the idle values read at the edges.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -20,40 +27,79 @@ import torch
 from trainperf.measure.energy import Reading, make_meters, summarize
 from trainperf.measure.energy_rapl import RaplEnergy
 
+# One NVML read of clock, power and reasons per GPU every 100 ms: the energy sampler's
+# period, fine enough to see a power-cap episode, a few tens of microseconds per read.
+SAMPLE_INTERVAL_S = 0.1
+
 
 class CaseProbes:
-    def __init__(self, device: torch.device, read_cpu_energy: bool = True) -> None:
+    """Energy meters, edge contexts and the window sampler of a case's devices.
+
+    ``device_indices``: the CUDA devices the case uses (DataParallel: all its
+    ``device_ids``); by default ``device`` alone. ``nvml`` is pynvml (None) or a fake.
+    """
+
+    def __init__(
+        self,
+        device: torch.device,
+        read_cpu_energy: bool = True,
+        device_indices: Sequence[int] | None = None,
+        nvml: Any = None,
+    ) -> None:
+        from trainperf.measure.gpu_context import WindowSampler
+
         self.device = device
-        indices = [device.index or 0] if device.type == "cuda" else []
+        self.indices: list[int] = []
+        if device.type == "cuda":
+            default = [device.index or 0]
+            self.indices = list(device_indices) if device_indices is not None else default
+        self._nvml = nvml
         self.meters = [
             m
-            for m in make_meters(device.type, indices)
+            for m in make_meters(device.type, self.indices, nvml=nvml, interval_s=SAMPLE_INTERVAL_S)
             if read_cpu_energy or not isinstance(m, RaplEnergy)
         ]
-        self.start_context: dict[str, Any] = {}
+        self.window = WindowSampler(nvml, self.indices, SAMPLE_INTERVAL_S) if self.indices else None
+        self.start_contexts: list[dict[str, Any]] = []
+        self.end_contexts: list[dict[str, Any]] = []
         self.readings: list[Reading] = []
 
-    def _context(self) -> dict[str, Any]:
+    @property
+    def start_context(self) -> dict[str, Any]:
+        """The first device's start context (one device per rank under ddp)."""
+        return self.start_contexts[0] if self.start_contexts else {}
+
+    @property
+    def end_context(self) -> dict[str, Any]:
+        return self.end_contexts[0] if self.end_contexts else {}
+
+    def _contexts(self) -> list[dict[str, Any]]:
         from trainperf.measure.gpu_context import cpu_context, gpu_context
 
         if self.device.type == "cuda":
-            return gpu_context(None, self.device.index or 0)
-        return cpu_context()
+            return [gpu_context(self._nvml, index) for index in self.indices]
+        return [cpu_context()]
 
     def _synchronize(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        for index in self.indices:
+            torch.cuda.synchronize(index)
 
     def begin(self) -> None:
-        self.start_context = self._context()
+        self.start_contexts = self._contexts()
         self._synchronize()
         for meter in self.meters:
             meter.begin()
+        if self.window is not None:
+            self.window.begin()
 
     def end(self) -> None:
         self._synchronize()
         self.readings = [reading for meter in self.meters for reading in meter.end()]
-        self.end_context = self._context()
+        window = self.window.end() if self.window is not None else {}
+        self.end_contexts = self._contexts()
+        if self.indices:  # GPU contexts, one per index (a CPU case has one cpu_context)
+            for index, context in zip(self.indices, self.end_contexts, strict=True):
+                context["window"] = window.get(index)
         for meter in self.meters:
             meter.close()
 
@@ -66,7 +112,13 @@ def probe_metrics(
     end_contexts: list[dict[str, Any]],
     device_type: str,
 ) -> dict[str, Any]:
-    """Energy (W, J/sample, samples/s/W, with sources and absent reasons) and context."""
+    """Energy (W, J/sample, samples/s/W, with sources and absent reasons) and context.
+
+    On GPUs also ``throttled``/``throttle_reasons`` (every GPU, edges and window) and,
+    from the window samples, ``sm_clock_mhz_mean`` (mean over the GPUs of each one's
+    mean) and ``gpu_power_w_mean`` (sum over the GPUs of each one's mean): None, with
+    ``window_absent_reason``, unless every GPU gave samples.
+    """
     metrics = summarize(readings, samples, seconds)
     metrics["context_start"], metrics["context_end"] = start_contexts, end_contexts
     if device_type == "cuda":
@@ -76,4 +128,25 @@ def probe_metrics(
             {r for s, e in zip(start_contexts, end_contexts, strict=True) for r in throttled(s, e)}
         )
         metrics["throttled"], metrics["throttle_reasons"] = bool(reasons), reasons
+        metrics |= window_means(end_contexts)
     return metrics
+
+
+def window_means(end_contexts: list[dict[str, Any]]) -> dict[str, Any]:
+    """SM clock and power of the GPUs over the window (see ``probe_metrics``)."""
+    windows = [c.get("window") or {} for c in end_contexts]
+    clocks = [w.get("sm_clock_mhz_mean") for w in windows]
+    powers = [w.get("power_w_mean") for w in windows]
+    out: dict[str, Any] = {"sm_clock_mhz_mean": None, "gpu_power_w_mean": None}
+    if windows and None not in clocks:
+        out["sm_clock_mhz_mean"] = sum(clocks) / len(clocks)
+    if windows and None not in powers:
+        out["gpu_power_w_mean"] = sum(powers)
+    if None in out.values():
+        missing = [
+            f"gpu{c.get('index')}: {w.get('absent', 'no clock or power sample')}"
+            for c, w in zip(end_contexts, windows, strict=True)
+            if w.get("sm_clock_mhz_mean") is None or w.get("power_w_mean") is None
+        ]
+        out["window_absent_reason"] = "; ".join(missing) or "no GPU context"
+    return out

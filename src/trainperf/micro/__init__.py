@@ -62,8 +62,9 @@ def run_document(document: dict[str, Any], workdir: Path) -> dict[str, Any] | No
             warmup=document["warmup"],
             iters=document["iters"],
             flush=document["flush"],
+            cudnn_benchmark=document.get("cudnn_benchmark", True),
         )
-        metrics = {"rows": rows}
+        metrics = {"rows": rows, "cudnn_benchmark": torch.backends.cudnn.benchmark}
     elif kind == "memory":
         from trainperf.micro import memory
 

@@ -243,10 +243,17 @@ def run(
     warmup: int = 2,
     iters: int = 5,
     flush: bool = True,
+    cudnn_benchmark: bool = True,
 ) -> list[dict[str, Any]]:
     """One row per shape (see ``run_conv``); a shape that runs out of memory gives a row
-    with ``status`` "oom" and the allocator's message as ``reason`` instead of times."""
+    with ``status`` "oom" and the allocator's message as ``reason`` instead of times.
+
+    ``cudnn_benchmark`` switches cuDNN autotuning on, as DeepBench's and cuDNN's own
+    benchmarks pick the fastest algorithm: it tunes each shape and pass in its first
+    call, a warm-up call when ``warmup`` is 1 or more (with 0 the tuning is timed).
+    """
     _check_dtype(dtype_name)
+    torch.backends.cudnn.benchmark = cudnn_benchmark and device.type == "cuda"
     flusher = CacheFlusher(device) if flush else None
     rows = []
     for shape in shapes:

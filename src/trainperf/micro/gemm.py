@@ -11,12 +11,19 @@ maximum achievable matmul rate for that dtype: stored, and used beside the data-
 Dtypes: fp32 (IEEE: TF32 switched off), tf32 (CUDA compute capability 8.0+), fp16, bf16,
 fp8 (e4m3 inputs through ``torch._scaled_mm``, compute capability 8.9+, dimensions
 multiples of 16). A dtype the device lacks gives rows with status ``skipped`` and the reason.
+
+fp8 layouts: ``torch._scaled_mm`` (cuBLASLt's fp8 kernels) takes A row-major and B
+column-major only, which here is "NT" (A as stored, B stored transposed). A DeepBench shape
+in any other layout is ``skipped`` in fp8 with that reason, as is one whose M, N or K is
+not a multiple of 16: a copy into the taken layout would time something else. The square
+sweep names no layout (``native``): each dtype runs it in the layout its kernels take
+(NN, fp8 NT), so the fp8 maximum is measured too.
 """
 
 from __future__ import annotations
 
 import csv
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from typing import Any
 
@@ -37,6 +44,8 @@ class GemmShape:
     K: int
     a_transposed: bool = False
     b_transposed: bool = False
+    # A square-sweep shape: no layout of its own, each dtype takes its kernels' layout.
+    native: bool = False
 
     @property
     def flops(self) -> int:
@@ -60,7 +69,30 @@ def deepbench_shapes() -> list[GemmShape]:
 
 def square_shapes(device_type: str) -> list[GemmShape]:
     sizes = GPU_SQUARE_SIZES if device_type == "cuda" else CPU_SQUARE_SIZES
-    return [GemmShape(n, n, n) for n in sizes]
+    return [GemmShape(n, n, n, native=True) for n in sizes]
+
+
+# The one layout torch._scaled_mm takes: A row-major (as stored), B column-major.
+FP8_LAYOUT = {"a_transposed": False, "b_transposed": True}
+
+
+def in_layout_of(shape: GemmShape, dtype_name: str) -> GemmShape:
+    """``shape`` as ``dtype_name`` runs it: a ``native`` shape takes fp8's layout in fp8."""
+    return replace(shape, **FP8_LAYOUT) if shape.native and dtype_name == "fp8" else shape
+
+
+def shape_unsupported(shape: GemmShape, dtype_name: str) -> str | None:
+    """Why ``dtype_name`` cannot take ``shape`` as given (fp8 only), or None."""
+    if dtype_name != "fp8":
+        return None
+    if (shape.a_transposed, shape.b_transposed) != tuple(FP8_LAYOUT.values()):
+        return (
+            "fp8 matmul (torch._scaled_mm) takes A row-major and B column-major only "
+            f"(layout NT); this shape is {shape.label().split()[-1]}"
+        )
+    if any(d % 16 for d in (shape.M, shape.N, shape.K)):
+        return "fp8 matmul (torch._scaled_mm) needs M, N and K multiples of 16"
+    return None
 
 
 def unsupported(device: torch.device, dtype_name: str) -> str | None:
@@ -83,11 +115,8 @@ def _operands(shape: GemmShape, dtype: torch.dtype, device: torch.device):
 
 
 def _fp8_op(shape: GemmShape, device: torch.device):
-    if any(d % 16 for d in (shape.M, shape.N, shape.K)):
-        raise ValueError("fp8 matmul needs M, N and K multiples of 16")
-    a = torch.randn(shape.M, shape.K, device=device).to(torch.float8_e4m3fn)
-    # _scaled_mm wants B column-major: the transpose of a row-major N×K tensor.
-    b = torch.randn(shape.N, shape.K, device=device).to(torch.float8_e4m3fn).t()
+    # The shape's own layout (shape_unsupported let only fp8's through): B column-major.
+    a, b = _operands(shape, torch.float8_e4m3fn, device)
     one = torch.tensor(1.0, device=device)
     return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
 
@@ -102,9 +131,10 @@ def run_gemm(
     flusher: CacheFlusher | None = None,
 ) -> dict[str, Any]:
     """One shape: times (µs) and TFLOP/s, mean, median and best."""
+    shape = in_layout_of(shape, dtype_name)
     row: dict[str, Any] = {"shape": shape.label(), **asdict(shape), "dtype": dtype_name}
     row["flops"] = shape.flops
-    reason = unsupported(device, dtype_name)
+    reason = unsupported(device, dtype_name) or shape_unsupported(shape, dtype_name)
     if reason:
         return row | {"status": "skipped", "reason": reason}
     if device.type == "cuda":

@@ -354,9 +354,18 @@ def _is_host(event: Any) -> bool:
     return event.device_type == DeviceType.CPU and not event.is_async
 
 
+def _is_step_marker(event: Any) -> bool:
+    """The profiler's own ``ProfilerStep#N`` range (a schedule adds one per step, keyed
+    "ProfilerStep*" in the events): its self time is the Python between the ops and the
+    profiler's step call, not an op."""
+    return event.key.startswith("ProfilerStep")
+
+
 def host_entries(events: Iterable[Any]) -> list[tuple[str, float, int]]:
     """``(name, self CPU us, 1)`` of each host event of a profile (FunctionEvents)."""
-    return [(e.key, e.self_cpu_time_total, 1) for e in events if _is_host(e)]
+    return [
+        (e.key, e.self_cpu_time_total, 1) for e in events if _is_host(e) and not _is_step_marker(e)
+    ]
 
 
 def device_entries(
@@ -374,6 +383,8 @@ def device_entries(
     launched_calls: dict[str, int] = defaultdict(int)
     for event in events:
         if _is_host(event):
+            if _is_step_marker(event):
+                continue  # a kernel it launched itself is filed by name below
             if event.self_device_time_total > 0:
                 ops.append((event.key, event.self_device_time_total, 1))
             for kernel in event.kernels:
@@ -428,7 +439,11 @@ def _synchronize(device: torch.device) -> None:
 def profile_categories(
     step: Callable[[], object], device: torch.device, steps: int = 3, warmup: int = 1
 ) -> dict:
-    """Profile ``steps`` calls of ``step`` after ``warmup`` unprofiled ones; time by category.
+    """Profile ``steps`` calls of ``step`` after ``warmup`` others; time by category.
+
+    The last warm-up call (there is always one) runs under the profiler's own warm-up
+    phase (``torch.profiler.schedule``): CUPTI and the profiler's buffers start there and
+    its events are dropped, so the first profiled step carries no profiler start-up.
 
     Returns ``source`` (the measure), ``steps``, ``profiled_step_ms`` (wall time per
     profiled step, device synchronized at both edges), ``total_ms`` (self time per step
@@ -445,14 +460,18 @@ def profile_categories(
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
     if warmup < 0:
         raise ValueError(f"warmup must be an integer of 0 or more, got {warmup!r}")
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, schedule
 
     on_cuda = device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
-    for _ in range(warmup):
+    for _ in range(warmup - 1):
         step()
-    _synchronize(device)
-    with profile(activities=activities, record_shapes=False) as prof:
+    # One warm-up step, then one recorded "step" of the profiler holding all ``steps``.
+    plan = schedule(wait=0, warmup=1, active=1, repeat=1)
+    with profile(activities=activities, record_shapes=False, schedule=plan) as prof:
+        step()
+        _synchronize(device)
+        prof.step()
         start = time.perf_counter()
         for _ in range(steps):
             step()
