@@ -103,7 +103,7 @@ def test_parallel_modes_and_batches():
     dp = make_case(model="resnet50", batch_size=8, devices=2, parallel="dp", device="cuda")
     assert (dp.processes, dp.replicas, dp.global_batch) == (1, 2, 16)
     check_case(make_case(model="resnet50", batch_size=8, devices=2), CPU_ONLY)
-    with pytest.raises(HardwareAbsent, match="needs 4 cuda devices per node; this machine has 2"):
+    with pytest.raises(HardwareAbsent, match="needs 4 cuda devices per node; 2 visible to CUDA"):
         check_case(make_case(model="resnet50", batch_size=8, devices=4, device="cuda"), VOLTA)
 
 
@@ -134,3 +134,42 @@ def test_cpu_engine_options():
         check_case(make_case(model="resnet18", batch_size=8, threads=4), CPU_ONLY)
     with pytest.raises(CaseError, match="mkldnn false"):
         check_case(make_case(model="resnet18", batch_size=8, mkldnn=False, device="cuda"), HOPPER)
+
+
+# --- numbers every reader can handle (trainperf.limits) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"batch_size": 99999999999999999999}, "batch_size must be at most 2147483647, got 9999"),
+        ({"image_size": 2**31}, "image_size must be at most 2147483647"),
+        ({"devices": 10**40}, "devices must be at most 2147483647"),
+        ({"workers": 2**31}, "workers must be at most 2147483647"),
+        ({"timeout_s": float("inf")}, "timeout_s must be a finite number"),
+        ({"bucket_mb": float("nan")}, "bucket_mb must be a finite number"),
+        ({"seed": 2**64}, "seed must be an integer from -9223372036854775808"),
+    ],
+)
+def test_numbers_beyond_what_torch_and_the_store_hold_are_refused(fields, message):
+    with pytest.raises(CaseError) as info:
+        make_case(**({"model": "cifarnet", "batch_size": 4} | fields))
+    assert message in str(info.value)
+
+
+def test_every_count_of_a_case_is_bounded_and_the_bound_is_accepted():
+    from trainperf.limits import COUNT_FIELDS, MAX_COUNT
+
+    for name in COUNT_FIELDS:
+        bounds = [getattr(m, "le", None) for m in Case.model_fields[name].metadata]
+        assert MAX_COUNT in bounds, name
+    case = make_case(model="cifarnet", batch_size=MAX_COUNT, image_size=MAX_COUNT)
+    assert case.batch_size == MAX_COUNT
+
+
+def test_a_huge_batch_flag_is_bad_input_and_writes_nothing(tmp_path, run_cli):
+    db = tmp_path / "r.db"
+    code, out, err = run_cli(f"run --model cifarnet -b 99999999999999999999 --db {db}")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "batch_size must be at most 2147483647" in err
+    assert not db.exists()

@@ -124,3 +124,24 @@ def test_ctrl_c_stores_what_was_reached(cifar, tmp_path):
         ).fetchone()
     assert status == "aborted" and len(json.loads(stored)) >= 2
     assert b"interrupted by SIGINT" in err
+
+
+def test_a_users_network_runs_only_in_the_training_job(cifar, tmp_path, run_cli, monkeypatch):
+    lib, mark = tmp_path / "lib", tmp_path / "built"
+    lib.mkdir()
+    (lib / "mynets.py").write_text(
+        "import os, pathlib\n"
+        f"pathlib.Path({str(mark)!r}).write_text(str(os.getpid()))\n"
+        "def broken():\n"
+        "    raise RuntimeError('the user network fails')\n"
+    )
+    monkeypatch.syspath_prepend(str(lib))
+    monkeypatch.setenv("PYTHONPATH", str(lib))
+    db = tmp_path / "t.db"
+    args = ["train", "mynets:broken", "--data", f"cifar10:{cifar}", "--target", "top1=0.9"]
+    code, out, err = run_cli(args + ["--max-epochs", "1", "--workers", "0", "--db", db])
+    assert code == 1, out + err
+    assert mark.exists() and int(mark.read_text()) != os.getpid()  # imported in the job only
+    with sqlite3.connect(db) as connection:
+        status, error = connection.execute("SELECT status, error_json FROM train_runs").fetchone()
+    assert status == "error" and "the user network fails" in error

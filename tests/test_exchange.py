@@ -293,6 +293,27 @@ HOSTILE = {
         _set(["results", 2, "result_schema"], "1"),
         "results[2].result_schema: expected an integer, got a string '1'",
     ),
+    # numbers that readers cannot use (float() overflows, 64-bit columns, NaN)
+    "400-digit throughput": (
+        _set(["results", 0, "metrics", "samples_per_s_median"], 10**399),
+        "results[0].metrics.samples_per_s_median: an integer of 1326 bits does not fit in 64",
+    ),
+    "batch size 10^40": (
+        _set(["results", 0, "case", "batch_size"], 10**40),
+        "results[0].case.batch_size: an integer of 133 bits does not fit in 64",
+    ),
+    "batch size above a C int": (
+        _set(["runs", 0, "case", "batch_size"], 2**31),
+        "runs[0].case.batch_size: 2147483648 is outside 0 to 2147483647",
+    ),
+    "NaN": (
+        _set(["runs", 0, "metrics", "samples_per_s_median"], float("nan")),
+        "runs[0].metrics.samples_per_s_median: nan is not a finite number",
+    ),
+    "max batch above a C int": (
+        _set(["max_batch", 0, "batch_size"], 2**40),
+        "max_batch[0].batch_size: Input should be less than or equal to 2147483647",
+    ),
 }
 
 
@@ -375,3 +396,14 @@ def test_validate_rejects_what_is_not_an_object():
         exchange.validate([1, 2])
     with pytest.raises(exchange.ExchangeError, match="format: missing"):
         exchange.validate({})
+
+
+def test_an_integer_too_long_for_python_is_refused(exported, tmp_path, run_cli):
+    document = copy.deepcopy(exported)
+    document["results"][0]["metrics"]["samples_per_s_median"] = "HUGE"
+    file, target = tmp_path / "huge.json", tmp_path / "new.db"
+    file.write_text(json.dumps(document).replace('"HUGE"', "9" * 5000))
+    code, out, err = run_cli(["import", file, "--db", target])
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "an integer of more than" in err
+    assert not target.exists()

@@ -1,6 +1,10 @@
 """The parent side of isolation: crashes and hangs of a child become results."""
 
 import json
+import os
+import socket
+import subprocess
+import tempfile
 
 import psutil
 
@@ -47,3 +51,46 @@ def test_every_result_is_stored_as_it_arrives(tmp_path, user_nets):
     assert [len(stored) for _, stored in seen] == [1, 2]
     assert all(status == stored[-1] for status, stored in seen)
     assert json.dumps(results)  # result documents stay JSON-serializable
+
+
+def test_a_hang_without_timeout_ends_at_the_policy_default(tmp_path, user_nets, monkeypatch):
+    from trainperf.measure import policy
+
+    # The default, shrunk: 4 s + 2 x (0 s budget + 0 s x steps) for fixed:0:1.
+    monkeypatch.setattr(policy, "START_ALLOWANCE_S", 4.0)
+    monkeypatch.setattr(policy, "SLOW_STEP_S", 0.0)
+    case = make_case(model="flakynets:hangs", batch_size=2, image_size=8, steps="fixed:0:1")
+    assert case.timeout_s is None and case.run_timeout_s == 4.0
+    result = run_in_child(case, tmp_path)
+    assert result["status"] == "timeout"
+    assert result["error"]["message"].startswith("no result after 4 s")
+    assert result["case"]["timeout_s"] is None  # the case is stored as given
+
+
+def test_a_given_timeout_wins_over_the_default():
+    case = make_case(model="cifarnet", batch_size=2, steps="fixed:10:100", timeout_s=7.5)
+    assert case.run_timeout_s == 7.5
+    assert make_case(model="cifarnet", batch_size=2, steps="fixed:10:100").run_timeout_s > 3600
+
+
+def _owner_file(directory, pid, host=None):
+    directory.mkdir()
+    owner = {"pid": pid, "pid_started": psutil.Process(pid).create_time()}
+    (directory / "owner.json").write_text(
+        json.dumps(owner | {"host": host or socket.gethostname()})
+    )
+
+
+def test_a_sweep_removes_the_temp_dirs_of_killed_trainperfs_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen(["sleep", "60"])
+    _owner_file(tmp_path / "trainperf-killed", gone.pid)
+    _owner_file(tmp_path / "trainperf-other-host", gone.pid, host="elsewhere.example")
+    gone.kill()
+    gone.wait()
+    _owner_file(tmp_path / "trainperf-living", os.getpid())
+    (tmp_path / "trainperf-no-owner").mkdir()  # made by another tool: never ours to judge
+    with Store(tmp_path / "r.db") as store:
+        assert run_cases([], store, {"fingerprint": "f" * 16, "hostname": "h"}) == []
+    left = sorted(p.name for p in tmp_path.glob("trainperf-*"))
+    assert left == ["trainperf-living", "trainperf-no-owner", "trainperf-other-host"]

@@ -5,11 +5,16 @@ in real child processes is tested in test_sweep.py and test_runner.py); these te
 about the order and the bookkeeping of runs."""
 
 import random
+import socket
+import threading
+import time
 
 import pytest
 
+from trainperf import lease
 from trainperf import sweep as sweep_module
 from trainperf.case import make_case
+from trainperf.lease import Owner
 from trainperf.runner import Interrupted
 from trainperf.store import Store
 from trainperf.sweep import SweepEvents, SweepItem, interleave, run_sweep
@@ -178,3 +183,57 @@ def test_events_tell_each_run_and_the_runs_left(store, monkeypatch):
     sweep(store, [item("cifarnet", 2), item("alexnet", 2)], worker, monkeypatch, events=events)
     assert [left for *_, left in starts] == [4, 3, 2, 1]
     assert sorted(runs) == [(0, 1), (0, 2), (1, 1), (1, 2)]
+
+
+# --- concurrent sweeps of one suite on one database (trainperf.lease) ---------------------
+
+
+def test_two_sweeps_of_one_suite_at_once_measure_each_case_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(lease, "POLL_S", 0.01)
+    models = ["cifarnet", "alexnet", "resnet18", "vgg11"]
+    items = [item(m, 2) for m in models]
+    fake, measured, lock = FakeWorker({m: [100.0] * 4 for m in models}), [], threading.Lock()
+
+    def worker(case, workdir, stop=None, rendezvous=None):
+        with lock:
+            measured.append((threading.current_thread().name, case.model))
+            run = fake(case, workdir)
+        time.sleep(0.02)  # the other sweep runs meanwhile
+        return run
+
+    monkeypatch.setattr(sweep_module, "run_in_child", worker)
+    outcomes = {}
+
+    def one_sweep(name, seed):
+        with Store(tmp_path / "shared.db") as store:
+            outcomes[name] = run_sweep(items, store, SYSTEM, suite=SUITE, order_seed=seed)
+
+    threads = [
+        threading.Thread(target=one_sweep, args=(n, s), name=n) for n, s in [("a", 1), ("b", 2)]
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(outcomes) == ["a", "b"]
+    by_case = {m: {name for name, model in measured if model == m} for m in models}
+    assert all(len(names) == 1 for names in by_case.values()), by_case  # one sweep each
+    assert len(measured) == 2 * len(models)  # each case its 2 runs, once
+    for outcome in outcomes.values():
+        assert [r["case"]["model"] for r in outcome.results] == models
+        assert all(r["status"] == "ok" and len(r["runs"]) == 2 for r in outcome.results)
+    with Store(tmp_path / "shared.db") as store:
+        assert len(store.results()) == len(models)
+        assert store.db.execute("SELECT count(*) FROM leases").fetchone()[0] == 0
+
+
+def test_a_sweep_takes_over_the_case_of_a_sweep_that_died_with_its_runs(store, monkeypatch):
+    values = {"cifarnet": [100.0, 101.0, 99.0]}
+    first = FakeWorker(values, interrupt_after=1)
+    sweep(store, [item("cifarnet", 3)], first, monkeypatch)
+    dead = Owner("dead", socket.gethostname(), 2**22 + 17, 0.0)  # no such process
+    store.claim((SYSTEM["fingerprint"], SUITE[1], "cifarnet-8"), dead)
+    rest = FakeWorker({"cifarnet": values["cifarnet"][1:]})
+    outcome = sweep(store, [item("cifarnet", 3)], rest, monkeypatch)
+    assert rest.calls == ["cifarnet", "cifarnet"]  # the run stored before is kept
+    assert outcome.results[0]["metrics"]["runs"] == 3

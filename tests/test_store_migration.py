@@ -85,7 +85,7 @@ def migrated(tmp_path):
 
 def test_every_result_becomes_a_one_run_result_with_nothing_lost(migrated):
     store, system, rows = migrated
-    assert store.schema_version == SCHEMA_VERSION == 6
+    assert store.schema_version == SCHEMA_VERSION == 7
     results = store.results()
     assert [r["uid"] for r in results] == [row["uid"] for row in rows]
     for result, row in zip(results, rows, strict=True):
@@ -146,3 +146,8 @@ def test_an_old_export_adds_nothing_to_the_migrated_database(migrated):
     assert sum(summary.added.values()) == 0
     assert summary.already_present["results"] == len(rows)
     assert summary.already_present["runs"] == len(rows) - 1  # the skipped case had none
+
+
+def test_schema_7_adds_an_empty_table_of_leases(migrated):
+    store, _, _ = migrated
+    assert store.db.execute("SELECT count(*) FROM leases").fetchone()[0] == 0

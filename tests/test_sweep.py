@@ -267,3 +267,23 @@ def test_two_concurrent_sweeps_share_one_database(tmp_path, user_nets):
         runs = connection.execute("SELECT count(*) FROM runs WHERE result_uid IS NOT NULL")
         assert runs.fetchone() == (4,)
     assert per_suite == [("s1", 2), ("s2", 2)]
+
+
+def test_two_identical_sweeps_at_once_measure_each_case_once(tmp_path, user_nets):
+    db = tmp_path / "shared.db"
+    text = "name: same\ndefaults: {image_size: 8, steps: 'fixed:0:2', runs: 2}\ncases:\n" + "".join(
+        f"  - {{model: 'flakynets:slow', batch_size: {b}}}\n" for b in (1, 2, 3)
+    )
+    suite = write_suite(tmp_path, text, "same.yaml")
+    sweeps = [start_sweep(suite, db, "--order-seed", str(seed)) for seed in (1, 2)]
+    for sweep in sweeps:
+        out, err = sweep.communicate(timeout=240)
+        assert sweep.returncode == 0, err
+    with sqlite3.connect(db) as connection:
+        per_case = connection.execute(
+            "SELECT case_key, count(*) FROM runs GROUP BY case_key"
+        ).fetchall()
+        leases = connection.execute("SELECT count(*) FROM leases").fetchone()
+    assert len(per_case) == 3 and all(count == 2 for _, count in per_case)  # not 4
+    assert [status for _, _, status, _ in rows(db)] == ["ok"] * 3
+    assert leases == (0,)

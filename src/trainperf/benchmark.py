@@ -37,7 +37,7 @@ import torch
 from trainperf import models
 from trainperf.analysis.flops import count_flops
 from trainperf.analysis.peaks import peak_flops
-from trainperf.case import Case
+from trainperf.case import Case, model_of
 from trainperf.case_result import INPUT_BOUND_SHARE
 from trainperf.measure.loop import StepRecord, measure_steps
 from trainperf.measure.memory import read_peak, reset_peak
@@ -46,7 +46,7 @@ from trainperf.measure.probes import CaseProbes, probe_metrics
 from trainperf.measure.stats import instability_reasons, summarize
 from trainperf.measure.timer import make_timer
 from trainperf.system import cpu_name
-from trainperf.train import build_training_step
+from trainperf.train import build_training_step, dp_device_ids
 
 
 def device_info(device: torch.device) -> dict[str, Any]:
@@ -63,6 +63,7 @@ def device_info(device: torch.device) -> dict[str, Any]:
             "capability": [props.major, props.minor],
             "memory_bytes": props.total_memory,
             "multiprocessors": props.multi_processor_count,
+            "cudnn_benchmark": torch.backends.cudnn.benchmark,
         }
     else:
         info["name"] = cpu_name()
@@ -82,15 +83,17 @@ def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -
     if case.threads:
         torch.set_num_threads(case.threads)
     torch.backends.mkldnn.enabled = case.mkldnn
-    spec = models.get(case.model)
+    spec = model_of(case)
     device = torch.device(case.device)
     policy = parse_policy(case.steps)
 
-    reset_peak(device)
+    # DataParallel: one process on several GPUs, every one metered and read.
+    indices = dp_device_ids(case) if case.mode == "dp" else None
+    reset_peak(device, indices)
     on_phase("building")
     training = build_training_step(spec, case, device)
     on_phase("measuring")
-    probes = CaseProbes(device)
+    probes = CaseProbes(device, device_indices=indices)
     record = measure_steps(
         training.step,
         policy,
@@ -111,15 +114,17 @@ def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -
         probes.readings,
         samples,
         record.measure_elapsed_s,
-        [probes.start_context],
-        [probes.end_context],
+        probes.start_contexts,
+        probes.end_contexts,
         device.type,
     )
     flag_throttling(metrics)
-    peak = read_peak(device)
+    peak = read_peak(device, indices)
     metrics |= {"mem_peak_bytes": peak.mem_peak_bytes, "mem_peak_source": peak.source}
     if peak.mem_reserved_peak_bytes is not None:
         metrics["mem_reserved_peak_bytes"] = peak.mem_reserved_peak_bytes
+    if peak.mem_peak_bytes_per_device is not None:
+        metrics["mem_peak_bytes_per_device"] = peak.mem_peak_bytes_per_device
     metrics["final_loss"] = final_loss if math.isfinite(final_loss) else None
     if training.loaders is not None:
         metrics["data_train_samples"] = training.loaders.train_samples

@@ -16,9 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from trainperf import models
 from trainperf.datasets import DataError, check_source, parse_data
 from trainperf.datasets.source import FORMS as DATA_FORMS
-from trainperf.measure.policy import PolicyError, parse_policy
+from trainperf.limits import INT64_MAX, INT64_MIN, MAX_COUNT
+from trainperf.measure.policy import PolicyError, default_timeout_s, parse_policy
 from trainperf.measure.runs import ALLOWED as RUNS_ALLOWED
 from trainperf.measure.runs import RunsError, parse_runs
+from trainperf.models.custom import CustomModelError
 
 # TF32 tensor-core math exists from compute capability 8.0 (Ampere) on.
 TF32_MIN_CAPABILITY = (8, 0)
@@ -47,34 +49,49 @@ class Case(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     model: str
+    # Counts are at most MAX_COUNT and floats finite (trainperf.limits: what every reader
+    # of the store, torch included, can handle).
     batch_size: int = Field(
-        gt=0, description="samples per step per device (weak scaling) or in all (strong)"
+        gt=0,
+        le=MAX_COUNT,
+        description="samples per step per device (weak scaling) or in all (strong)",
     )
-    image_size: int | None = Field(default=None, gt=0)
-    seq_len: int | None = Field(default=None, gt=0)
+    image_size: int | None = Field(default=None, gt=0, le=MAX_COUNT)
+    seq_len: int | None = Field(default=None, gt=0, le=MAX_COUNT)
     precision: Literal["fp32", "tf32", "fp16", "bf16"] = "fp32"
     device: Literal["cpu", "cuda"] = "cpu"
-    devices: int = Field(default=1, gt=0, description="devices (processes) per node")
-    nodes: int = Field(default=1, gt=0)
+    devices: int = Field(default=1, gt=0, le=MAX_COUNT, description="devices (processes) per node")
+    nodes: int = Field(default=1, gt=0, le=MAX_COUNT)
     data: str = Field(default="synthetic", description="training data (trainperf.datasets)")
-    workers: int = Field(default=0, ge=0, description="data-loader processes per device")
+    workers: int = Field(
+        default=0, ge=0, le=MAX_COUNT, description="data-loader processes per device"
+    )
     # Data parallelism: auto is ddp above one device, none otherwise.
     parallel: Literal["auto", "none", "ddp", "dp"] = "auto"
     scaling: Literal["weak", "strong"] = "weak"
-    bucket_mb: float | None = Field(default=None, gt=0, description="DDP gradient bucket size")
+    bucket_mb: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="DDP gradient bucket size"
+    )
     grad_compression: Literal["none", "fp16", "bf16"] = "none"
     static_graph: bool = False
-    grad_accum: int = Field(default=1, gt=0, description="micro-batches per optimizer step")
+    grad_accum: int = Field(
+        default=1, gt=0, le=MAX_COUNT, description="micro-batches per optimizer step"
+    )
     steps: str = Field(default="adaptive", description="step policy, shared by the runs")
     runs: int | str = Field(
         default="adaptive", description="independent runs (worker processes) measuring it"
     )
     channels_last: bool = False
     compile: bool = False
-    threads: int | None = Field(default=None, gt=0, description="torch intra-op threads")
+    threads: int | None = Field(
+        default=None, gt=0, le=MAX_COUNT, description="torch intra-op threads"
+    )
     mkldnn: bool = Field(default=True, description="oneDNN (MKL-DNN) kernels on the CPU")
-    timeout_s: float | None = Field(default=None, gt=0)
-    seed: int = 0
+    cudnn_benchmark: bool = Field(
+        default=True, description="cuDNN autotuning of convolutions (image models on CUDA)"
+    )
+    timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    seed: int = Field(default=0, ge=INT64_MIN, le=INT64_MAX)
 
     @field_validator("steps")
     @classmethod
@@ -110,6 +127,13 @@ class Case(BaseModel):
     def label(self) -> str:
         """A short human description: 'resnet50 b32 @64 fp32 cpu'."""
         return label_of(self.model_dump())
+
+    @property
+    def run_timeout_s(self) -> float:
+        """Seconds one run (worker process) of this case may take before it is killed:
+        ``timeout_s``, or by default a generous bound from the step policy
+        (``trainperf.measure.policy.default_timeout_s``), so that a hang always ends."""
+        return self.timeout_s or default_timeout_s(parse_policy(self.steps))
 
     @property
     def mode(self) -> str:
@@ -163,6 +187,8 @@ def label_of(fields: dict) -> str:
         parts.append(f"t{fields['threads']}")
     if fields.get("mkldnn") is False:
         parts.append("no-onednn")
+    if fields.get("cudnn_benchmark") is False:
+        parts.append("no-cudnn-benchmark")
     if (data := fields.get("data", "synthetic")) != "synthetic":
         with contextlib.suppress(ValueError):  # a stored case from elsewhere: as given
             data = parse_data(data).short_name
@@ -191,6 +217,12 @@ def describe_validation_error(exc: ValidationError) -> str:
     if kind == "literal_error":
         allowed = err.get("ctx", {}).get("expected", "")
         return f"{field} {given!r} is not valid: allowed {allowed}"
+    if field == "seed" and kind in ("greater_than_equal", "less_than_equal"):
+        return f"seed must be an integer from {INT64_MIN} to {INT64_MAX}, got {given!r}"
+    if kind == "less_than_equal":
+        return f"{field} must be at most {err['ctx']['le']}, got {given!r}"
+    if kind == "finite_number":
+        return f"{field} must be a finite number, got {given!r}"
     if kind == "greater_than_equal":
         return f"{field} must be an integer of 0 or more, got {given!r}"
     if kind in ("greater_than", "int_type", "int_parsing", "int_from_float"):
@@ -208,15 +240,19 @@ def describe_validation_error(exc: ValidationError) -> str:
     return f"{field}: {message}, got {given!r}"
 
 
-def check_case(case: Case, capabilities: dict[str, DeviceKind]) -> models.ModelSpec:
+def check_case(case: Case, capabilities: dict[str, DeviceKind]) -> models.ModelSpec | None:
     """Check ``case`` against the zoo and this machine; return the model spec.
 
     ``capabilities`` maps a device type to what this machine has of it; a device type
     missing from it is not on this machine. A valid case that needs absent hardware raises
     ``HardwareAbsent`` (a suite records it as skipped); any other problem ``CaseError``.
+
+    A user's network (``module:function``) is only found here, never run (None is
+    returned): its code runs in the case's worker, which checks it there (``model_of``),
+    so that one that hangs, crashes or raises is the case's recorded failure.
     """
     try:
-        spec = models.get(case.model)
+        spec = models.look_up(case.model)
     except ValueError as exc:  # UnknownModelError, CustomModelError
         raise CaseError(str(exc)) from None
     if case.workers and case.data == "synthetic":
@@ -228,6 +264,28 @@ def check_case(case: Case, capabilities: dict[str, DeviceKind]) -> models.ModelS
     _check_parallel(case)
     if not case.mkldnn and case.device != "cpu":
         raise CaseError("mkldnn false (no oneDNN) applies to the CPU only")
+    if not case.cudnn_benchmark and case.device != "cuda":
+        raise CaseError("cudnn_benchmark false (no cuDNN autotuning) applies to cuda only")
+    if spec is not None:
+        _check_model(case, spec)
+    _check_hardware(case, capabilities)
+    return spec
+
+
+def model_of(case: Case) -> models.ModelSpec:
+    """The case's model spec, in the process that trains it. A user's network is built
+    here, and checked against the case's size and data as ``check_case`` checks the zoo's
+    (CaseError); what the user's code raises propagates as it is."""
+    try:
+        spec = models.get(case.model)
+    except (models.UnknownModelError, CustomModelError) as exc:
+        raise CaseError(str(exc)) from None
+    if models.is_custom_reference(case.model):
+        _check_model(case, spec)
+    return spec
+
+
+def _check_model(case: Case, spec: models.ModelSpec) -> None:
     if spec.is_language_model and case.image_size is not None:
         raise CaseError(f"{spec.name} is a language model: give seq_len, not image_size")
     if not spec.is_language_model and case.seq_len is not None:
@@ -244,8 +302,6 @@ def check_case(case: Case, capabilities: dict[str, DeviceKind]) -> models.ModelS
         raise CaseError(f"data {case.data}: {exc}") from None
     except models.SizeError as exc:
         raise CaseError(str(exc)) from None
-    _check_hardware(case, capabilities)
-    return spec
 
 
 def _check_parallel(case: Case) -> None:
@@ -282,7 +338,8 @@ def _check_hardware(case: Case, capabilities: dict[str, DeviceKind]) -> None:
         )
     if case.device == "cuda" and kind.count < case.devices:
         raise HardwareAbsent(
-            f"needs {case.devices} cuda devices per node; this machine has {kind.count}"
+            f"needs {case.devices} cuda devices per node; {kind.count} visible to CUDA "
+            "here (CUDA_VISIBLE_DEVICES, the batch system's binding or MIG may hide others)"
         )
     if case.device == "cpu" and case.threads and case.threads > kind.count:
         raise HardwareAbsent(
@@ -317,4 +374,5 @@ __all__ = [
     "RunsError",
     "check_case",
     "make_case",
+    "model_of",
 ]

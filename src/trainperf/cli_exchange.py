@@ -43,7 +43,7 @@ def export(file: Path, db: Path, system: str | None, format_: str | None) -> Non
     if not db.is_file():
         raise BadInput(f"no results database at {db}: run `trainperf run` first or give --db")
     try:
-        with Store(db) as store:
+        with Store.copy_of(db) as store:  # reads without writing anything
             if format_ == "csv":
                 from trainperf.report.tables import results_csv
 

@@ -56,12 +56,14 @@ def _check_config(config: dict[str, Any], capabilities: dict) -> None:
     from trainperf.datasets import check_source, parse_data
 
     try:
-        spec = models.get(config["model"])
-    except models.UnknownModelError as exc:
+        # A user's network is only looked up here: its code runs in the job's process,
+        # which checks it against the data and the target (trainer.train).
+        spec = models.look_up(config["model"])
+    except ValueError as exc:  # UnknownModelError, CustomModelError
         raise BadInput(str(exc)) from None
     try:
         source = parse_data(config["data"])
-        if not source.is_synthetic:
+        if not source.is_synthetic and spec is not None:
             size = config["image_size"] if spec.size_name == "image_size" else config["seq_len"]
             check_source(source, spec, size)
     except ValueError as exc:  # DataError included
@@ -73,8 +75,9 @@ def _check_config(config: dict[str, Any], capabilities: dict) -> None:
         )
     try:
         run = TrainConfig(**config)  # ScheduleError and the other field checks
-        requested_size(spec, run)
-        check_metric(spec, run.target_metric)
+        if spec is not None:
+            requested_size(spec, run)
+            check_metric(spec, run.target_metric)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     available = capabilities.get(config["device"])

@@ -25,8 +25,7 @@ from typing import Any
 
 import torch
 
-from trainperf import models
-from trainperf.case import Case
+from trainperf.case import Case, model_of
 from trainperf.dist import AgreedPolicy, Job, default_threads
 from trainperf.measure.loop import StepRecord, measure_steps
 from trainperf.measure.memory import read_peak, reset_peak
@@ -51,7 +50,7 @@ def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[st
             threads = default_threads(job.ranks.local_world_size)
         if threads:
             torch.set_num_threads(threads)
-        spec = models.get(case.model)
+        spec = model_of(case)
         policy = AgreedPolicy(parse_policy(case.steps), job)
         reset_peak(job.device)
         on_phase("building")

@@ -44,6 +44,7 @@ import json
 import os
 import sqlite3
 import stat
+import sys
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -52,6 +53,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from trainperf.limits import MAX_COUNT, count_problem, first_bad_number
 from trainperf.store import Store, StoreError
 
 FORMAT = "trainperf-results"
@@ -154,7 +156,7 @@ class MaxBatchItem(Item):
     created_at: str
     memory_key: str
     case: Json
-    batch_size: Annotated[int, Field(ge=1)] | None
+    batch_size: Annotated[int, Field(ge=1, le=MAX_COUNT)] | None
     probes: list[Json]
     note: str | None
 
@@ -356,6 +358,9 @@ def read_file(path: Path) -> Any:
         raise ExchangeError(
             f"{path} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}){cut}"
         ) from None
+    except ValueError:  # an integer of more digits than Python converts
+        limit = sys.get_int_max_str_digits()
+        raise ExchangeError(f"{path}: an integer of more than {limit} digits") from None
     except RecursionError:
         raise ExchangeError(f"{path}: JSON nested too deeply") from None
 
@@ -386,14 +391,17 @@ def read_results(path: Path, model: str | None = None) -> list[Json]:
 
 def validate(document: Any) -> ValidatedExport:
     """Check a document fully: its format and version, every field's presence and type,
-    the throughput of every ok result, and that no row names a system, sweep or result
-    twice or that the file does not hold (such references are returned in
-    ``unresolved``: the target database may hold them). A file of an older format comes
-    back in the current one. Raise ``ExchangeError`` saying which field of which row is
-    wrong."""
+    that every number is finite and every integer fits in 64 bits (a case's counts in
+    ``limits.MAX_COUNT``), the throughput of every ok result, and that no row names a
+    system, sweep or result twice or that the file does not hold (such references are
+    returned in ``unresolved``: the target database may hold them). A file of an older
+    format comes back in the current one. Raise ``ExchangeError`` saying which field of
+    which row is wrong."""
     if not isinstance(document, dict):
         raise ExchangeError(f"expected a JSON object ({FORMAT}), got {_kind(document)}")
     _check_format(document)
+    if bad := first_bad_number(document):
+        raise ExchangeError(f"{bad[0]}: {bad[1]}: numbers must be finite, integers 64-bit")
     from trainperf.exchange_legacy import LegacyExportFile, upgrade
 
     shape = ExportFile if document["format_version"] == FORMAT_VERSION else LegacyExportFile
@@ -413,6 +421,7 @@ def validate(document: Any) -> ValidatedExport:
     for index, row in enumerate(tables["results"]):
         if row["status"] == "ok":
             check_throughput(row["metrics"], f"results[{index}].metrics")
+    _check_counts(tables)
     return ValidatedExport(
         document["format_version"],
         document["exported_at"],
@@ -439,6 +448,19 @@ def check_throughput(metrics: Json, where: str) -> None:
         raise ExchangeError(
             f"{where}.run_samples_per_s: expected an array of positive numbers, got {_short(runs)}"
         )
+
+
+# table -> the field of its rows that holds a case (a training run's configuration is one)
+_CASE_FIELD = {"results": "case", "runs": "case", "max_batch": "case", "train_runs": "config"}
+
+
+def _check_counts(tables: dict[str, list[Json]]) -> None:
+    """The counts of every case (batch size, devices, ...) within what a case allows
+    (``trainperf.limits``): readers multiply and index with them."""
+    for table, field in _CASE_FIELD.items():
+        for index, row in enumerate(tables[table]):
+            if bad := count_problem(row[field]):
+                raise ExchangeError(f"{table}[{index}].{field}.{bad[0]}: {bad[1]}")
 
 
 def _references(tables: dict[str, list[Json]]) -> list[Reference]:

@@ -109,11 +109,12 @@ def micro_dataframe(db_path: str | os.PathLike[str], kind: str) -> pd.DataFrame:
 
 
 def _open(db_path: str | os.PathLike[str]) -> Store:
-    """The store at ``db_path``, which must exist (``Store`` would create an empty one)."""
+    """The store at ``db_path``, which must exist (``Store`` would create an empty one),
+    read without writing anything (``Store.copy_of``)."""
     path = Path(db_path)
     if not path.is_file():
         raise FileNotFoundError(f"no trainperf results database at {path}")
-    return Store(path)
+    return Store.copy_of(path)
 
 
 def _scalar(value: Any) -> bool:

@@ -7,12 +7,14 @@ when the child dies without a result. The sweep over many cases is trainperf.swe
 
 Statuses added here: ``crashed`` (exited or was killed without writing a result: the exit
 code or signal and the tail of stderr are kept) and ``timeout`` (ran past the case's
-``timeout_s``: the child's whole process group is killed).
+``timeout_s``, or when it has none a generous default from its step policy,
+``Case.run_timeout_s``: the child's whole process group is killed).
 
 Interruption: SIGINT (Ctrl-C) and SIGTERM only raise a flag (``StopFlag``). The parent
 polls it while it waits for the child, kills the child's process group and raises
 ``Interrupted``. If the parent itself is killed (SIGKILL), the child follows it (the
-worker asks the kernel for that, see trainperf.worker).
+worker asks the kernel for that, see trainperf.worker), and the next trainperf removes
+the job directory it left (``job_directory``).
 """
 
 from __future__ import annotations
@@ -22,9 +24,12 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -36,6 +41,7 @@ import psutil
 
 from trainperf.case import Case
 from trainperf.case_result import RUN_SCHEMA
+from trainperf.lease import Owner, is_live
 from trainperf.lifeline import PARENT_PID_ENV
 
 STDERR_TAIL_CHARS = 4000
@@ -43,6 +49,9 @@ STDERR_TAIL_CHARS = 4000
 POLL_S = 0.25
 # How long the workers get to write their stacks before a timed-out case is killed.
 STACK_WAIT_S = 1.0
+# Temporary job directories: their name prefix, and the file naming the process that owns one.
+TEMP_PREFIX = "trainperf-"
+OWNER_FILE = "owner.json"
 
 
 class Interrupted(Exception):  # noqa: N818 - it names what happened, like KeyboardInterrupt
@@ -82,6 +91,47 @@ class StopFlag:
                 signal.signal(signum, handler)
 
 
+@contextlib.contextmanager
+def job_directory() -> Iterator[Path]:
+    """A fresh temporary directory (``trainperf-*``) for the job files of one command,
+    removed when it ends.
+
+    A trainperf killed with SIGKILL runs no ``finally`` and leaves its directory behind, so
+    the directory names its owner (OWNER_FILE) and each new one first removes those whose
+    owner is gone (``remove_stale_directories``)."""
+    remove_stale_directories()
+    with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as tmp:
+        owner = Owner.this_process(sweep_id="")
+        (Path(tmp) / OWNER_FILE).write_text(
+            json.dumps({"host": owner.host, "pid": owner.pid, "pid_started": owner.pid_started})
+        )
+        yield Path(tmp)
+
+
+def remove_stale_directories(root: Path | None = None) -> list[Path]:
+    """Remove the ``trainperf-*`` directories in ``root`` (the system's temporary folder)
+    whose owner process has ended; return them. A directory without an owner file, of
+    another host, or of a process still alive (or that cannot be inspected) is kept."""
+    removed = []
+    for path in Path(root or tempfile.gettempdir()).glob(TEMP_PREFIX + "*"):
+        try:
+            owner = json.loads((path / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue  # no owner recorded (another tool, or one being made): not ours to judge
+        if owner.get("host") == socket.gethostname() and not _owner_alive(owner):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _owner_alive(owner: dict[str, Any]) -> bool:
+    """Whether the owner (host, pid, pid_started) lives, as a lease's owner is judged."""
+    try:
+        return is_live(owner)
+    except (psutil.Error, KeyError, TypeError, ValueError):
+        return True  # a file we cannot read as an owner: keep the directory
+
+
 def worker_command(case_path: Path, result_path: Path) -> list[str]:
     """The child's command line: this interpreter running trainperf.worker."""
     return [sys.executable, "-m", "trainperf.worker", str(case_path), str(result_path)]
@@ -101,7 +151,7 @@ class Launch:
     def of_case(cls, case: Case) -> Launch:
         digest = hashlib.sha256(case.model_dump_json().encode()).hexdigest()[:12]
         return cls(
-            case.mode == "ddp", case.devices, case.nodes, case.timeout_s, f"trainperf-{digest}"
+            case.mode == "ddp", case.devices, case.nodes, case.run_timeout_s, f"trainperf-{digest}"
         )
 
 

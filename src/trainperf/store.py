@@ -15,16 +15,20 @@ import contextlib
 import json
 import os
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from trainperf import lease
+from trainperf.lease import Owner
 from trainperf.store_schema import MIGRATION_STEPS, MIGRATIONS, SCHEMA_VERSION
 
 # How long a writer waits for another to finish its transaction (ours take milliseconds).
 BUSY_TIMEOUT_S = 60.0
+SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 class StoreError(Exception):
@@ -42,7 +46,7 @@ def check_writable(path: Path) -> None:
             raise StoreError(f"--db {path} is not readable and writable by this user")
         with path.open("rb") as f:
             head = f.read(16)
-        if head and head != b"SQLite format 3\x00":
+        if head and head != SQLITE_HEADER:
             raise StoreError(f"--db {path} exists and is not an SQLite database")
         return
     parent = path.parent if str(path.parent) else Path(".")
@@ -50,6 +54,39 @@ def check_writable(path: Path) -> None:
         raise StoreError(f"--db {path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise StoreError(f"--db {path}: directory {parent} is not writable by this user")
+
+
+def check_readable(path: Path) -> None:
+    """Raise ``StoreError`` unless ``path`` is an SQLite file this user can read (callers
+    name the path: the message says what is wrong with it)."""
+    if not path.is_file():
+        kind = ": it is a directory" if path.is_dir() else ""
+        raise StoreError(
+            f"no results database at {path}{kind}: run `trainperf run` first or give --db"
+        )
+    if not os.access(path, os.R_OK):
+        raise StoreError("not readable by this user")
+    with path.open("rb") as f:
+        head = f.read(16)
+    if not head:
+        raise StoreError("the file is empty: not a trainperf database")
+    if head != SQLITE_HEADER:
+        raise StoreError("not a trainperf database (not SQLite)")
+
+
+def read_only_uri(path: Path) -> str:
+    """The SQLite URI that reads ``path`` without writing anything, there or beside it.
+
+    ``mode=ro`` alone is not enough for a WAL database: it makes the ``-wal`` and ``-shm``
+    files when they are absent, owned by the reader (the owner's next write then fails),
+    and cannot open the database in a directory the reader cannot write. Without a
+    ``-wal`` file no writer has the database open (the last one to close removes it), so
+    it is read ``immutable``: no lock, no file made. With one, a writer may be at work, and
+    ``mode=ro`` reads its committed transactions through the files that are there.
+    """
+    uri = path.resolve().as_uri()
+    wal = path.with_name(path.name + "-wal")
+    return f"{uri}?mode=ro" if wal.exists() else f"{uri}?immutable=1"
 
 
 def _now() -> str:
@@ -70,11 +107,14 @@ class Store:
 
     @classmethod
     def copy_of(cls, path: str | os.PathLike[str]) -> Store:
-        """An in-memory copy of the database at ``path`` (opened read-only), migrated to
-        this trainperf's schema: reading a database this way never writes to it."""
+        """An in-memory copy of the database at ``path``, migrated to this trainperf's
+        schema: reading a database this way writes nothing (``read_only_uri``), which is
+        how every verb that only reads opens it. ``StoreError`` when ``path`` is missing,
+        empty or not SQLite."""
         store = cls.__new__(cls)
         store.path = Path(path)
-        source = sqlite3.connect(f"{store.path.resolve().as_uri()}?mode=ro", uri=True)
+        check_readable(store.path)
+        source = sqlite3.connect(read_only_uri(store.path), uri=True)
         try:
             store.db = sqlite3.connect(":memory:", isolation_level=None)
             source.backup(store.db)
@@ -227,15 +267,20 @@ class Store:
                 insert_run(db, run | {"case_key": case_key})
         return int(cursor.lastrowid)
 
-    def finished(self, system: str, suite_version: str) -> dict[str, dict[str, Any]]:
-        """The newest ok result of each case of a suite version on a system, by case key."""
-        rows = self.db.execute(
+    def finished(
+        self, system: str, suite_version: str, case_key: str | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """The newest ok result of each case (or of the one ``case_key``) of a suite version
+        on a system, by case key."""
+        query = (
             "SELECT r.*, s.record AS system_json FROM results r"
             " JOIN systems s ON s.fingerprint = r.system"
             " WHERE r.system = ? AND r.suite_version = ? AND r.status = 'ok'"
-            " ORDER BY r.id",
-            (system, suite_version),
-        ).fetchall()
+        )
+        args: tuple[str, ...] = (system, suite_version)
+        if case_key is not None:
+            query, args = query + " AND r.case_key = ?", (*args, case_key)
+        rows = self.db.execute(query + " ORDER BY r.id", args).fetchall()
         return {row["case_key"]: document for row, document in self._with_runs(rows)}
 
     def add_max_batch(
@@ -330,14 +375,16 @@ class Store:
     def _with_runs(self, rows: list[sqlite3.Row]) -> list[tuple[sqlite3.Row, dict[str, Any]]]:
         """Each result row with its document, which holds its runs (``runs``)."""
         runs: dict[str, list[dict[str, Any]]] = {}
-        if rows:
+        uids = [row["uid"] for row in rows]
+        for start in range(0, len(uids), 500):  # SQLite takes a few hundred ? at least
+            chunk = uids[start : start + 500]
             found = self.db.execute(
-                "SELECT * FROM runs WHERE result_uid IS NOT NULL ORDER BY run_number, id"
+                f"SELECT * FROM runs WHERE result_uid IN ({', '.join('?' * len(chunk))})"
+                " ORDER BY run_number, id",
+                chunk,
             ).fetchall()
-            wanted = {row["uid"] for row in rows}
             for run in found:
-                if run["result_uid"] in wanted:
-                    runs.setdefault(run["result_uid"], []).append(row_document(run))
+                runs.setdefault(run["result_uid"], []).append(row_document(run))
         return [(row, _document(row) | {"runs": runs.get(row["uid"], [])}) for row in rows]
 
     def systems(self) -> list[dict[str, Any]]:
@@ -355,6 +402,30 @@ class Store:
         """Every stored run (one worker process measuring a case), oldest first."""
         rows = self.db.execute("SELECT * FROM runs ORDER BY id").fetchall()
         return [row_document(row) for row in rows]
+
+    def claim(self, case: tuple[str, str, str], owner: Owner) -> dict[str, Any] | None:
+        """Take or renew the lease of ``case`` (system, suite version, case key) for
+        ``owner``, unless another live owner holds it (``trainperf.lease``): then return
+        that owner's lease and change nothing."""
+        where = "system = ? AND suite_version = ? AND case_key = ?"
+        with self._write() as db:
+            row = db.execute(f"SELECT * FROM leases WHERE {where}", case).fetchone()
+            if row is not None and row["sweep_id"] != owner.sweep_id and lease.is_live(dict(row)):
+                return dict(row)
+            db.execute(
+                "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (*case, owner.sweep_id, owner.host, owner.pid, owner.pid_started, time.time()),
+            )
+        return None
+
+    def release(self, owner: Owner, case: tuple[str, str, str] | None = None) -> None:
+        """Give up ``owner``'s lease of ``case``, or all of its leases."""
+        where, args = "sweep_id = ?", (owner.sweep_id,)
+        if case is not None:
+            where += " AND system = ? AND suite_version = ? AND case_key = ?"
+            args += case
+        with self._write() as db:
+            db.execute(f"DELETE FROM leases WHERE {where}", args)
 
     def import_documents(
         self, documents: dict[str, list[dict[str, Any]]]

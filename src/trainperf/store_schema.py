@@ -21,6 +21,10 @@ Schema version lives in ``PRAGMA user_version``. History (add a migration for ev
      them). ``results`` hold the combination of their runs (``trainperf.case_result``,
      result schema 2); each result stored before becomes a 1-run result and its run
      (``case_result.from_legacy``), nothing dropped.
+  7: table ``leases``: the case (system, suite version, case key) that a running sweep is
+     measuring, with its owner (sweep id, host, pid and the process's start time) and when
+     the owner last renewed it, so that a concurrent sweep of the same suite skips it
+     (``trainperf.lease``). Leases stay home: an export does not carry them.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 SCHEMA_V1 = """
 CREATE TABLE systems (
@@ -149,6 +153,20 @@ CREATE INDEX runs_result ON runs(result_uid);
 CREATE INDEX runs_pending ON runs(system, suite_version, case_key) WHERE result_uid IS NULL
 """
 
+SCHEMA_V7 = """
+CREATE TABLE leases (
+    system        TEXT NOT NULL,
+    suite_version TEXT NOT NULL,
+    case_key      TEXT NOT NULL,
+    sweep_id      TEXT NOT NULL,
+    host          TEXT NOT NULL,
+    pid           INTEGER NOT NULL,
+    pid_started   REAL NOT NULL,
+    renewed_at    REAL NOT NULL,
+    PRIMARY KEY (system, suite_version, case_key)
+)
+"""
+
 
 def _results_to_runs(db: sqlite3.Connection) -> None:
     """Schema 6: every stored result becomes a 1-run result beside its run."""
@@ -184,5 +202,6 @@ MIGRATIONS: dict[int, str] = {
     4: SCHEMA_V4,
     5: SCHEMA_V5,
     6: SCHEMA_V6,
+    7: SCHEMA_V7,
 }
 MIGRATION_STEPS = {6: _results_to_runs}

@@ -22,6 +22,14 @@ system and suite version is taken from the store (``--fresh`` measures again), a
 whose sweep was interrupted keeps its stored runs: with 2 of 3 runs done it needs 1 more.
 Nothing measured is measured twice; a run cut short by the interruption is not stored.
 
+**Concurrent sweeps.** Several sweeps of one suite on one database (two identical
+``trainperf run suite.yaml`` at once) share its cases out: a sweep that resumes takes a
+case's lease (trainperf.lease) before its first run, renews it before each run, and gives
+it up with the result. A case leased by another live sweep is passed over and tried again
+next round; when only such cases are left, the sweep waits (``lease.POLL_S``) and then
+takes their results. The lease of a sweep that died is taken over, with the runs it
+stored. ``--fresh`` sweeps and cases spanning nodes take no lease.
+
 **Several nodes.** A case that spans nodes runs the same runs on every node, and only the
 node of rank 0 sees the measurements, so its runs are a fixed number (the policy's
 minimum): the other nodes could not follow an adaptive decision. Every node must shuffle
@@ -32,17 +40,17 @@ from __future__ import annotations
 
 import json
 import random
-import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from trainperf import case_result
+from trainperf import case_result, lease
 from trainperf.case import Case, label_of
+from trainperf.lease import Owner
 from trainperf.measure.runs import FixedRuns, RunsPolicy, parse_runs, share_steps
-from trainperf.runner import Interrupted, StopFlag, run_in_child
+from trainperf.runner import Interrupted, StopFlag, job_directory, run_in_child
 from trainperf.store import Store
 
 FAILED_STATUSES = ("oom", "timeout", "crashed", "error")
@@ -72,12 +80,14 @@ class SweepEvents:
     """Callbacks for progress display; all optional. ``on_start`` hears each run before it
     starts (the case's index, item, the run's number, and the runs still planned in the
     sweep, this one included); ``on_run`` each finished run; ``on_result`` each case's
-    result."""
+    result; ``on_wait`` a case passed over because another sweep holds its lease (the
+    case's index, item and that lease)."""
 
     on_start: Callable[[int, SweepItem, int, int], None] = lambda index, item, run, left: None
     on_probe: Callable[[int, Any], None] = lambda index, probe: None
     on_run: Callable[[int, dict[str, Any]], None] = lambda index, run: None
     on_result: Callable[[int, dict[str, Any]], None] = lambda index, result: None
+    on_wait: Callable[[int, SweepItem, dict[str, Any]], None] = lambda index, item, held: None
 
 
 @dataclass
@@ -111,6 +121,7 @@ class _CaseRuns:
     spent_s: float = 0.0  # wall time of its runs, processes included
     case: Case | None = None  # the case as it runs (a 'max' batch resolved)
     followed: int = 0  # runs in which this node followed another's rank 0
+    held: bool = False  # this sweep holds the case's lease
     result: dict[str, Any] | None = None
 
     @property
@@ -130,6 +141,7 @@ class _Sweep:
     events: SweepEvents
     suite: tuple[str, str] | None
     rendezvous: str | None = None
+    owner: Owner | None = None  # of this sweep's leases; None: it takes none
 
 
 def run_cases(
@@ -178,24 +190,77 @@ def run_sweep(
     resumable = suite is not None and not fresh
     done = store.finished(system["fingerprint"], suite[1]) if resumable else {}
     states = [_CaseRuns(i, item, _policy(item.fields)) for i, item in enumerate(items)]
-    with tempfile.TemporaryDirectory(prefix="trainperf-") as tmp, StopFlag().installed() as stop:
-        sweep = _Sweep(store, system, sweep_id, Path(tmp), stop, events, suite, rendezvous)
+    with job_directory() as tmp, StopFlag().installed() as stop:
+        sweep = _Sweep(store, system, sweep_id, tmp, stop, events, suite, rendezvous)
+        if resumable:  # see "Concurrent sweeps" in the module doc
+            sweep = replace(sweep, owner=Owner.this_process(sweep_id))
         for state in states:
             _begin(state, sweep, done, resumable)
-        generator = random.Random(order_seed)
-        first_round = True
         try:
-            while waiting := [s for s in states if s.result is None]:
-                for state in interleave(waiting, generator, keep_batch_order=first_round):
-                    if state.result is None:  # a run before may have skipped it
-                        stop.raise_if_set()
-                        _run_once(state, states, sweep)
-                first_round = False
+            _run_rounds(states, sweep, random.Random(order_seed))
         except Interrupted as exc:
             outcome.interrupted, outcome.exit_signal = str(exc), exc.signum
             outcome.not_run = sum(1 for s in states if s.result is None)
+        finally:
+            if sweep.owner is not None:
+                store.release(sweep.owner)
     outcome.results = [s.result for s in states if s.result is not None]
     return outcome
+
+
+def _run_rounds(states: list[_CaseRuns], sweep: _Sweep, generator: random.Random) -> None:
+    """Give runs in rounds until every case has its result (see "Order"), passing over
+    the cases that another sweep is measuring, and waiting when only those are left."""
+    first_round = True
+    while waiting := [s for s in states if s.result is None]:
+        ran = False
+        for state in interleave(waiting, generator, keep_batch_order=first_round):
+            if state.result is None:  # a run before may have skipped it
+                sweep.stop.raise_if_set()
+                if _claim(state, sweep):
+                    _run_once(state, states, sweep)
+                    ran = True
+        first_round = False
+        if not ran and any(s.result is None for s in states):
+            _pause(sweep.stop, lease.POLL_S)
+
+
+def _lease_key(state: _CaseRuns, sweep: _Sweep) -> tuple[str, str, str] | None:
+    """What identifies the case among sweeps: (system, suite version, case key); None for
+    a case that takes no lease (no suite or --fresh, or spanning nodes: every node of it
+    must run it, in step)."""
+    if sweep.owner is None or state.item.key is None or state.item.fields.get("nodes", 1) > 1:
+        return None
+    return (sweep.system["fingerprint"], sweep.suite[1], state.item.key)
+
+
+def _claim(state: _CaseRuns, sweep: _Sweep) -> bool:
+    """Whether this sweep may give the case a run now: it holds the case's lease (taken
+    or renewed here). On taking it, first take what another sweep left of the case: its
+    result (the case is then finished) or its runs."""
+    key = _lease_key(state, sweep)
+    if key is None:
+        return True
+    holder = sweep.store.claim(key, sweep.owner)
+    if holder is not None:
+        sweep.events.on_wait(state.index, state.item, holder)
+        return False
+    if not state.held:
+        state.held = True
+        if found := sweep.store.finished(key[0], key[1], key[2]).get(key[2]):
+            _finish(state, found | {"reused": True}, sweep)
+        else:
+            _take_stored_runs(state, sweep)
+    return state.result is None
+
+
+def _pause(stop: StopFlag, seconds: float) -> None:
+    """Sleep ``seconds``, ending early (``Interrupted``) on a signal."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        stop.raise_if_set()
+        time.sleep(min(left, 0.2))
+    stop.raise_if_set()
 
 
 def _policy(fields: dict[str, Any]) -> RunsPolicy:
@@ -238,13 +303,20 @@ def _begin(
         _finish(state, done[item.key] | {"reused": True}, sweep)
     elif item.skip_reason:
         _finish(state, case_result.unmeasured(item.fields, "skipped", item.skip_reason), sweep)
-    elif resumable and item.key is not None:
-        state.runs = sweep.store.pending_runs(sweep.system["fingerprint"], sweep.suite[1], item.key)
-        state.spent_s = sum(r["metrics"].get("wall_s") or 0.0 for r in state.runs)
-        if state.runs and (reason := state.policy.done(_estimates(state), state.spent_s)):
-            batch_size = state.runs[0]["case"]["batch_size"]  # a 'max' batch as resolved
-            state.case = Case.model_validate(item.fields | {"batch_size": batch_size})
-            _finish_ok(state, reason, sweep)
+    elif resumable and item.key is not None and _lease_key(state, sweep) is None:
+        _take_stored_runs(state, sweep)  # a leased case takes them with its lease (_claim)
+
+
+def _take_stored_runs(state: _CaseRuns, sweep: _Sweep) -> None:
+    """Take the runs of the case that an interrupted sweep stored; finish the case when
+    they are enough."""
+    fingerprint, item = sweep.system["fingerprint"], state.item
+    state.runs = sweep.store.pending_runs(fingerprint, sweep.suite[1], item.key)
+    state.spent_s = sum(r["metrics"].get("wall_s") or 0.0 for r in state.runs)
+    if state.runs and (reason := state.policy.done(_estimates(state), state.spent_s)):
+        batch_size = state.runs[0]["case"]["batch_size"]  # a 'max' batch as resolved
+        state.case = Case.model_validate(item.fields | {"batch_size": batch_size})
+        _finish_ok(state, reason, sweep)
 
 
 def _estimates(state: _CaseRuns) -> list[float]:
@@ -312,6 +384,9 @@ def _finish(state: _CaseRuns, result: dict[str, Any], sweep: _Sweep) -> None:
         result |= {"sweep_id": sweep.sweep_id, "system": sweep.system, "reused": False}
     result.setdefault("runs", [])
     state.result = result
+    if state.held:
+        sweep.store.release(sweep.owner, _lease_key(state, sweep))
+        state.held = False
     sweep.events.on_result(state.index, result)
 
 

@@ -134,3 +134,18 @@ def test_an_adaptive_policy_of_few_steps_measures_them_all():
     p = parse_policy("adaptive:0.01:5:3")
     assert (p.max_steps, p.min_steps) == (5, 5)
     assert parse_policy("adaptive").min_steps == 10
+
+
+@pytest.mark.parametrize(
+    "steps,timeout_s",
+    [
+        # 600 + 2 x (1.25 x 20 + 120 x (2 + 10 + 2)): the default adaptive, shared by 3 runs
+        ("adaptive:0.01:334:20", 4010.0),
+        ("fixed:10:100", 600 + 2 * 120 * 111),
+        ("fixed:0:1", 600 + 2 * 120 * 2),
+    ],
+)
+def test_default_timeout_bounds_what_the_policy_can_spend(steps, timeout_s):
+    from trainperf.measure.policy import default_timeout_s
+
+    assert default_timeout_s(parse_policy(steps)) == timeout_s

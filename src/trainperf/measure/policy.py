@@ -116,6 +116,35 @@ class AdaptivePolicy:
 
 StepPolicy = FixedPolicy | AdaptivePolicy
 
+# Allowances of the default timeout of a run. They bound a hang, they do not judge speed,
+# so they are set for the slowest machine trainperf supports (2 busy CPU cores):
+# start-up: interpreter and torch import (7-10 s there), model build, torch.compile, data
+# sets opened; a step: VGG-19 at 224x224, batch 64, fp32 is ~6 TFLOP per step, ~100 s at
+# the ~60 GFLOP/s two such cores reach.
+START_ALLOWANCE_S = 600.0
+SLOW_STEP_S = 120.0
+
+
+def default_timeout_s(policy: StepPolicy) -> float:
+    """Seconds a run under ``policy`` may take before it is killed as a hang.
+
+    timeout = START_ALLOWANCE_S + 2 x (budget_s + SLOW_STEP_S x steps), where ``budget_s``
+    and ``steps`` bound what the policy can spend: ``fixed:W:N`` has no time budget and
+    W + N steps, plus the loss step after them; ``adaptive:T:S:SEC`` spends at most SEC/4
+    warming up and SEC measuring, beyond which it may still take the 2 warm-up steps it
+    always needs, its ``min_steps`` before the first check, one step past the budget and
+    the loss step. Doubled: a ddp run measures its steps again without communication
+    (compute only), and a machine may be twice as busy as assumed. With the default
+    ``adaptive`` shared by 3 runs (adaptive:0.01:334:20) this is 600 + 2 x (25 + 120 x 14)
+    = 4010 s; with ``fixed:10:100``, 600 + 2 x 120 x 111 = 27240 s.
+    """
+    if isinstance(policy, FixedPolicy):
+        budget_s, steps = 0.0, policy.warmup_steps + policy.measured_steps + 1
+    else:
+        budget_s, steps = 1.25 * policy.max_seconds, 2 + policy.min_steps + 2
+    return START_ALLOWANCE_S + 2 * (budget_s + SLOW_STEP_S * steps)
+
+
 _FIXED = re.compile(r"^fixed:(\d+):(\d+)$")
 _ADAPTIVE = re.compile(r"^adaptive(?::([0-9.eE+-]+))?(?::(\d+))?(?::([0-9.eE+-]+))?$")
 ALLOWED = "fixed:W:N (e.g. fixed:10:100) or adaptive[:TARGET[:MAX_STEPS[:MAX_SECONDS]]]"

@@ -24,7 +24,7 @@ from trainperf.models import (
     resnet,
     vgg,
 )
-from trainperf.models.custom import is_custom_reference, load_custom
+from trainperf.models.custom import check_reference, is_custom_reference, load_custom
 from trainperf.models.spec import (
     CausalLM,
     ImageClassification,
@@ -45,6 +45,8 @@ __all__ = [
     "Task",
     "UnknownModelError",
     "get",
+    "is_custom_reference",
+    "look_up",
     "names",
 ]
 
@@ -62,12 +64,29 @@ def names() -> list[str]:
 
 
 def get(name: str) -> ModelSpec:
-    """The spec of a zoo model, or of a user's network given as ``package.module:function``."""
+    """The spec of a zoo model, or of a user's network given as ``package.module:function``
+    (which runs the user's code: ``look_up`` checks a name without doing so)."""
     if name in _REGISTRY:
         return _REGISTRY[name]
     if is_custom_reference(name):
         return load_custom(name)
-    raise UnknownModelError(
+    raise _unknown(name)
+
+
+def look_up(name: str) -> ModelSpec | None:
+    """Check a model name without running a user's code: the spec of a zoo model, or None
+    for a user's network whose module exists (its function runs only in the case's worker,
+    see ``trainperf.models.custom``). Raises UnknownModelError or CustomModelError."""
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    if is_custom_reference(name):
+        check_reference(name)
+        return None
+    raise _unknown(name)
+
+
+def _unknown(name: str) -> UnknownModelError:
+    return UnknownModelError(
         f"unknown model '{name}': valid models are {', '.join(_REGISTRY)}, "
         "or a network of your own as package.module:function"
     )

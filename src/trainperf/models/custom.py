@@ -4,13 +4,21 @@ The function either returns a ``ModelSpec`` (any kind of input: the spec says ho
 a batch and compute the loss) or an ``nn.Module`` that takes a float image batch
 (B, 3, S, S) and returns class logits (B, classes). For the latter the number of classes is
 read from one forward pass on the meta device, which allocates no memory.
+
+The user's code (their module, their function, that forward pass) runs only where the case
+runs, in its worker process (trainperf.runner): a function that hangs, exits the process,
+raises or fills the memory then ends its case as ``timeout``, ``crashed``, ``error`` or
+``oom``, and trainperf goes on. Before a sweep, ``check_reference`` only finds the module,
+as the import system would, without running any of its code.
 """
 
 from __future__ import annotations
 
 import importlib
 import re
+import sys
 from collections.abc import Callable
+from importlib.machinery import ModuleSpec
 
 import torch
 from torch import nn
@@ -34,14 +42,63 @@ def is_custom_reference(name: str) -> bool:
     return ":" in name
 
 
-def load_custom(reference: str) -> ModelSpec:
-    """Resolve ``package.module:function`` to a spec, calling the function once."""
+def check_reference(reference: str) -> None:
+    """Check ``package.module:function`` without running any of the user's code: the form,
+    and that the module exists where ``import`` would look (``sys.meta_path``, the same
+    finders as ``importlib.util.find_spec``, but no package ``__init__`` is run). Whether
+    the function exists and what it builds is seen in the case's worker."""
+    module_name, _ = _split(reference)
+    if not _module_exists(module_name):
+        raise CustomModelError(
+            f"cannot import module '{module_name}' of model '{reference}': no such module "
+            "on the Python path (set PYTHONPATH to the folder that holds it)"
+        )
+
+
+def _split(reference: str) -> tuple[str, str]:
+    """(module, function) of a well-formed reference; CustomModelError otherwise."""
     if not _REFERENCE.match(reference):
         raise CustomModelError(
             f"malformed model reference '{reference}': expected package.module:function, "
             "e.g. mynets.small:build"
         )
     module_name, function_name = reference.split(":")
+    return module_name, function_name
+
+
+def _module_exists(module_name: str) -> bool:
+    """Whether the import system finds ``module_name``, walking its dotted path package by
+    package with the finders of ``sys.meta_path`` (which read the file system, not run
+    code); packages imported already are taken from ``sys.modules``."""
+    search_path = None
+    parts = module_name.split(".")
+    for depth in range(1, len(parts) + 1):
+        name = ".".join(parts[:depth])
+        loaded = sys.modules.get(name)
+        if loaded is not None:
+            search_path = getattr(loaded, "__path__", None)
+        elif (spec := _find_spec(name, search_path)) is not None:
+            search_path = spec.submodule_search_locations
+        else:
+            return False
+        if search_path is None and depth < len(parts):
+            return False  # a module, not a package: it has no submodules
+    return True
+
+
+def _find_spec(name: str, search_path: object) -> ModuleSpec | None:
+    for finder in sys.meta_path:
+        find_spec = getattr(finder, "find_spec", None)
+        if find_spec is not None and (spec := find_spec(name, search_path)) is not None:
+            return spec
+    return None
+
+
+def load_custom(reference: str) -> ModelSpec:
+    """Resolve ``package.module:function`` to a spec, calling the function once.
+
+    This runs the user's code: call it in the case's worker, not in the sweep's process."""
+    module_name, function_name = _split(reference)
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # ImportError, or whatever the user's module raises on import

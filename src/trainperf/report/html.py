@@ -180,7 +180,7 @@ def render(db_path: Path, generated_at: str | None = None) -> tuple[str, ReportS
     from trainperf.report.figures_convergence import convergence_figures
     from trainperf.store import Store
 
-    with Store(db_path) as store:
+    with Store.copy_of(db_path) as store:  # reads without writing anything
         results = store.results()
         micro_runs = store.micro()
         systems = store.systems()

@@ -1,0 +1,104 @@
+"""A user's network runs only in its case's worker: found before the sweep, never run there."""
+
+import json
+import os
+import textwrap
+
+import pytest
+
+from trainperf.case import CaseError, DeviceKind, check_case, make_case
+
+CPU = {"cpu": DeviceKind(2)}
+
+# Every piece of the user's code leaves a mark: importing the package, the module, and
+# calling the function.
+TATTLER = """
+import os, pathlib
+MARKS = pathlib.Path(MARKS_DIR)
+MARKS.mkdir(exist_ok=True)
+(MARKS / ("imported-" + __name__)).write_text(str(os.getpid()))
+
+def build():
+    (MARKS / "built").write_text(str(os.getpid()))
+    raise RuntimeError("no weights in this net")
+"""
+
+# Factories that misbehave in the ways item 6 of issue 17 lists.
+WILD_NETS = """
+import os, pathlib, time
+import torch
+
+def sleeps():
+    time.sleep(60)
+
+def exits():
+    os._exit(1)
+
+def raises():
+    pathlib.Path(os.environ["WILDNETS_PID_FILE"]).write_text(str(os.getpid()))
+    raise RuntimeError("the user's own failure")
+
+def hogs():
+    return torch.empty(2**60, dtype=torch.uint8)  # an exabyte: no machine has it
+"""
+
+
+@pytest.fixture
+def tattler(tmp_path, monkeypatch):
+    """``tattler`` (a module) and ``tpkg.nets`` (in a package) in tmp_path/lib."""
+    lib, marks = tmp_path / "lib", tmp_path / "marks"
+    (lib / "tpkg").mkdir(parents=True)
+    code = TATTLER.replace("MARKS_DIR", repr(str(marks)))
+    for path in ("tattler.py", "tpkg/__init__.py", "tpkg/nets.py"):
+        (lib / path).write_text(code)
+    monkeypatch.syspath_prepend(str(lib))
+    return marks
+
+
+@pytest.mark.parametrize("model", ["tattler:build", "tpkg.nets:build"])
+def test_check_case_finds_a_user_network_without_running_its_code(tattler, model):
+    assert check_case(make_case(model=model, batch_size=2, image_size=8), CPU) is None
+    assert not tattler.exists()  # no module, package or function of the user ran
+
+
+@pytest.mark.parametrize(
+    "model", ["nosuch_xyz:build", "tpkg.missing:build", "tattler.sub:build", "tpkg.nets.x:f"]
+)
+def test_a_module_that_is_not_there_is_refused_before_the_sweep(tattler, model):
+    with pytest.raises(CaseError, match="cannot import module .* no such module"):
+        check_case(make_case(model=model, batch_size=2, image_size=8), CPU)
+    assert not tattler.exists()
+
+
+def test_factories_that_hang_exit_raise_or_hog_are_recorded_and_trainperf_goes_on(
+    tmp_path, run_cli, monkeypatch
+):
+    (tmp_path / "wildnets.py").write_text(textwrap.dedent(WILD_NETS))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    pid_file = tmp_path / "factory.pid"
+    monkeypatch.setenv("WILDNETS_PID_FILE", str(pid_file))
+    suite = tmp_path / "wild.yaml"
+    suite.write_text(
+        "name: wild\ndefaults: {image_size: 8, steps: 'fixed:0:1', runs: 1, timeout_s: 60}\n"
+        "cases:\n"
+        "  - {model: 'wildnets:sleeps', batch_size: 2, timeout_s: 5}\n"
+        "  - {model: 'wildnets:exits', batch_size: 2}\n"
+        "  - {model: 'wildnets:raises', batch_size: 2}\n"
+        "  - {model: 'wildnets:hogs', batch_size: 2}\n"
+    )
+    code, out, err = run_cli(["run", suite, "--db", tmp_path / "r.db", "--json"])
+    assert code == 1, err  # cases failed; trainperf itself did not
+    results = {r["case"]["model"]: r for r in json.loads(out)["results"]}
+    assert {model: r["status"] for model, r in results.items()} == {
+        "wildnets:sleeps": "timeout",
+        "wildnets:exits": "crashed",
+        "wildnets:raises": "error",
+        "wildnets:hogs": "oom",
+    }
+    assert results["wildnets:sleeps"]["error"]["message"].startswith("no result after 5 s")
+    assert "exited with code 1" in results["wildnets:exits"]["error"]["message"]
+    raised = results["wildnets:raises"]["error"]
+    assert (raised["type"], raised["message"]) == ("RuntimeError", "the user's own failure")
+    assert "Traceback" not in err  # the user's traceback is stored, not printed
+    assert int(pid_file.read_text()) != os.getpid()  # the factory ran in a worker
