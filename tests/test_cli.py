@@ -136,6 +136,12 @@ def test_failed_case_is_stored_and_exit_code_is_1(tmp_path, run_cli, monkeypatch
         (["--runs", "abc"], "--runs abc: not valid: allowed N (a positive integer) or adaptive"),
         (["--runs", "adaptive:0.02:2"], "MAX_RUNS must be at least 3"),
         (["--runs", "2", "--order-seed", "-1"], "--order-seed"),
+        ([""], "the suite name is empty: give a YAML file or one of quick"),
+        ([" "], "the suite name is empty"),
+        (["--rdzv-endpoint", "node1"], "must be HOST:PORT"),
+        (["--rdzv-endpoint", "node1:0"], "must be HOST:PORT"),
+        (["--rdzv-endpoint", "node1:29400\n--x"], "must be HOST:PORT"),
+        (["--rdzv-endpoint", ":29400"], "must be HOST:PORT"),
     ],
 )
 def test_bad_input_one_line_exit_2_nothing_written(tmp_path, run_cli, args, message):
@@ -199,3 +205,10 @@ def test_results_of_a_file_that_is_not_a_database(tmp_path, run_cli):
     junk.write_bytes(b"definitely not sqlite" * 100)
     code, _, err = run_cli(f"results --db {junk}")
     assert code == 2 and "cannot read" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("endpoint", ["node-1.cluster:29400", "10.0.0.1:1", "[fe80::1]:65535"])
+def test_rendezvous_endpoints_that_are_host_and_port_pass(endpoint):
+    from trainperf.cli import Endpoint
+
+    assert Endpoint().convert(endpoint, None, None) == endpoint

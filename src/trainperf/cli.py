@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sqlite3
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any, NoReturn
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 EXIT_OK, EXIT_FAILED_CASES, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_DB = "trainperf.db"
@@ -50,6 +52,25 @@ class PositiveInt(click.ParamType):
         return number
 
 
+class Endpoint(click.ParamType):
+    """HOST:PORT of a torchrun rendezvous: a host name or IPv4 address, or an IPv6
+    address in brackets, and a port from 1 to 65535."""
+
+    name = "HOST:PORT"
+    _pattern = re.compile(r"(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]):([0-9]{1,5})")
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> str:
+        match = self._pattern.fullmatch(str(value))
+        if not match or not 1 <= int(match.group(1)) <= 65535:
+            self.fail(
+                f"must be HOST:PORT (a host name or address, [IPv6] in brackets, and a port "
+                f"1-65535), got {str(value)!r}",
+                param,
+                ctx,
+            )
+        return str(value)
+
+
 def _emit_json(document: Any) -> None:
     sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
 
@@ -70,6 +91,7 @@ CASE_FLAGS = (
     "steps",
     "device",
     "channels_last",
+    "cudnn_benchmark",
     "compile_",
     "threads",
     "timeout_s",
@@ -161,6 +183,12 @@ def _case_options(function: Any) -> Any:
         ),
         click.option("--device", default="auto", show_default=True, help="cpu, cuda or auto"),
         click.option("--channels-last", is_flag=True, help="NHWC memory format (image models)"),
+        click.option(
+            "--cudnn-benchmark/--no-cudnn-benchmark",
+            default=True,
+            show_default=True,
+            help="cuDNN autotuning of convolutions (image models on cuda)",
+        ),
         click.option("--compile", "compile_", is_flag=True, help="wrap the model in torch.compile"),
         click.option("--threads", type=PositiveInt(), help="torch intra-op threads"),
         click.option(
@@ -217,6 +245,15 @@ def _one_output(as_json: bool, table_format: str, *others: tuple[str, bool]) -> 
         raise BadInput(f"choose one of {' and '.join(chosen)}")
 
 
+def check_out_file(path: Path, flag: str) -> None:
+    """Bad input unless ``path`` can be written as a file (checked before anything runs)."""
+    if path.is_dir():
+        raise BadInput(f"{flag} {path} is a directory: give a file path")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise BadInput(f"{flag} {path}: directory {parent} does not exist")
+
+
 def _open_machine(db: Path) -> tuple[dict, dict]:
     """Check the database path first (nothing written), then read this machine."""
     from trainperf import system
@@ -267,6 +304,7 @@ def _open_machine(db: Path) -> tuple[dict, dict]:
 @_parallel_options
 @click.option(
     "--rdzv-endpoint",
+    type=Endpoint(),
     help="HOST:PORT of the torchrun rendezvous for cases on several nodes "
     "(default: loopback 127.0.0.1:29400, one machine only)",
 )
@@ -323,7 +361,7 @@ def run(
         if ctx.get_parameter_source("runs") is not click.core.ParameterSource.DEFAULT:
             overrides += (f"runs={flags['runs']}",)  # --runs sets the runs of every case
         try:
-            suite = resolve(suite_name or "quick")
+            suite = resolve("quick" if suite_name is None else suite_name)
             if overrides:
                 suite = suite.with_overrides(list(overrides))
             skips = suite.check(capabilities)
@@ -364,15 +402,17 @@ def run(
         from trainperf.report.tables import results_table
 
         title = f"trainperf on {record['hostname']}" + (f": suite {suite.name}" if suite else "")
-        stdout.print(results_table(outcome.results, title=title))
+        stdout.print(results_table(outcome.results, title=escape(title)))
         stdout.print(summary_table(outcome.results))
         stderr.print(
-            f"stored in {db} (sweep {outcome.sweep_id}, run order seed {outcome.order_seed})"
+            f"stored in {db} (sweep {outcome.sweep_id}, run order seed {outcome.order_seed})",
+            markup=False,
         )
     if outcome.interrupted:
         stderr.print(
             f"interrupted by {outcome.interrupted}: {outcome.not_run} case(s) not run; "
-            "run the same command again to resume"
+            "run the same command again to resume",
+            markup=False,
         )
         sys.exit(128 + (outcome.exit_signal or 2))
     if outcome.failed:
@@ -411,7 +451,7 @@ def _tell_other_nodes(items: list, rdzv_endpoint: str | None, order_seed: int | 
             "--rdzv-endpoint HOST:PORT (an address of the first node) for real nodes"
         )
     stderr.print(f"start this same command on each of the {nodes} nodes:")
-    stderr.print("  " + " ".join(command), soft_wrap=True)
+    stderr.print("  " + " ".join(command), soft_wrap=True, markup=False)
     return order_seed
 
 
@@ -429,7 +469,9 @@ def _sweep(
     from trainperf.sweep import SweepEvents, run_sweep
 
     with Store(db) as store, SweepDisplay(stderr, len(items)) as display:
-        events = SweepEvents(display.on_start, display.on_probe, display.on_run, display.on_result)
+        events = SweepEvents(
+            display.on_start, display.on_probe, display.on_run, display.on_result, display.on_wait
+        )
         return run_sweep(
             items,
             store,
@@ -497,9 +539,10 @@ def maxbatch(model: str, start: int, limit: int, db: Path, as_json: bool, **flag
 
     def show(probe: Any) -> None:
         verdict = "fits" if probe.fits else f"does not fit ({probe.status})"
-        stderr.print(f"  batch {probe.batch_size}: {verdict}")
+        stderr.print(f"  batch {probe.batch_size}: {verdict}", markup=False)
 
-    stderr.print(f"searching the largest batch of {template.label().replace(' b1', '')}")
+    label = template.label().replace(" b1", "")
+    stderr.print(f"searching the largest batch of {label}", markup=False)
     try:
         with (
             tempfile.TemporaryDirectory(prefix="trainperf-") as tmp,
@@ -531,7 +574,8 @@ def maxbatch(model: str, start: int, limit: int, db: Path, as_json: bool, **flag
     else:
         answer = found.batch_size if found.batch_size else "none"
         stdout.print(
-            f"largest batch that trains: {answer}" + (f" ({found.note})" if found.note else "")
+            f"largest batch that trains: {answer}" + (f" ({found.note})" if found.note else ""),
+            markup=False,
         )
     if found.batch_size is None:
         sys.exit(EXIT_FAILED_CASES)
@@ -578,13 +622,14 @@ def results(db: Path, model: str | None, as_json: bool, as_csv: bool, table_form
 
 
 def _read_results(db: Path, model: str | None = None) -> list[dict]:
-    """Stored results, or bad input when the database is missing or unreadable."""
+    """Stored results, or bad input when the database is missing or unreadable. The
+    database is read without writing anything (``Store.copy_of``)."""
     from trainperf.store import Store, StoreError
 
     if not db.is_file():
         raise BadInput(f"no results database at {db}: run `trainperf run` first or give --db")
     try:
-        with Store(db) as store:
+        with Store.copy_of(db) as store:
             return store.results(model)
     except (StoreError, sqlite3.DatabaseError) as exc:
         raise BadInput(f"cannot read {db}: {exc}") from None

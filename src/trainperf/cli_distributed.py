@@ -18,6 +18,7 @@ from trainperf.cli import (
     _emit_json,
     _fail,
     _json_option,
+    check_out_file,
     stderr,
     stdout,
 )
@@ -71,7 +72,7 @@ def equivalence(
     if as_json:
         _emit_json(result)
     elif result["status"] != "ok":
-        stdout.print(f"{result['status']}: {result['error']['message']}")
+        stdout.print(f"{result['status']}: {result['error']['message']}", markup=False)
     else:
         m = result["metrics"]
         verdict = "equivalent" if m["equivalent"] else "NOT equivalent"
@@ -79,10 +80,11 @@ def equivalence(
             f"{case.model}: {m['steps']} steps, global batch {m['global_batch']}, "
             f"{m['devices']} ranks vs 1 process: {verdict} (largest parameter difference "
             f"{m['max_param_diff']:.3g}, loss difference {m['max_loss_diff']:.3g}, "
-            f"tolerance {m['tolerance']:g})"
+            f"tolerance {m['tolerance']:g})",
+            markup=False,
         )
         for note in m["notes"]:
-            stdout.print(f"  note: {note}")
+            stdout.print(f"  note: {note}", markup=False)
     if result["status"] != "ok" or not result["metrics"]["equivalent"]:
         sys.exit(EXIT_FAILED_CASES)
 
@@ -111,9 +113,11 @@ def slurm(
     out: Path | None,
 ) -> None:
     """Write an sbatch script that runs SUITE across the nodes of a Slurm allocation."""
-    from trainperf.slurm import SlurmError, sbatch_script
+    from trainperf.slurm import SlurmError, safe_name, sbatch_script
     from trainperf.suite import SuiteError, resolve
 
+    if out is not None and str(out) != "-":
+        check_out_file(out, "--out")
     try:
         suite = resolve(suite_name)
         sets = [*overrides, f"nodes={nodes}"] + (
@@ -128,6 +132,9 @@ def slurm(
     if str(out) == "-":
         sys.stdout.write(script)
         return
-    path = out or Path(f"trainperf-{suite.name}.sbatch")
-    path.write_text(script)
-    stderr.print(f"wrote {path}: submit it with `sbatch {path}`")
+    path = out or Path(f"trainperf-{safe_name(suite.name)}.sbatch")
+    try:
+        path.write_text(script)
+    except OSError as exc:
+        raise BadInput(f"--out {path}: cannot write: {exc.strerror}") from None
+    stderr.print(f"wrote {path}: submit it with `sbatch {path}`", markup=False)

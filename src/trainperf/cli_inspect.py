@@ -88,7 +88,7 @@ def profile(
     except CaseError as exc:
         raise BadInput(str(exc)) from None
     document = {"kind": "profile", "case": case.model_dump(), "steps": steps, "warmup": warmup}
-    stderr.print(f"profiling {case.label()}")
+    stderr.print(f"profiling {case.label()}", markup=False)
     try:
         with (
             tempfile.TemporaryDirectory(prefix="trainperf-") as tmp,
@@ -129,7 +129,8 @@ def pareto(db: Path, show_all: bool, as_json: bool, table_format: str) -> None:
 
     show_table(pareto_table(fronts, show_all), table_format)
     if fronts["left_out"]:
-        stderr.print(f"{fronts['left_out']} ok result(s) left out: {fronts['left_out_reason']}")
+        left_out = f"{fronts['left_out']} ok result(s) left out: {fronts['left_out_reason']}"
+        stderr.print(left_out, markup=False)
 
 
 @click.command("system")

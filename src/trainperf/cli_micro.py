@@ -14,6 +14,7 @@ import click
 from trainperf.cli import (
     EXIT_FAILED_CASES,
     BadInput,
+    Endpoint,
     PositiveInt,
     _db_option,
     _emit_json,
@@ -97,7 +98,7 @@ def _execute(
         sys.exit(0)
     with Store(db) as store:
         result["id"] = store.add_micro(record, document, result)
-    stderr.print(f"stored in {db}")
+    stderr.print(f"stored in {db}", markup=False)
     return result
 
 
@@ -112,6 +113,19 @@ def _finish(result: dict[str, Any], as_json: bool, render: Any) -> None:
         )
     if result["status"] != "ok":
         sys.exit(EXIT_FAILED_CASES)
+
+
+def _buffer_bytes(text: str) -> int:
+    """``--size`` of a buffer: at least one byte (0 must not fall back to a default)."""
+    from trainperf.micro.harness import parse_bytes
+
+    try:
+        size_bytes = parse_bytes(text)
+    except ValueError as exc:
+        raise BadInput(f"--size: {exc}") from None
+    if size_bytes < 1:
+        raise BadInput(f"--size {text}: a buffer needs at least 1 byte, e.g. 256M")
+    return size_bytes
 
 
 def _parse_dtypes(text: str) -> list[str]:
@@ -182,6 +196,7 @@ def gemm(
 @micro.command()
 @click.option("--dtype", default="fp32", show_default=True, type=click.Choice(DTYPES[:4]))
 @click.option("--model", help="the convolutions of a zoo model instead of DeepBench's")
+@click.option("--no-cudnn-benchmark", is_flag=True, help="switch cuDNN autotuning off")
 @click.option(
     "--batch-size", type=PositiveInt(), default=32, show_default=True, help="with --model"
 )
@@ -196,6 +211,7 @@ def gemm(
 def conv(
     dtype: str,
     model: str | None,
+    no_cudnn_benchmark: bool,
     batch_size: int,
     limit: int | None,
     no_flush: bool,
@@ -227,6 +243,7 @@ def conv(
         "kind": "conv",
         "device": resolved,
         "dtype": dtype,
+        "cudnn_benchmark": not no_cudnn_benchmark,
         "model": model,
         "batch_size": batch_size,
         "limit": limit,
@@ -259,15 +276,11 @@ def memory(
     table_format: str,
 ) -> None:
     """Copy bandwidth: device to device (CPU: memory copy), host to/from device."""
-    from trainperf.micro.harness import parse_bytes
     from trainperf.report.micro import memory_table
     from trainperf.runner import Launch
 
     _one_output(as_json, table_format)
-    try:
-        size_bytes = parse_bytes(size_text) if size_text else None
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
+    size_bytes = _buffer_bytes(size_text) if size_text is not None else None
     record, capabilities = _open_machine(db)
     document = {
         "kind": "memory",
@@ -287,14 +300,10 @@ def memory(
 @_json_option
 def p2p(size_text: str, timeout_s: float, db: Path, as_json: bool) -> None:
     """GPU pairs: connectivity, uni/bidirectional bandwidth and latency matrices."""
-    from trainperf.micro.harness import parse_bytes
     from trainperf.report.micro import p2p_text
     from trainperf.runner import Launch
 
-    try:
-        size_bytes = parse_bytes(size_text)
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
+    size_bytes = _buffer_bytes(size_text)
     record, _ = _open_machine(db)
     document = {"kind": "p2p", "device": "cuda", "size_bytes": size_bytes}
     result = _execute(document, db, record, Launch(timeout_s=timeout_s))
@@ -322,7 +331,9 @@ def p2p(size_text: str, timeout_s: float, db: Path, as_json: bool) -> None:
     "--nprocs", type=PositiveInt(), default=2, show_default=True, help="processes per node"
 )
 @click.option("--nodes", type=PositiveInt(), default=1, show_default=True)
-@click.option("--rdzv-endpoint", help="HOST:PORT of the rendezvous for several nodes")
+@click.option(
+    "--rdzv-endpoint", type=Endpoint(), help="HOST:PORT of the rendezvous for several nodes"
+)
 @click.option("--min-bytes", default="1K", show_default=True)
 @click.option("--max-bytes", default="64M", show_default=True)
 @click.option("--factor", type=PositiveInt(), default=2, show_default=True)

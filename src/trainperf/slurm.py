@@ -17,10 +17,18 @@ import sys
 
 RDZV_PORT = 29400
 _TIME = re.compile(r"^(\d+-)?\d{1,2}(:\d{2}){0,2}$")
+# Slurm partition names, one or a comma list; nothing that could end the #SBATCH line.
+_PARTITION = re.compile(r"[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*")
 
 
 class SlurmError(ValueError):
     """A bad option for the script; the message is one line."""
+
+
+def safe_name(name: str) -> str:
+    """``name`` with every character but letters, digits, ``_.-`` made ``_``: fit for a job
+    name and a file name (a suite's name is user text)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
 
 def sbatch_script(
@@ -34,10 +42,15 @@ def sbatch_script(
     port: int = RDZV_PORT,
 ) -> str:
     """The text of the sbatch script (``suite``: a built-in name or a file path)."""
-    if not _TIME.match(time_limit):
+    if not _TIME.fullmatch(time_limit):  # match() would let a trailing newline through
         raise SlurmError(f"--time '{time_limit}' is not a Slurm time: use HH:MM:SS or D-HH:MM")
+    if partition is not None and not _PARTITION.fullmatch(partition):
+        raise SlurmError(
+            f"--partition {partition!r} is not a Slurm partition: use letters, digits, "
+            "'_', '.' and '-' (several separated by commas)"
+        )
     directives = [
-        f"--job-name=trainperf-{re.sub(r'[^A-Za-z0-9_.-]', '_', suite)}",
+        f"--job-name=trainperf-{safe_name(suite)}",
         f"--nodes={nodes}",
         "--ntasks-per-node=1",
         f"--time={time_limit}",

@@ -22,6 +22,14 @@ The version of a suite is derived from its content: the first 12 hex digits of S
 over the parsed document (name, defaults, cases, matrix, exclude) in canonical JSON, so
 comments, layout, key order and the description do not change it. Resuming a sweep
 matches results by system, suite version and case key (``PlannedCase.key``).
+
+A suite file is bounded, so that a small file cannot hang or crash the loader: YAML
+aliases may repeat at most ``MAX_ALIAS_NODES`` nodes in all (each alias counts the nodes
+of what it repeats, fully expanded; a recursive alias is refused), a suite plans at most
+``MAX_CASES`` cases (the matrix counted as the product of its axis lengths before it is
+expanded), a key may not appear twice in one mapping, and nesting too deep for the parser
+is one error line. The environment variables ``TRAINPERF_MAX_CASES`` and
+``TRAINPERF_MAX_ALIAS_NODES`` change the two limits.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
+import os
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -54,6 +64,12 @@ BUILTIN = (
     "cpu-engines",
     "loader-workers",
 )
+
+# Bounds on what one suite file may ask of the loader (module docstring; README).
+MAX_CASES = 10_000
+MAX_CASES_ENV = "TRAINPERF_MAX_CASES"
+MAX_ALIAS_NODES = 10_000
+MAX_ALIAS_NODES_ENV = "TRAINPERF_MAX_ALIAS_NODES"
 
 Path_ = tuple[str | int, ...]
 
@@ -174,6 +190,10 @@ def builtin_path(name: str) -> Path:
 
 def resolve(name_or_path: str) -> Suite:
     """A built-in suite by name, or a suite file by path."""
+    if not name_or_path.strip():
+        raise SuiteError(
+            f"the suite name is empty: give a YAML file or one of {', '.join(BUILTIN)}"
+        )
     path = Path(name_or_path)
     if name_or_path in BUILTIN and not path.exists():
         return load(builtin_path(name_or_path))
@@ -201,22 +221,93 @@ def parse(text: str, source: str = "<suite>") -> Suite:
     return _Builder(document, lines, source).build()
 
 
+def env_limit(variable: str, default: int) -> int:
+    """A bound of the loader: the environment ``variable`` when set, else ``default``."""
+    text = os.environ.get(variable, str(default)).strip()
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise SuiteError(f"{variable}={text!r} is not valid: give a positive integer")
+    return int(text)
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """A SafeLoader that counts the nodes aliases repeat and refuses more than ``budget``.
+
+    The composer shares an aliased node instead of copying it, but whatever walks the
+    document afterwards (line index, digest, validation) pays for the full expansion,
+    which grows exponentially with nested aliases ("billion laughs")."""
+
+    def __init__(self, text: str, source: str, budget: int) -> None:
+        super().__init__(text)
+        self.source, self.budget, self.repeated = source, budget, 0
+        self._sizes: dict[int, int] = {}
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            node = self.anchors.get(event.anchor)
+            if node is not None:  # an undefined alias is left to the composer's own error
+                self.repeated += self._expanded_size(node, event.start_mark)
+                if self.repeated > self.budget:
+                    raise self._refuse(
+                        event.start_mark,
+                        f"YAML aliases repeat more than {self.budget:,} nodes in all "
+                        f"(the limit; {MAX_ALIAS_NODES_ENV} changes it)",
+                    )
+        return super().compose_node(parent, index)
+
+    def compose_mapping_node(self, anchor: Any) -> Any:
+        """Refuse a key given twice in one mapping: PyYAML would keep the last silently.
+        Checked on the composed node, before merge keys (``<<``) are flattened, so a key
+        that overrides a merged one stays allowed."""
+        node = super().compose_mapping_node(anchor)
+        first: dict[tuple[str, str], int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key, line = (key_node.tag, key_node.value), key_node.start_mark.line + 1
+            if key in first:
+                raise self._refuse(
+                    key_node.start_mark,
+                    f"duplicate key '{key_node.value}' (first given on line {first[key]})",
+                )
+            first[key] = line
+        return node
+
+    def _expanded_size(self, node: yaml.Node, mark: Any) -> int:
+        if node.end_mark is None:  # still being composed: the alias is inside its anchor
+            raise self._refuse(mark, "a recursive YAML alias (inside the node it names)")
+        if id(node) not in self._sizes:
+            children: list[Any] = []
+            if isinstance(node, yaml.MappingNode):
+                children = [child for pair in node.value for child in pair]
+            elif isinstance(node, yaml.SequenceNode):
+                children = node.value
+            self._sizes[id(node)] = 1 + sum(self._expanded_size(c, mark) for c in children)
+        return self._sizes[id(node)]
+
+    def _refuse(self, mark: Any, problem: str) -> SuiteError:
+        return SuiteError(f"{self.source}:{mark.line + 1}: {problem}")
+
+
 def _load_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
     """Safe-load ``text``, also returning the line (1-based) of every key and list item."""
-    loader = yaml.SafeLoader(text)
+    loader = _BoundedLoader(text, source, env_limit(MAX_ALIAS_NODES_ENV, MAX_ALIAS_NODES))
+    lines: dict[Path_, int] = {(): 1}
     try:
         node = loader.get_single_node()
         document = loader.construct_document(node) if node is not None else None
+        if node is not None:
+            _index_lines(node, (), lines)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else 1
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SuiteError(f"{source}:{line}: malformed YAML: {problem}") from None
+    except RecursionError:
+        line = loader.get_mark().line + 1
+        raise SuiteError(f"{source}:{line}: YAML nested too deep to parse") from None
     finally:
         loader.dispose()
-    lines: dict[Path_, int] = {(): 1}
-    if node is not None:
-        _index_lines(node, (), lines)
     return document, lines
 
 
@@ -278,11 +369,11 @@ class _Builder:
         defaults = self.partial_case(doc.get("defaults", {}), ("defaults",))
         planned = self.explicit_cases(doc.get("cases", []), defaults)
         if "matrix" in doc:
-            planned += self.expand_matrix(doc["matrix"], defaults)
+            planned += self.expand_matrix(doc["matrix"], defaults, len(planned))
         planned = self.apply_exclusions(doc.get("exclude", []), planned)
-        keys = [p.key for p in planned]
+        first_of: dict[str, int] = {}
         for index, planned_case in enumerate(planned):
-            if keys.index(planned_case.key) != index:
+            if first_of.setdefault(planned_case.key, index) != index:
                 raise SuiteError(
                     f"{self.source}:{planned_case.line}: {planned_case.origin}: the case "
                     f"{planned_case.label()} appears twice in the suite"
@@ -314,6 +405,7 @@ class _Builder:
             raise self.fail(("cases",), "must be a list of case mappings")
         if "cases" in self.document and not value and "matrix" not in self.document:
             raise self.fail(("cases",), "is empty: give at least one case")
+        self.check_count(len(value), [])  # before the cases are validated one by one
         planned = []
         for index, entry in enumerate(value):
             path = ("cases", index)
@@ -321,7 +413,23 @@ class _Builder:
             planned.append(self.make(defaults | own, _dotted(path), path))
         return planned
 
-    def expand_matrix(self, value: Any, defaults: dict[str, Any]) -> list[PlannedCase]:
+    def check_count(self, explicit: int, lengths: list[int]) -> None:
+        """Refuse a suite of more than the case limit, counted before anything expands."""
+        most = env_limit(MAX_CASES_ENV, MAX_CASES)
+        total = explicit + (math.prod(lengths) if lengths else 0)
+        if total <= most:
+            return
+        parts = [f"matrix {' x '.join(map(str, lengths))}"] if lengths else []
+        parts += [f"{explicit} explicit"] if explicit else []
+        raise self.fail(
+            ("matrix",) if lengths else ("cases",),
+            f"the suite has {total:,} cases ({' + '.join(parts)}), more than the limit of "
+            f"{most:,}: narrow or split it, or raise the limit with {MAX_CASES_ENV}",
+        )
+
+    def expand_matrix(
+        self, value: Any, defaults: dict[str, Any], explicit: int
+    ) -> list[PlannedCase]:
         path: Path_ = ("matrix",)
         if not isinstance(value, dict) or not value:
             raise self.fail(path, "is empty: give a mapping from case field to a list of values")
@@ -337,6 +445,7 @@ class _Builder:
             if not values:
                 raise self.fail(path + (key,), "is empty: give at least one value")
             axes.append([(key, (v, path + (key, i))) for i, v in enumerate(values)])
+        self.check_count(explicit, [len(axis) for axis in axes])
         return [
             self.make(defaults | dict(combination), "matrix", path)
             for combination in itertools.product(*axes)

@@ -48,6 +48,10 @@ def test_bad_micro_input_is_refused_with_nothing_written(tmp_path, run_cli):
         (["conv", "--model", "resnet5"], "unknown model 'resnet5'"),
         (["conv", "--dtype", "tf32", "--device", "cpu"], "tf32 is a CUDA tensor-core mode"),
         (["memory", "--size", "8X"], "size '8X' is not valid"),
+        (["memory", "--size", "0"], "--size 0: a buffer needs at least 1 byte"),
+        (["p2p", "--size", "0K"], "--size 0K: a buffer needs at least 1 byte"),
+        (["collective", "--rdzv-endpoint", "node1"], "must be HOST:PORT"),
+        (["collective", "--rdzv-endpoint", "node1:99999"], "must be HOST:PORT"),
         (["gemm", "--device", "cuda"], "device 'cuda' is not available"),
     ):
         code, out, err = run_cli(["micro", *args, "--db", db])

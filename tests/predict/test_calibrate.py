@@ -153,6 +153,10 @@ def test_nothing_to_calibrate(synthetic_db, tmp_path):
     assert cal.fit_rows == [] and cal.single_device_throughput is None
     with pytest.raises(CalibrationError, match="no results database"):
         calibrate(tmp_path / "missing.db", "cifarnet")
+    not_sqlite = tmp_path / "results.csv"
+    not_sqlite.write_text("id,model\n1,cifarnet\n")
+    with pytest.raises(CalibrationError, match="cannot read .* as a results database"):
+        calibrate(not_sqlite, "cifarnet")
 
 
 def test_real_cpu_measurements(tmp_path):

@@ -123,6 +123,12 @@ def test_calibration_bad_inputs_exit_2(run_cli, tmp_path):
         f"predict --model cifarnet --devices 1 --calibrate {tmp_path / 'none.db'}"
     )
     assert code == 2 and "no results database" in err
+    text_file = tmp_path / "notes.txt"
+    text_file.write_text("not a database\n")
+    code, _, err = run_cli(f"predict --model cifarnet --devices 1 --calibrate {text_file}")
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"cannot read {text_file} as a results database" in err
+    assert text_file.read_text() == "not a database\n"
     code, _, err = run_cli(
         "predict --model cifarnet --device v100-sxm2-16gb --devices 1 --calibrate-device p40"
     )

@@ -43,7 +43,10 @@ def run(
     device: torch.device, nbytes: int | None = None, *, warmup: int = 3, iters: int = 20
 ) -> dict[str, Any]:
     """Copy bandwidths on ``device`` with buffers of ``nbytes`` (default by device type)."""
-    nbytes = nbytes or DEFAULT_BYTES[device.type]
+    if nbytes is None:
+        nbytes = DEFAULT_BYTES[device.type]
+    if nbytes < 1:  # 0 once fell back to the default silently
+        raise ValueError(f"buffer size must be at least 1 byte, got {nbytes}")
     src = torch.empty(nbytes, dtype=torch.uint8, device=device).fill_(1)
     dst = torch.empty_like(src)
     kind = "device_to_device" if device.type == "cuda" else "memory_copy"

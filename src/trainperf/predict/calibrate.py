@@ -23,6 +23,7 @@ From a results database (``trainperf.store``):
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ import numpy as np
 from trainperf import models
 from trainperf.analysis.scaling import device_count
 from trainperf.predict.model import PredictError, predict
-from trainperf.store import Store
+from trainperf.store import Store, StoreError
 
 
 class CalibrationError(ValueError):
@@ -148,9 +149,12 @@ def calibrate(
     path = Path(db_path)
     if not path.is_file():
         raise CalibrationError(f"no results database at {path}")
-    with Store(path) as store:
-        results = [r for r in store.results(model) if _matches(r, device_type, precision)]
-        runs = store.micro("collective")
+    try:  # a read-only copy: calibrating never writes to (or migrates) the database
+        with Store.copy_of(path) as store:
+            results = [r for r in store.results(model) if _matches(r, device_type, precision)]
+            runs = store.micro("collective")
+    except (StoreError, sqlite3.DatabaseError) as exc:
+        raise CalibrationError(f"cannot read {path} as a results database: {exc}") from None
     singles = [r for r in results if device_count(r["case"]) == 1]
     if system is None:
         newest = (singles or results)[-1:] or [None]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -25,7 +26,7 @@ def gemm_table(metrics: dict[str, Any]) -> Table:
             row["dtype"],
             row["status"]
             if row["status"] == "ok"
-            else f"{row['status']}: {row.get('reason', '')}"[:60],
+            else escape(f"{row['status']}: {row.get('reason', '')}"[:60]),
             _cell(row, "time_us_median", ".1f"),
             _cell(row, "tflops_mean", ".3f"),
             _cell(row, "tflops_median", ".3f"),

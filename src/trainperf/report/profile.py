@@ -32,7 +32,7 @@ def profile_view(m: dict[str, Any], label: str) -> Group:
     for layer in m["layers"]:
         layers.add_row(
             escape(layer["name"]),
-            layer["type"],
+            escape(layer["type"]),
             f"{layer['fwd_ms']:.3f}",
             f"{layer['bwd_ms']:.3f}",
             f"{layer['share']:.1%}",

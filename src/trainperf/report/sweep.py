@@ -35,6 +35,7 @@ class SweepDisplay:
         self.run_s: list[float] = []
         self.runs_left = 0
         self._run_started = time.monotonic()
+        self._waited: set[int] = set()  # cases already said to be another sweep's
         columns = (
             SpinnerColumn(),
             TextColumn("{task.description}"),
@@ -65,7 +66,8 @@ class SweepDisplay:
         self.runs_left = runs_left
         self.progress.update(
             self.task,
-            description=f"[case {index + 1}/{self.total}, run {run_number}] {item.label}",
+            # The column reads markup: the label is user text, and "[case ...]" is literal.
+            description=escape(f"[case {index + 1}/{self.total}, run {run_number}] {item.label}"),
             eta=_clock(self.eta_s()),
         )
 
@@ -79,6 +81,15 @@ class SweepDisplay:
         self.runs_left = max(self.runs_left - 1, 0)
         self.progress.update(self.task, eta=_clock(self.eta_s()))
         line = f"    {_run_line(run)}"
+        self.progress.console.print(line, markup=False, highlight=False)
+
+    def on_wait(self, index: int, item: Any, held: dict[str, Any]) -> None:
+        """Say once per case that another sweep is measuring it (its lease)."""
+        if index in self._waited:
+            return
+        self._waited.add(index)
+        owner = f"pid {held.get('pid')} on {held.get('host')}"
+        line = f"  {item.label}: being measured by another sweep ({owner}); its result will be used"
         self.progress.console.print(line, markup=False, highlight=False)
 
     def on_result(self, index: int, result: dict[str, Any]) -> None:

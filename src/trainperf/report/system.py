@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.console import Group
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -28,9 +29,15 @@ def _cell(section: dict[str, Any], key: str, show: Callable[[Any], str] = str) -
     return show(value)
 
 
+def _text(cell: Any) -> Any:
+    """A string cell as Text, never read as markup: names and values come from the machine
+    (or an imported record) and may hold brackets."""
+    return Text(cell) if isinstance(cell, str) else cell
+
+
 def _joined(section: dict[str, Any], keys: tuple[str, ...], show: Callable = str) -> Text:
     cells = (_cell(section, key, show) for key in keys)
-    return Text(" / ").join(Text(cell) if isinstance(cell, str) else cell for cell in cells)
+    return Text(" / ").join(_text(cell) for cell in cells)
 
 
 def _size(value: int) -> str:
@@ -50,7 +57,7 @@ def _pairs(title: str, rows: list[tuple[str, str | Text]]) -> Table:
     table.add_column(style="bold")
     table.add_column()
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*map(_text, row))
     return table
 
 
@@ -138,8 +145,10 @@ def _gpus(record: dict[str, Any]) -> Table | Text:
             if reason not in reasons:
                 reasons.append(reason)
             cells.append(Text(f"absent [{reasons.index(reason) + 1}]", style="dim"))
-        table.add_row(*cells)
-    table.caption = "\n".join(f"[{n}] {reason}" for n, reason in enumerate(reasons, 1)) or None
+        table.add_row(*map(_text, cells))
+    table.caption = (
+        "\n".join(escape(f"[{n}] {reason}") for n, reason in enumerate(reasons, 1)) or None
+    )
     return table
 
 
@@ -156,9 +165,10 @@ def _topology(record: dict[str, Any]) -> Table | Text:
     gpus = record.get("gpus") or [{}] * len(names)
     for name, row, gpu in zip(names, matrix, gpus, strict=False):
         cells = [cell or "?" for cell in row]
-        table.add_row(name, *cells, _cell(gpu, "cpu_affinity"), _cell(gpu, "numa_node"))
+        row = (name, *cells, _cell(gpu, "cpu_affinity"), _cell(gpu, "numa_node"))
+        table.add_row(*map(_text, row))
     if topology.get("unknown_reason"):
-        table.caption += f"\n? = {topology['unknown_reason']}"
+        table.caption += escape(f"\n? = {topology['unknown_reason']}")
     return table
 
 
@@ -166,12 +176,12 @@ def _network(record: dict[str, Any]) -> Group:
     adapters = _columns("network", ["interface", "type", "up", "speed", "MTU", "RDMA"])
     for adapter in record.get("network") or []:
         adapters.add_row(
-            adapter["name"],
+            Text(str(adapter["name"])),
             _cell(adapter, "type"),
             "up" if adapter.get("is_up") else "down",
             _cell(adapter, "speed_mbps", lambda mbps: f"{mbps / 1000:g} Gb/s"),
             str(adapter.get("mtu", "-")),
-            " ".join(adapter.get("rdma_devices", [])),
+            Text(" ".join(adapter.get("rdma_devices", []))),
         )
     ports = record.get("infiniband") or []
     if not ports:
@@ -179,9 +189,8 @@ def _network(record: dict[str, Any]) -> Group:
         return Group(adapters, Text.assemble(("InfiniBand ", "bold"), _absent(reason)))
     table = _columns("InfiniBand / RDMA ports", ["device", "port", "rate", "state", "link layer"])
     for port in ports:
-        table.add_row(
-            port["device"], port["port"], port["rate"], port["state"], port.get("link_layer") or "-"
-        )
+        cells = (port["device"], port["port"], port["rate"], port["state"], port.get("link_layer"))
+        table.add_row(*(Text(str(cell or "-")) for cell in cells))
     return Group(adapters, table)
 
 

@@ -104,12 +104,14 @@ def results_table(results: Iterable[dict[str, Any]], title: str = "trainperf res
             status = "ok (unstable)"
         elif status != "ok" and r.get("error"):
             status = escape(f"{status}: {r['error'].get('message', '')[:40]}")
+        # Case fields are user text (a custom model is module:function; rows may come from
+        # an imported file): escaped, so that "[/]" prints instead of breaking the markup.
         row = [
-            case["model"],
-            str(case["batch_size"]),
-            str(_size(case, m)),
-            case["precision"],
-            case["device"],
+            escape(str(case["model"])),
+            escape(str(case["batch_size"])),
+            escape(str(_size(case, m))),
+            escape(str(case["precision"])),
+            escape(str(case["device"])),
             status,
             f"{m['samples_per_s_median']:.1f}" if "samples_per_s_median" in m else "-",
             _percent(m.get("ci95_relative"), "1 run" if m.get("runs") == 1 else "-"),
@@ -119,7 +121,7 @@ def results_table(results: Iterable[dict[str, Any]], title: str = "trainperf res
             f"{m['mfu']:.1%}" if m.get("mfu") is not None else "-",
             _bytes(m.get("mem_peak_bytes")),
             f"{m['steps_warmup']}+{m['steps_measured']}" if "steps_measured" in m else "-",
-            m.get("runs_stop_reason", "-"),
+            escape(str(m.get("runs_stop_reason", "-"))),
         ]
         if with_data:
             workers, compute, wait = _data_cells(case, m)
@@ -156,8 +158,8 @@ def models_table(rows: Iterable[dict[str, Any]]) -> Table:
         table.add_column(name, justify="left" if name in ("model", "family", "input") else "right")
     for row in rows:
         table.add_row(
-            row["name"],
-            row["family"],
+            escape(row["name"]),
+            escape(row["family"]),
             f"{row['size_name']}={row['size']}",
             f"{row['params']:,}",
             _si(row["fwd_flops_per_sample"]),
@@ -196,9 +198,9 @@ def scaling_table(rows: Iterable[dict[str, Any]]) -> Table:
     for r in rows:
         share = r.get("comm_exposed_share")
         table.add_row(
-            str(r["hostname"]),
-            r["setting"] + (f" ({r['ddp_options']})" if r.get("ddp_options") else ""),
-            r["scaling"],
+            escape(str(r["hostname"])),
+            escape(r["setting"] + (f" ({r['ddp_options']})" if r.get("ddp_options") else "")),
+            escape(str(r["scaling"])),
             str(r["devices"]),
             f"{r['samples_per_s']:.1f}",
             _with_interval(r["speedup"], r.get("speedup_ci95"), "{:.2f}"),
@@ -225,16 +227,16 @@ def pareto_table(fronts: dict[str, Any], show_all: bool = False) -> Table:
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for group in fronts["fronts"]:
-        name = group["model"] + (f" @{group['size']}" if group["size"] else "")
+        name = escape(group["model"] + (f" @{group['size']}" if group["size"] else ""))
         for p in group["points"]:
             if not (show_all or p["on_front"]):
                 continue
             table.add_row(
                 name,
-                str(p["hostname"]),
+                escape(str(p["hostname"])),
                 str(p["devices"]),
                 str(p["batch_size"]),
-                p["precision"],
+                escape(str(p["precision"])),
                 f"{p['samples_per_s']:.1f}",
                 f"{p['average_power_w']:.1f}",
                 f"{p['samples_per_s_per_w']:.3f}" if p.get("samples_per_s_per_w") else "-",
@@ -249,7 +251,9 @@ def suites_table(rows: Iterable[dict[str, Any]]) -> Table:
     for column in ("name", "cases", "version", "description"):
         table.add_column(column, justify="right" if column == "cases" else "left")
     for row in rows:
-        table.add_row(row["name"], str(row["cases"]), row["version"], row["description"])
+        table.add_row(
+            escape(row["name"]), str(row["cases"]), row["version"], escape(row["description"])
+        )
     return table
 
 

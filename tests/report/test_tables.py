@@ -1,0 +1,80 @@
+"""Terminal tables print user text as text: Rich markup in a model, host or suite name (or
+in a message) is shown as written, never parsed (a stray ``[/]`` raised MarkupError)."""
+
+import io
+from types import SimpleNamespace
+
+from rich.console import Console
+
+from trainperf.report.markdown import markdown_table
+from trainperf.report.sweep import SweepDisplay, summary_table
+from trainperf.report.system import system_view
+from trainperf.report.tables import pareto_table, results_table, scaling_table, suites_table
+
+MODEL = "my.nets:[/]net[bold]"
+HOST = "node[/]7"
+
+
+def rendered(renderable):
+    console = Console(file=io.StringIO(), width=250, color_system=None)
+    console.print(renderable)
+    return console.file.getvalue()
+
+
+def result(status="ok", message=None):
+    case = {"model": MODEL, "batch_size": 2, "image_size": 16, "precision": "fp32"}
+    case |= {"device": "cpu", "steps": "fixed:1:1", "devices": 1}
+    metrics = {"samples_per_s_median": 10.0, "runs": 1, "runs_stop_reason": "fixed_[/]runs"}
+    error = {"type": "RuntimeError", "message": message} if message else None
+    return {"case": case, "status": status, "metrics": metrics, "error": error}
+
+
+def test_results_table_shows_names_as_written():
+    table = results_table([result(), result("error", "[/] at [pair.cc:537]")], title="t")
+    out = rendered(table)
+    assert MODEL in out and "fixed_[/]runs" in out and "error: [/] at [pair.cc:537]" in out
+    assert f"| {MODEL} |" in markdown_table(table)
+
+
+def test_summary_table_and_progress_line_show_labels_as_written():
+    out = rendered(summary_table([result("crashed", "killed [/]")]))
+    assert MODEL in out and "killed [/]" in out
+    console = Console(file=io.StringIO(), width=250, color_system=None)
+    display = SweepDisplay(console, 2)
+    display.on_start(0, SimpleNamespace(label=f"{MODEL} b2"), 1, 3)
+    out = rendered(display.progress.get_renderable())
+    assert f"[case 1/2, run 1] {MODEL} b2" in out
+
+
+def test_scaling_pareto_and_suites_tables_show_names_as_written():
+    row = {"hostname": HOST, "setting": f"{MODEL} b2", "scaling": "weak", "devices": 1}
+    row |= {"samples_per_s": 1.0, "speedup": 1.0, "efficiency": 1.0}
+    assert HOST in rendered(scaling_table([row])) and MODEL in rendered(scaling_table([row]))
+    point = {"hostname": HOST, "devices": 1, "batch_size": 2, "precision": "fp32"}
+    point |= {"samples_per_s": 1.0, "average_power_w": 2.0, "on_front": True}
+    fronts = {"fronts": [{"model": MODEL, "size": 16, "points": [point]}]}
+    out = rendered(pareto_table(fronts))
+    assert f"{MODEL} @16" in out and HOST in out
+    suites = [{"name": "[/]s", "cases": 1, "version": "abc", "description": "[red]x[/red]"}]
+    out = rendered(suites_table(suites))
+    assert "[/]s" in out and "[red]x[/red]" in out
+
+
+def test_system_view_shows_host_and_values_as_written():
+    record = {"hostname": HOST, "env": {"CUDA_VISIBLE_DEVICES": "[/]0"}}
+    record |= {"network": [{"name": "eth[/]0", "rdma_devices": ["mlx[/]5"]}]}
+    record |= {"cpu": {"model": "Xeon [/] CPU"}}
+    out = rendered(system_view(record))
+    for text in (HOST, "[/]0", "eth[/]0", "mlx[/]5", "Xeon [/] CPU"):
+        assert text in out, text
+
+
+def test_a_case_of_another_sweep_is_announced_once_with_its_owner():
+    console = Console(file=io.StringIO(), width=250, color_system=None)
+    display = SweepDisplay(console, 2)
+    held = {"pid": 4242, "host": HOST}
+    for _ in range(3):
+        display.on_wait(1, SimpleNamespace(label=f"{MODEL} b2"), held)
+    out = console.file.getvalue()
+    assert out.count("being measured by another sweep") == 1
+    assert f"{MODEL} b2" in out and f"pid 4242 on {HOST}" in out

@@ -1,0 +1,53 @@
+"""The sbatch script and `trainperf slurm`: options that could break or inject into the
+script are refused as one line with exit code 2, and nothing is written."""
+
+import pytest
+
+from trainperf.slurm import SlurmError, sbatch_script
+
+
+@pytest.mark.parametrize(
+    "partition", ["gpu\n#SBATCH --account=other", "gpu p100", "gpu;rm", "", "gpu,"]
+)
+def test_a_partition_that_is_not_a_name_is_refused(partition):
+    with pytest.raises(SlurmError, match="is not a Slurm partition"):
+        sbatch_script("quick", nodes=2, partition=partition)
+
+
+def test_partition_names_and_lists_are_written_as_one_directive():
+    script = sbatch_script("quick", nodes=2, partition="gpu-a100,gpu_v100.x")
+    assert "#SBATCH --partition=gpu-a100,gpu_v100.x\n" in script
+    assert sum(line.startswith("#SBATCH") for line in script.splitlines()) == 6
+
+
+def test_a_time_with_a_trailing_newline_is_refused():
+    with pytest.raises(SlurmError, match="not a Slurm time"):
+        sbatch_script("quick", nodes=2, time_limit="02:00:00\n")
+
+
+def test_cli_out_into_a_missing_directory_is_bad_input(tmp_path, run_cli):
+    out = tmp_path / "nope" / "job.sbatch"
+    code, stdout, err = run_cli(["slurm", "short-test", "--out", out])
+    assert code == 2 and stdout == ""
+    assert err == f"trainperf: error: --out {out}: directory {out.parent} does not exist\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_out_that_is_a_directory_is_bad_input(tmp_path, run_cli):
+    code, _, err = run_cli(["slurm", "short-test", "--out", tmp_path])
+    assert code == 2 and "is a directory: give a file path" in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_partition_with_a_newline_is_bad_input(tmp_path, run_cli):
+    out = tmp_path / "job.sbatch"
+    code, _, err = run_cli(["slurm", "short-test", "--partition", "gpu\nx", "--out", out])
+    assert code == 2 and err.count("\n") == 1 and "is not a Slurm partition" in err
+    assert not out.exists()
+
+
+def test_cli_writes_the_script(tmp_path, run_cli):
+    out = tmp_path / "job.sbatch"
+    code, _, err = run_cli(["slurm", "short-test", "--partition", "gpu", "--out", out])
+    assert code == 0, err
+    assert "#SBATCH --partition=gpu\n" in out.read_text()

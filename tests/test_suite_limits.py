@@ -1,0 +1,139 @@
+"""Suite files are bounded: an alias bomb, a huge grid, deep nesting or a duplicate key is
+one line of error, at once (trainperf.suite's module docstring)."""
+
+import contextlib
+import signal
+
+import pytest
+
+from trainperf.suite import MAX_ALIAS_NODES, MAX_CASES, SuiteError, parse, resolve
+
+CASE = "cases: [{model: resnet18, batch_size: 2}]"
+
+
+@contextlib.contextmanager
+def within(seconds):
+    """Fail instead of hanging: SIGALRM raises in the main thread after ``seconds``."""
+
+    def expire(signum, frame):
+        raise TimeoutError(f"took more than {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def refused(text, seconds=5):
+    """The one-line message with which ``text`` is refused."""
+    with within(seconds), pytest.raises(SuiteError) as info:
+        parse(text, "bad.yaml")
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def alias_bomb(levels=9, width=9):
+    """ "Billion laughs" under a key that is not a suite field: width**levels strings."""
+    rows = ["name: bomb", CASE, "junk:", f"  l0: &l0 [{', '.join(['lol'] * width)}]"]
+    for n in range(1, levels):
+        rows.append(f"  l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * width)}]")
+    return "\n".join(rows) + "\n"
+
+
+def test_an_alias_bomb_is_refused_at_once():
+    text = alias_bomb()
+    assert len(text.encode()) < 600
+    message = refused(text)
+    assert message.startswith("bad.yaml:8: YAML aliases repeat more than 10,000 nodes")
+    assert "TRAINPERF_MAX_ALIAS_NODES" in message
+
+
+def test_a_recursive_alias_is_refused():
+    assert "a recursive YAML alias" in refused(f"name: x\n{CASE}\nloop: &a [1, *a]\n")
+
+
+MERGED = """\
+name: merged
+defaults: &common {image_size: 32, steps: "fixed:1:2"}
+cases:
+  - {<<: *common, model: resnet18, batch_size: 2, image_size: 16}
+"""
+
+
+def test_aliases_within_the_budget_still_load_and_merge_keys_still_override(monkeypatch):
+    (planned,) = parse(MERGED, "m.yaml").planned
+    assert planned.fields["image_size"] == 16 and planned.fields["steps"] == "fixed:1:2"
+    # The alias repeats 5 nodes: the mapping, two keys and two values.
+    monkeypatch.setenv("TRAINPERF_MAX_ALIAS_NODES", "5")
+    assert parse(MERGED, "m.yaml").planned
+    monkeypatch.setenv("TRAINPERF_MAX_ALIAS_NODES", "4")
+    with pytest.raises(SuiteError, match=r"m.yaml:4: YAML aliases repeat more than 4 nodes"):
+        parse(MERGED, "m.yaml")
+    monkeypatch.setenv("TRAINPERF_MAX_ALIAS_NODES", "0")
+    with pytest.raises(SuiteError, match="TRAINPERF_MAX_ALIAS_NODES='0' is not valid"):
+        parse(MERGED, "m.yaml")
+    assert MAX_ALIAS_NODES == 10_000
+
+
+TEN_AXES = ("batch_size", "image_size", "seq_len", "devices", "nodes", "workers")
+TEN_AXES += ("grad_accum", "threads", "seed", "timeout_s")
+
+
+def test_a_grid_of_ten_to_the_ten_cases_is_refused_before_it_expands():
+    matrix = "".join(f"  {axis}: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n" for axis in TEN_AXES)
+    text = f"name: huge\ndefaults: {{model: resnet18}}\nmatrix:\n{matrix}"
+    assert len(text.encode()) < 500
+    message = refused(text)
+    assert message.startswith("bad.yaml:3: matrix: the suite has 10,000,000,000 cases")
+    assert "(matrix 10 x 10 x 10 x 10 x 10 x 10 x 10 x 10 x 10 x 10)" in message
+    assert "more than the limit of 10,000" in message and "TRAINPERF_MAX_CASES" in message
+    assert MAX_CASES == 10_000
+
+
+def test_the_case_limit_counts_explicit_cases_and_can_be_changed(monkeypatch):
+    text = f"name: x\n{CASE}\nmatrix:\n  model: [resnet18, cifarnet]\n  batch_size: [4, 8]\n"
+    monkeypatch.setenv("TRAINPERF_MAX_CASES", "4")
+    assert "the suite has 5 cases (matrix 2 x 2 + 1 explicit)" in refused(text)
+    monkeypatch.setenv("TRAINPERF_MAX_CASES", "5")
+    assert len(parse(text, "ok.yaml").planned) == 5
+    monkeypatch.setenv("TRAINPERF_MAX_CASES", "1")
+    two = (
+        "name: x\ncases:\n  - {model: resnet18, batch_size: 2}\n"
+        "  - {model: cifarnet, batch_size: 2}\n"
+    )
+    assert refused(two).startswith("bad.yaml:2: cases: the suite has 2 cases (2 explicit)")
+    monkeypatch.setenv("TRAINPERF_MAX_CASES", "lots")
+    assert "TRAINPERF_MAX_CASES='lots' is not valid: give a positive integer" in refused(text)
+
+
+def test_nesting_too_deep_for_the_parser_is_one_line():
+    message = refused(f"name: x\n{CASE}\njunk: " + "[" * 50_000)
+    assert message == "bad.yaml:3: YAML nested too deep to parse"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (f"name: x\n{CASE}\nname: y\n", "bad.yaml:3: duplicate key 'name' (first given on line 1)"),
+        (
+            "name: x\ncases:\n  - model: resnet18\n    batch_size: 2\n    batch_size: 4\n",
+            "bad.yaml:5: duplicate key 'batch_size' (first given on line 4)",
+        ),
+        (
+            "name: x\ncases: [{model: resnet18, batch_size: 2, model: cifarnet}]\n",
+            "bad.yaml:2: duplicate key 'model' (first given on line 2)",
+        ),
+    ],
+)
+def test_a_key_given_twice_is_refused(text, expected):
+    assert refused(text) == expected
+
+
+@pytest.mark.parametrize("name", ["", "  "])
+def test_an_empty_suite_name_is_refused(name):
+    with pytest.raises(SuiteError, match="the suite name is empty: give a YAML file or one of"):
+        resolve(name)
