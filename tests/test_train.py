@@ -1,3 +1,5 @@
+import contextlib
+
 import pytest
 import torch
 
@@ -5,7 +7,13 @@ from trainperf import models
 from trainperf.benchmark import derive_metrics
 from trainperf.case import make_case
 from trainperf.measure.loop import StepRecord
-from trainperf.train import build_training_step, set_fp32_math
+from trainperf.train import (
+    StepOptions,
+    build_model,
+    build_training_step,
+    make_step,
+    set_fp32_math,
+)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
@@ -92,3 +100,72 @@ def test_gradient_accumulation_counts_every_micro_batch():
     before = [p.detach().clone() for p in t.model.parameters()]
     assert torch.isfinite(t.step())
     assert any(not torch.equal(a, b) for a, b in zip(before, t.model.parameters(), strict=True))
+
+
+class NoSyncCounter(torch.nn.Module):
+    """A stand-in for DistributedDataParallel: counts the micro-batches run under no_sync."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.module, self.unsynced = model, 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.module(x)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        self.unsynced += 1
+        yield
+
+
+def test_build_model_gives_every_rank_the_same_weights_and_its_own_draws():
+    spec = models.get("cifarnet")
+    first = build_model(spec, torch.device("cpu"), "fp32", seed=3, rank=0)
+    draw_rank0 = torch.rand(4)
+    second = build_model(spec, torch.device("cpu"), "fp32", seed=3, rank=1)
+    draw_rank1 = torch.rand(4)
+    assert second.training
+    for a, b in zip(first.parameters(), second.parameters(), strict=True):
+        assert torch.equal(a, b)
+    torch.manual_seed(3 + 1 + 1)  # the rank's own seed
+    assert torch.equal(draw_rank1, torch.rand(4)) and not torch.equal(draw_rank0, draw_rank1)
+
+
+@pytest.mark.parametrize(
+    ("precision", "dtype", "scaled"),
+    [
+        ("fp32", None, False),
+        ("tf32", None, False),
+        ("bf16", torch.bfloat16, False),
+        ("fp16", torch.float16, True),
+    ],
+)
+def test_the_step_decides_autocast_and_loss_scaling_by_precision(precision, dtype, scaled):
+    spec = models.get("cifarnet")
+    model = build_model(spec, torch.device("cpu"), precision, seed=0)
+    step = make_step(spec, model, torch.device("cpu"), StepOptions(precision))
+    assert step.autocast_dtype == dtype and (step.scaler is not None) == scaled
+
+
+@pytest.mark.parametrize(("sync", "unsynced"), [(True, 2), (False, 3)])
+def test_accumulated_micro_batches_all_reduce_once_per_step(sync, unsynced):
+    spec = models.get("cifarnet")
+    model = build_model(spec, torch.device("cpu"), "fp32", seed=0)
+    options = StepOptions(grad_accum=3, channels_last=True)
+    step = make_step(spec, model, torch.device("cpu"), options, wrap=NoSyncCounter)
+    batch = spec.task.example_batch(2, 16, torch.device("cpu"))
+    fetched = []
+
+    def next_batch():
+        fetched.append(1)
+        return step.layout(batch[0]), batch[1]
+
+    assert torch.isfinite(step(next_batch, sync=sync))
+    assert len(fetched) == 3 and step.wrapped.unsynced == unsynced
+    assert next(step.model.parameters()).is_contiguous(memory_format=torch.channels_last)
+
+
+def test_step_options_of_a_case():
+    case = make_case(model="cifarnet", batch_size=4, precision="bf16", compile=True, grad_accum=2)
+    assert StepOptions.of(case) == StepOptions("bf16", False, True, 2)
+    assert StepOptions.of(case, grad_accum=1).grad_accum == 1

@@ -12,13 +12,16 @@ Dropout is switched off in both runs: its random masks are drawn per process and
 match between layouts. BatchNorm normalizes over each rank's slice, unlike the sequential
 run over the whole batch: such models are reported as not equivalent, with that note.
 
+Both parts train with the benchmark's step (``trainperf.train.build_model`` and
+``make_step``): the same precision handling (fp16 with a GradScaler), channels-last and
+compile; the parallel part wraps the model in plain DistributedDataParallel.
+
 Flow: the parallel part runs under torchrun and rank 0 saves its final parameters; the
 sequential part then runs in one process, loads them and compares.
 """
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -82,50 +85,35 @@ def run_part(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
 
 def train(case: Case, steps: int, job: Any) -> tuple[list[float], torch.Tensor]:
     """K steps on the global batch (this rank's slice of it); losses and final weights."""
-    from torch.nn.parallel import DistributedDataParallel
-
-    from trainperf.train import AUTOCAST_DTYPES, make_optimizer, set_fp32_math
+    from trainperf.train import StepOptions, build_model, make_step, wrap_ddp
 
     spec = models.get(case.model)
     device = job.device if job else torch.device(case.device)
     rank, world = (job.ranks.rank, job.ranks.world_size) if job else (0, 1)
     if case.threads:
         torch.set_num_threads(case.threads)
-    torch.manual_seed(case.seed)
-    set_fp32_math(device, case.precision)
     size = spec.resolve_size(getattr(case, spec.size_name))
-    model = spec.build().to(device).train()
-    if case.channels_last:
-        model = model.to(memory_format=torch.channels_last)
+    model = build_model(spec, device, case.precision, case.seed, rank)
     for module in model.modules():
         if isinstance(module, nn.Dropout):
             module.eval()  # see the module docstring
-    optimizer = make_optimizer(spec, model)
-    forward = DistributedDataParallel(model) if job else model
-    if case.compile:
-        forward = torch.compile(forward)
-    dtype = AUTOCAST_DTYPES.get(case.precision)
+    wrap = (lambda built: wrap_ddp(built, device)) if job else None
+    # One batch per optimizer step in both parts: the case's grad_accum is not compared.
+    step = make_step(spec, model, device, StepOptions.of(case, grad_accum=1), wrap=wrap)
     share = case.batch_size // world
     losses = []
     for k in range(steps):
         torch.manual_seed(case.seed + 1000 + k)
         inputs, targets = spec.task.example_batch(case.batch_size, size, "cpu")
         mine = slice(rank * share, (rank + 1) * share)
-        x, y = inputs[mine].to(device), targets[mine].to(device)
-        if case.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-        optimizer.zero_grad(set_to_none=True)
-        autocast = torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext()
-        with autocast:
-            loss = spec.loss(forward(x), y)
-        loss.backward()
-        optimizer.step()
+        x, y = step.layout(inputs[mine].to(device)), targets[mine].to(device)
+        loss = step(lambda: (x, y))  # noqa: B023 (called at once, in this iteration)
         global_loss = loss.detach().float()
         if job:
             torch.distributed.all_reduce(global_loss)
             global_loss /= world
         losses.append(float(global_loss))
-    params = torch.cat([p.detach().double().flatten().cpu() for p in model.parameters()])
+    params = torch.cat([p.detach().double().flatten().cpu() for p in step.model.parameters()])
     return losses, params
 
 

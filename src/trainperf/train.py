@@ -1,5 +1,10 @@
 """The training step as a user's loop writes it: forward, loss, backward, optimizer step.
 
+It is the one step of trainperf: ``build_model`` (seeds, float32 math, the network) and
+``make_step`` (channels-last, optimizer, wrapping, compile, autocast, GradScaler, gradient
+accumulation) serve the benchmark (``build_training_step``), the equivalence check and the
+time-to-accuracy trainer alike, so a precision rule is written here once.
+
 Precision:
 - fp32: IEEE float32 everywhere; on a GPU TF32 is switched off for matmuls and cuDNN
   convolutions (PyTorch allows TF32 in cuDNN convolutions by default);
@@ -36,8 +41,10 @@ behind earlier queued GPU work is not counted, as it costs the step nothing).
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -124,20 +131,138 @@ def wrap_parallel(model: nn.Module, case: Case, device: torch.device) -> nn.Modu
         return nn.DataParallel(model, device_ids=dp_device_ids(case))
     if case.mode != "ddp":
         return model
-    from torch.nn.parallel import DistributedDataParallel
-
     options: dict = {"static_graph": case.static_graph}
     if case.bucket_mb:
         options["bucket_cap_mb"] = case.bucket_mb
-    if device.type == "cuda":
-        options["device_ids"] = [device.index]
-    ddp = DistributedDataParallel(model, **options)
+    ddp = wrap_ddp(model, device, **options)
     if case.grad_compression != "none":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
         hook = {"fp16": default_hooks.fp16_compress_hook, "bf16": default_hooks.bf16_compress_hook}
         ddp.register_comm_hook(None, hook[case.grad_compression])
     return ddp
+
+
+def wrap_ddp(model: nn.Module, device: torch.device, **options: Any) -> nn.Module:
+    """DistributedDataParallel over the process group, on this rank's GPU if it has one."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    if device.type == "cuda":
+        options["device_ids"] = [device.index]
+    return DistributedDataParallel(model, **options)
+
+
+def build_model(
+    spec: ModelSpec, device: torch.device, precision: str, seed: int, rank: int = 0
+) -> nn.Module:
+    """The spec's network on ``device`` in training mode, float32 math set for ``precision``.
+
+    Every rank builds the same initial weights (seed ``seed``); torch's generator is then
+    reseeded ``seed + 1 + rank``, so that what each rank draws next (its batch, its loader's
+    shuffle, its dropout masks) is its own, as in data-parallel training over different data.
+    """
+    torch.manual_seed(seed)
+    set_fp32_math(device, precision)
+    model = spec.build().to(device).train()
+    torch.manual_seed(seed + 1 + rank)
+    return model
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """How a step trains: precision, memory format, compilation, micro-batches per step."""
+
+    precision: str = "fp32"
+    channels_last: bool = False
+    compile: bool = False
+    grad_accum: int = 1
+
+    @classmethod
+    def of(cls, case: Case, grad_accum: int | None = None) -> StepOptions:
+        """The case's options; ``grad_accum`` overrides the case's micro-batches per step."""
+        accum = case.grad_accum if grad_accum is None else grad_accum
+        return cls(case.precision, case.channels_last, case.compile, accum)
+
+
+@dataclass
+class Step:
+    """One optimizer step over ``grad_accum`` micro-batches, precision applied.
+
+    ``model`` is the network as built (its parameters, train/eval mode, evaluation);
+    ``forward`` the one trained: wrapped for data parallelism and compiled. fp16/bf16 run
+    the forward and loss under autocast; fp16 scales the loss (dynamic loss scaling,
+    ``scaler``) so small gradients do not underflow, and the scaler skips a step whose
+    gradients overflowed.
+    """
+
+    model: nn.Module
+    wrapped: nn.Module  # the model as wrapped for data parallelism (``no_sync`` under ddp)
+    forward: nn.Module
+    optimizer: torch.optim.Optimizer
+    loss: Callable[[Any, torch.Tensor], torch.Tensor]
+    device: torch.device
+    options: StepOptions
+    scaler: torch.amp.GradScaler | None
+
+    @property
+    def autocast_dtype(self) -> torch.dtype | None:
+        """The dtype autocast computes in (fp16, bf16), or None: no autocast."""
+        return AUTOCAST_DTYPES.get(self.options.precision)
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The precision's autocast region (nothing for fp32/tf32)."""
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+    def layout(self, inputs: torch.Tensor) -> torch.Tensor:
+        """``inputs`` in the memory format the model was converted to."""
+        if self.options.channels_last:
+            return inputs.contiguous(memory_format=torch.channels_last)
+        return inputs
+
+    def __call__(self, next_batch: Callable[[], Batch], sync: bool = True) -> torch.Tensor:
+        """Zero the gradients, train on ``grad_accum`` batches of ``next_batch()``, step the
+        optimizer; the last micro-batch's loss. ``sync=False``: no gradient all-reduce."""
+        self.optimizer.zero_grad(set_to_none=True)
+        no_sync = getattr(self.wrapped, "no_sync", None)  # DistributedDataParallel's only
+        accum = self.options.grad_accum
+        for index in range(accum):
+            # Gradients are all-reduced in the backward of the last micro-batch only.
+            synced = sync and index == accum - 1
+            with no_sync() if no_sync and not synced else contextlib.nullcontext():
+                x, y = next_batch()
+                with self.autocast():
+                    loss = self.loss(self.forward(x), y)
+                scaled = loss / accum if accum > 1 else loss
+                (self.scaler.scale(scaled) if self.scaler else scaled).backward()
+        if self.scaler:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        return loss
+
+
+def make_step(
+    spec: ModelSpec,
+    model: nn.Module,
+    device: torch.device,
+    options: StepOptions,
+    *,
+    wrap: Callable[[nn.Module], nn.Module] | None = None,
+    hyper: dict[str, float] | None = None,
+) -> Step:
+    """The step that trains ``model`` (from ``build_model``): converted to channels-last,
+    the spec's optimizer (``hyper``: make_optimizer's lr/momentum/weight_decay), wrapped by
+    ``wrap`` (data parallelism), compiled, with the precision's autocast and GradScaler."""
+    if options.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    optimizer = make_optimizer(spec, model, **(hyper or {}))
+    wrapped = wrap(model) if wrap else model
+    forward = torch.compile(wrapped) if options.compile else wrapped
+    scaler = torch.amp.GradScaler(device.type) if options.precision == "fp16" else None
+    return Step(model, wrapped, forward, optimizer, spec.loss, device, options, scaler)
 
 
 def build_training_step(
@@ -149,12 +274,9 @@ def build_training_step(
     (seed ``case.seed + 1 + rank``), as data-parallel training over different data does;
     with real data, its own shard of the loader's samples (module doc).
     """
-    torch.manual_seed(case.seed)
-    set_fp32_math(device, case.precision)
     set_cudnn_benchmark(spec, case, device)
     size = spec.resolve_size(getattr(case, spec.size_name))
-    model = spec.build().to(device).train()
-    torch.manual_seed(case.seed + 1 + rank)
+    model = build_model(spec, device, case.precision, case.seed, rank)
     # DataParallel scatters one process's batch over its devices.
     batch = case.device_batch * (case.devices if case.mode == "dp" else 1)
     feed = None
@@ -163,49 +285,21 @@ def build_training_step(
     else:
         feed = DataFeed(spec, case, device, batch, rank)
         inputs, targets, size = *feed.first, feed.loaders.size
-    if case.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-        inputs = inputs.contiguous(memory_format=torch.channels_last)
-    optimizer = make_optimizer(spec, model)
-    wrapped = wrap_parallel(model, case, device)
-    forward = torch.compile(wrapped) if case.compile else wrapped
-
-    autocast_dtype = AUTOCAST_DTYPES.get(case.precision)
-    scaler = torch.amp.GradScaler(device.type) if case.precision == "fp16" else None
-    loss_of, accum = spec.loss, case.grad_accum
-    # Synthetic data: the same batch every micro-batch (the defaults), nothing done to get it.
-    next_batch = feed.next if feed else None
-
-    def micro_batch(x: torch.Tensor = inputs, y: torch.Tensor = targets) -> torch.Tensor:
-        autocast = (
-            torch.autocast(device.type, dtype=autocast_dtype)
-            if autocast_dtype
-            else contextlib.nullcontext()
-        )
-        with autocast:
-            loss = loss_of(forward(x), y)
-        scaled = loss / accum if accum > 1 else loss
-        (scaler.scale(scaled) if scaler else scaled).backward()
-        return loss
-
-    def train_step(sync: bool = True) -> torch.Tensor:
-        optimizer.zero_grad(set_to_none=True)
-        for index in range(accum):
-            # Gradients are all-reduced in the backward of the last micro-batch only.
-            synced = sync and index == accum - 1
-            no_sync = wrapped.no_sync() if case.mode == "ddp" and not synced else None
-            with no_sync or contextlib.nullcontext():
-                loss = micro_batch(*next_batch()) if next_batch else micro_batch()
-        if scaler:
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            optimizer.step()
-        return loss
-
-    compute_only = (lambda: train_step(sync=False)) if case.mode == "ddp" else None
+    wrap = functools.partial(wrap_parallel, case=case, device=device)
+    step = make_step(spec, model, device, StepOptions.of(case), wrap=wrap)
+    inputs = step.layout(inputs)
+    # Synthetic data: the same batch every micro-batch, nothing done to get it.
+    next_batch = feed.next if feed else lambda: (inputs, targets)
+    compute_only = (lambda: step(next_batch, sync=False)) if case.mode == "ddp" else None
     training = TrainingStep(
-        train_step, model, optimizer, inputs, targets, case.global_batch, size, compute_only
+        lambda: step(next_batch),
+        step.model,
+        step.optimizer,
+        inputs,
+        targets,
+        case.global_batch,
+        size,
+        compute_only,
     )
     if feed:
         training.loaders, training.data_timer, training.close = feed.loaders, feed.timer, feed.close

@@ -9,19 +9,18 @@ excluded), the mean training loss over all ranks and the time spent blocked in
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
-from torch import nn
 
 from trainperf.convergence.evaluation import evaluate, reached
 from trainperf.convergence.peers import Peers
 from trainperf.convergence.schedule import Schedule
 from trainperf.models.spec import ModelSpec
+from trainperf.train import Step
 
 if TYPE_CHECKING:
     from trainperf.convergence.trainer import Listener, ProgressFile, TrainConfig
@@ -47,11 +46,7 @@ class Run:
 
     config: TrainConfig
     spec: ModelSpec
-    model: nn.Module
-    forward: nn.Module  # the model as trained: DDP-wrapped across ranks
-    optimizer: torch.optim.Optimizer
-    scaler: torch.amp.GradScaler | None
-    autocast_dtype: torch.dtype | None
+    step: Step  # the model, its optimizer and precision; DDP-wrapped across ranks
     schedule: Schedule
     loaders: Loaders
     device: torch.device
@@ -126,7 +121,7 @@ class Run:
         """One epoch (numbered from 1); its record and whether a stop cut it short."""
         loader, peers = self.loaders.train, self.peers
         set_epoch(loader, epoch - 1)
-        self.model.train()
+        self.step.model.train()
         # loss sum, steps, samples (this rank's; summed over ranks at the end)
         totals = torch.zeros(3, dtype=torch.float64, device=self.device)
         wait_s, lr, requested, aborted = 0.0, 0.0, False, False
@@ -140,12 +135,13 @@ class Run:
                 break
             inputs, targets = batch
             lr = self.schedule.lr_at(epoch - 1 + step / steps_per_epoch, self.config.max_epochs)
-            for group in self.optimizer.param_groups:
+            for group in self.step.optimizer.param_groups:
                 group["lr"] = lr
-            loss = self._step(
+            on_device = (
                 inputs.to(self.device, non_blocking=True),
                 targets.to(self.device, non_blocking=True),
             )
+            loss = self.step(lambda: on_device).detach()  # noqa: B023 (called at once)
             totals[0] += loss.double()
             totals[1] += 1
             totals[2] += inputs.shape[0]
@@ -170,29 +166,16 @@ class Run:
         }
         return record, aborted
 
-    def _step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        self.optimizer.zero_grad(set_to_none=True)
-        with self._autocast():
-            loss = self.spec.loss(self.forward(inputs), targets)
-        if self.scaler:
-            self.scaler.scale(loss).backward()
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            loss.backward()
-            self.optimizer.step()
-        return loss.detach()
-
-    def _autocast(self) -> contextlib.AbstractContextManager:
-        if self.autocast_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
-
     def _evaluate(self, epoch: int, samples: int, record: dict[str, Any]) -> dict[str, Any]:
         self._notify("eval_start", epoch, samples)
         began = time.perf_counter()
         scores = evaluate(
-            self.model, self.loaders.eval, self.spec, self.device, self.autocast_dtype, self.peers
+            self.step.model,
+            self.loaders.eval,
+            self.spec,
+            self.device,
+            self.step.autocast_dtype,
+            self.peers,
         )
         now = time.perf_counter()
         evaluation = {

@@ -2,16 +2,16 @@
 
 A run joins no process group itself: under torchrun the worker has already set one up
 (``trainperf.dist.Job``). When ``torch.distributed`` is initialised with more than one
-rank, the model is wrapped in DistributedDataParallel, sums are all-reduced so every rank
-sees the global evaluation, and stop requests are agreed on so every rank stops after the
-same step (a rank that stopped alone would leave the others waiting in a collective).
+rank, the trainer wraps the model in DistributedDataParallel (``trainperf.train.wrap_ddp``),
+sums are all-reduced so every rank sees the global evaluation, and stop requests are agreed
+on so every rank stops after the same step (a rank that stopped alone would leave the others
+waiting in a collective).
 """
 
 from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-from torch import nn
 
 
 class Peers:
@@ -42,15 +42,6 @@ class Peers:
         if name == "cuda" and self.distributed:
             return torch.device("cuda", torch.cuda.current_device())
         return torch.device(name)
-
-    def wrap(self, model: nn.Module, device: torch.device) -> nn.Module:
-        """The model to train: DistributedDataParallel over the ranks, or the model itself."""
-        if not self.distributed:
-            return model
-        from torch.nn.parallel import DistributedDataParallel
-
-        device_ids = [device.index] if device.type == "cuda" else None
-        return DistributedDataParallel(model, device_ids=device_ids)
 
     def sum_(self, values: torch.Tensor) -> torch.Tensor:
         """``values`` summed over the ranks, in place."""

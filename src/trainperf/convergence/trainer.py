@@ -8,9 +8,11 @@ run that never reaches the target still yields its accuracy curve.
 
 The optimizer is the spec's (SGD with momentum and weight decay, or AdamW; momentum is
 SGD's only), its lr set before every step from the schedule at the fractional epoch.
-Precision as in ``trainperf.train``: autocast to bf16/fp16, fp16 with a GradScaler.
-Data parallelism (DDP under torchrun) lives in ``trainperf.convergence.peers``; only rank
-0 calls listeners and writes the progress file.
+Model, optimizer, precision (autocast to bf16/fp16, fp16 with a GradScaler) and DDP
+wrapping come from the one training step of ``trainperf.train`` (``build_model``,
+``make_step``), as the benchmark's and the equivalence check's do. The rest of data
+parallelism (DDP under torchrun) lives in ``trainperf.convergence.peers``; only rank 0
+calls listeners and writes the progress file.
 
 Progress file: one JSON object per line, flushed and fsync'ed, so a parent process can
 tail it and keep the evaluations of a run that dies: ``{"event": "start", "config": ...}``,
@@ -45,7 +47,7 @@ from trainperf.models.spec import (
     MultipleChoice,
     SizeError,
 )
-from trainperf.train import AUTOCAST_DTYPES, make_optimizer, set_fp32_math
+from trainperf.train import StepOptions, build_model, make_step, wrap_ddp
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 
@@ -153,24 +155,21 @@ def train(
     seed_everything(config.seed)
     for listener in listening:
         listener.init_start(config.to_dict() | {"world_size": peers.world})
-    set_fp32_math(device, config.precision)
-    model = spec.build().to(device).train()
-    torch.manual_seed(config.seed + 1 + peers.rank)  # dropout etc. differ between ranks
+    model = build_model(spec, device, config.precision, config.seed, peers.rank)
     if loaders is None:
         loaders = make_loaders(config, spec, requested, device, peers)
     if loaders.eval is None:
         raise ValueError(f"{config.data} has no evaluation split: time to accuracy needs one")
     check_classes(spec, loaders.num_classes, config.target_metric)
     size = getattr(loaders, "size", None) or spec.resolve_size(requested)
-    optimizer = make_optimizer(
-        spec,
-        model,
-        lr=schedule.lr_at(0.0, config.max_epochs),
-        momentum=config.momentum,
-        weight_decay=config.weight_decay,
-    )
-    forward = peers.wrap(model, device)
-    scaler = torch.amp.GradScaler(device.type) if config.precision == "fp16" else None
+    hyper = {
+        "lr": schedule.lr_at(0.0, config.max_epochs),
+        "momentum": config.momentum,
+        "weight_decay": config.weight_decay,
+    }
+    wrap = (lambda built: wrap_ddp(built, device)) if peers.distributed else None
+    options = StepOptions(config.precision)
+    step = make_step(spec, model, device, options, wrap=wrap, hyper=hyper)
     for listener in listening:
         listener.init_stop()
     if progress:
@@ -180,11 +179,7 @@ def train(
     run = Run(
         config=config,
         spec=spec,
-        model=model,
-        forward=forward,
-        optimizer=optimizer,
-        scaler=scaler,
-        autocast_dtype=AUTOCAST_DTYPES.get(config.precision),
+        step=step,
         schedule=schedule,
         loaders=loaders,
         device=device,
