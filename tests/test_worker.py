@@ -19,3 +19,29 @@ def test_exception_becomes_error_result():
     assert result["error"]["type"] == "SizeError" and result["error"]["traceback"]
     assert "image_size 16 is not accepted by inception_v3" in result["error"]["message"]
     assert result["metrics"] == {}
+
+
+def test_every_document_kind_has_one_job():
+    from trainperf.micro import KINDS
+    from trainperf.worker import JOBS
+
+    assert set(JOBS) == {*KINDS, "profile", "train", "equivalence"}
+
+
+def test_a_micro_document_runs_through_the_worker(tmp_path):
+    from trainperf.worker import run_document
+
+    document = {"kind": "memory", "device": "cpu", "size_bytes": 1024, "warmup": 0, "iters": 1}
+    result = run_document(document, tmp_path)
+    assert result["status"] == "ok" and result["case"] == document
+    assert result["metrics"]["rows"][0]["size_bytes"] == 1024
+
+
+def test_an_unknown_document_kind_is_an_error_naming_the_valid_ones(tmp_path):
+    from trainperf.worker import run_document
+
+    result = run_document({"kind": "gemv"}, tmp_path)
+    assert result["status"] == "error" and result["case"] == {"kind": "gemv"}
+    message = result["error"]["message"]
+    assert message.startswith("unknown job kind 'gemv': allowed gemm, conv,")
+    assert message.endswith("profile, train, equivalence")

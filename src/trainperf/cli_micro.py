@@ -60,7 +60,20 @@ def _timeout_option(function: Any) -> Any:
     )(function)
 
 
-@click.group()
+class _KindGroup(click.Group):
+    """A group of one command per kind of trainperf.micro.KINDS: an unknown kind is refused
+    with the registry's message, which lists the valid ones (click's names none)."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and not ctx.resilient_parsing:
+            from trainperf.micro import unknown_kind
+
+            raise BadInput(unknown_kind(cmd_name))
+        return command
+
+
+@click.group(cls=_KindGroup)
 def micro() -> None:
     """Micro-benchmarks with the field's definitions (DeepBench, nccl-tests)."""
 

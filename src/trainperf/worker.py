@@ -29,10 +29,12 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from trainperf.case_result import RUN_SCHEMA
+from trainperf.fileio import write_atomic
 from trainperf.lifeline import die_with_parent
+from trainperf.micro import KINDS as MICRO_KINDS
 
 # Messages by which PyTorch and the C++ allocators report exhausted memory.
 _OOM_MARKERS = (
@@ -114,10 +116,65 @@ def _first_line(exc: BaseException, limit: int = 500) -> str:
     return lines[0][:limit] if lines else ""
 
 
+def _micro(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
+    from trainperf.micro import run_document as run_micro
+
+    return guarded(document, lambda: run_micro(document, workdir))
+
+
+def _profile(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
+    from trainperf.case import Case
+    from trainperf.profile.breakdown import profile_case
+
+    def profile() -> dict[str, Any]:
+        case = Case.model_validate(document["case"])
+        return profile_case(case, document["steps"], document["warmup"])
+
+    return guarded(document["case"], profile)
+
+
+def _train(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
+    from trainperf.convergence.job import run_training
+
+    return guarded(document["config"], lambda: run_training(document, workdir))
+
+
+def _equivalence(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
+    from trainperf.equivalence import run_part
+
+    return guarded(document["case"], lambda: run_part(document, workdir))
+
+
+# What the child runs for a document of each ``kind``, returning the result document;
+# ``workdir`` is the job's folder. A document without a kind is a benchmark case.
+JOBS: dict[str, Callable[[dict[str, Any], Path], dict[str, Any] | None]] = {
+    **dict.fromkeys(MICRO_KINDS, _micro),
+    "profile": _profile,
+    "train": _train,
+    "equivalence": _equivalence,
+}
+
+
+def run_document(
+    document: dict[str, Any], workdir: Path, on_phase: Callable[[str], None] = lambda phase: None
+) -> dict[str, Any] | None:
+    """The result document of ``document`` (a case, or a job of a kind in JOBS), whatever
+    happens inside; None on a rank other than 0 that ran well."""
+    kind = document.get("kind")
+    if kind is None:
+        return measure(document, on_phase)
+    if kind in JOBS:
+        return JOBS[kind](document, workdir)
+
+    def unknown() -> NoReturn:
+        raise ValueError(f"unknown job kind '{kind}': allowed {', '.join(JOBS)}")
+
+    return guarded(document, unknown)
+
+
 def write_atomically(path: Path, document: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(document))
-    os.replace(tmp, path)
+    """Write ``document`` as JSON: the runner reads the whole file or none of it."""
+    write_atomic(path, json.dumps(document))
 
 
 def rank_file(result_path: Path, rank: int, kind: str = "") -> Path:
@@ -156,31 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         if rank is not None:
             rank_file(result_path, rank, "phase").write_text(phase)
 
-    from trainperf.micro import KINDS as MICRO_KINDS
-
-    if document.get("kind") in MICRO_KINDS:
-        from trainperf.micro import run_document
-
-        result = guarded(document, lambda: run_document(document, result_path.parent))
-    elif document.get("kind") == "profile":
-        from trainperf.case import Case
-        from trainperf.profile.breakdown import profile_case
-
-        def profile() -> dict[str, Any]:
-            case = Case.model_validate(document["case"])
-            return profile_case(case, document["steps"], document["warmup"])
-
-        result = guarded(document["case"], profile)
-    elif document.get("kind") == "train":
-        from trainperf.convergence.job import run_training
-
-        result = guarded(document["config"], lambda: run_training(document, result_path.parent))
-    elif document.get("kind") == "equivalence":
-        from trainperf.equivalence import run_part
-
-        result = guarded(document["case"], lambda: run_part(document, result_path.parent))
-    else:
-        result = measure(document, on_phase)
+    result = run_document(document, result_path.parent, on_phase)
     if rank is None:
         write_atomically(result_path, result)  # type: ignore[arg-type]
         return 0

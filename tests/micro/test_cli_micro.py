@@ -53,6 +53,7 @@ def test_bad_micro_input_is_refused_with_nothing_written(tmp_path, run_cli):
         (["collective", "--rdzv-endpoint", "node1"], "must be HOST:PORT"),
         (["collective", "--rdzv-endpoint", "node1:99999"], "must be HOST:PORT"),
         (["gemm", "--device", "cuda"], "device 'cuda' is not available"),
+        (["gemv"], "unknown micro-benchmark 'gemv': allowed gemm, conv, memory, p2p, collective"),
     ):
         code, out, err = run_cli(["micro", *args, "--db", db])
         assert code == 2 and message in err and err.count("\n") == 1, (args, err)

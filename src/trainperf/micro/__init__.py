@@ -5,74 +5,43 @@ warm-up, timing and summaries; each kind supplies only what differs.
 A micro-benchmark runs in a child process like a benchmark case (``collective`` under
 torchrun, one process per rank): the worker calls ``run_document`` with the document the
 CLI built, ``{"kind": KIND, "device": ..., ...}``, and returns ``{"device", "metrics"}``.
+
+Every kind is a module with the same entry point, as every nccl-tests collective fills the
+same struct: ``run_document(document, workdir)`` reads the kind's fields of the document,
+measures, and returns ``{"device", "metrics"}`` (None on a rank other than 0). ``KINDS``
+names them all; nothing else lists the kinds.
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-KINDS = ("gemm", "conv", "memory", "p2p", "collective")
+# Name (as the CLI and the store say it) -> the module that measures it. Modules are
+# imported when a kind runs, so that naming the kinds does not import torch.
+KINDS: dict[str, str] = {
+    "gemm": "trainperf.micro.gemm",
+    "conv": "trainperf.micro.conv",
+    "memory": "trainperf.micro.memory",
+    "p2p": "trainperf.micro.p2p",
+    "collective": "trainperf.micro.collective",
+}
+
+
+def unknown_kind(name: str) -> str:
+    """The message that refuses ``name``, with the valid kinds."""
+    return f"unknown micro-benchmark '{name}': allowed {', '.join(KINDS)}"
+
+
+def kind_module(name: str) -> ModuleType:
+    """The module of micro-benchmark ``name``; ValueError lists the valid names."""
+    if name not in KINDS:
+        raise ValueError(unknown_kind(name))
+    return importlib.import_module(KINDS[name])
 
 
 def run_document(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
     """Run the micro-benchmark ``document`` describes (None on ranks other than 0)."""
-    kind = document["kind"]
-    if kind == "collective":
-        from trainperf.micro import collective
-
-        return collective.rank_main(document, workdir)
-
-    import torch
-
-    from trainperf.benchmark import device_info
-
-    device = torch.device(document["device"])
-    if kind == "gemm":
-        from trainperf.micro import gemm
-
-        shapes = []
-        if document["shapes"] in ("deepbench", "all"):
-            shapes += gemm.deepbench_shapes()
-        if document["shapes"] in ("square", "all"):
-            shapes += gemm.square_shapes(device.type)
-        shapes = shapes[: document.get("limit") or None]
-        metrics = gemm.run(
-            shapes,
-            device,
-            document["dtypes"],
-            warmup=document["warmup"],
-            iters=document["iters"],
-            flush=document["flush"],
-        )
-    elif kind == "conv":
-        from trainperf.micro import conv
-        from trainperf.train import set_fp32_math
-
-        set_fp32_math(device, document["dtype"])  # tf32 or IEEE float32 for cuDNN
-        if document.get("model"):
-            shapes = conv.model_shapes(document["model"], document["batch_size"])
-        else:
-            shapes = conv.deepbench_shapes()
-        shapes = shapes[: document.get("limit") or None]
-        rows = conv.run(
-            shapes,
-            device,
-            document["dtype"],
-            warmup=document["warmup"],
-            iters=document["iters"],
-            flush=document["flush"],
-            cudnn_benchmark=document.get("cudnn_benchmark", True),
-        )
-        metrics = {"rows": rows, "cudnn_benchmark": torch.backends.cudnn.benchmark}
-    elif kind == "memory":
-        from trainperf.micro import memory
-
-        metrics = memory.run(device, document.get("size_bytes"), iters=document["iters"])
-    elif kind == "p2p":
-        from trainperf.micro import p2p
-
-        return {"device": None, "metrics": p2p.run(document.get("size_bytes") or p2p.DEFAULT_BYTES)}
-    else:
-        raise ValueError(f"unknown micro-benchmark '{kind}': allowed {', '.join(KINDS)}")
-    return {"device": device_info(device), "metrics": metrics}
+    return kind_module(document["kind"]).run_document(document, workdir)

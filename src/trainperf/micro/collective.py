@@ -283,8 +283,9 @@ def summary(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     return {op: statistics.fmean(values) for op, values in by_op.items()}
 
 
-def rank_main(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
-    """Run the sweep ``document`` describes on this rank of a torchrun job.
+def run_document(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
+    """The micro-benchmark kinds' entry point (see trainperf.micro): run the sweep
+    ``document`` describes on this rank of a torchrun job.
 
     Returns ``{"device", "metrics"}`` on rank 0 and None elsewhere. ``workdir`` is the
     job's folder; nothing is written there.
@@ -400,11 +401,11 @@ def main(argv: list[str] | None = None) -> int:
 
     die_with_parent()
     doc_path, out_path = Path(args[0]), Path(args[1])
-    result = rank_main(json.loads(doc_path.read_text()), out_path.parent)
+    result = run_document(json.loads(doc_path.read_text()), out_path.parent)
     if result is not None:
-        tmp = out_path.with_name(out_path.name + ".tmp")
-        tmp.write_text(json.dumps(result))
-        tmp.replace(out_path)
+        from trainperf.fileio import write_atomic
+
+        write_atomic(out_path, json.dumps(result))
         metrics = result["metrics"]
         device = result["device"]
         print(

@@ -27,13 +27,14 @@ import dataclasses
 import importlib.resources
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
 from trainperf import models
-from trainperf.micro.harness import CacheFlusher, Timing, dtype_of, time_op
+from trainperf.micro.harness import CacheFlusher, Timing, dtype_of, measured_on, time_op
 
 PASSES = ("fwd", "bwd_data", "bwd_filter")
 
@@ -265,3 +266,31 @@ def run(
             reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
             rows.append(_row_head(shape, dtype_name) | {"status": "oom", "reason": reason})
     return rows
+
+
+def document_shapes(document: dict[str, Any]) -> list[ConvShape]:
+    """The shapes a document asks for: a zoo model's (``model``, ``batch_size``) or
+    DeepBench's, the first ``limit`` of them."""
+    if document.get("model"):
+        shapes = model_shapes(document["model"], document["batch_size"])
+    else:
+        shapes = deepbench_shapes()
+    return shapes[: document.get("limit") or None]
+
+
+def run_document(document: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    """The micro-benchmark kinds' entry point (see trainperf.micro): the document's sweep."""
+    from trainperf.train import set_fp32_math
+
+    device = torch.device(document["device"])
+    set_fp32_math(device, document["dtype"])  # tf32 or IEEE float32 for cuDNN
+    rows = run(
+        document_shapes(document),
+        device,
+        document["dtype"],
+        warmup=document["warmup"],
+        iters=document["iters"],
+        flush=document["flush"],
+        cudnn_benchmark=document.get("cudnn_benchmark", True),
+    )
+    return measured_on(device, {"rows": rows, "cudnn_benchmark": torch.backends.cudnn.benchmark})

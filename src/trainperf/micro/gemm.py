@@ -25,11 +25,12 @@ from __future__ import annotations
 import csv
 from dataclasses import asdict, dataclass, replace
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from trainperf.micro.harness import CacheFlusher, dtype_of, time_op
+from trainperf.micro.harness import CacheFlusher, dtype_of, measured_on, time_op
 
 CPU_SQUARE_SIZES = (128, 256, 512, 1024)
 GPU_SQUARE_SIZES = (256, 512, 1024, 2048, 4096, 8192, 16384)
@@ -180,6 +181,30 @@ def run(
         for s in shapes
     ]
     return {"rows": rows, "max_achievable": max_achievable(rows), "flush": flush}
+
+
+def document_shapes(document: dict[str, Any], device_type: str) -> list[GemmShape]:
+    """The shapes a document asks for (``shapes``: deepbench, square or all; ``limit``)."""
+    shapes = []
+    if document["shapes"] in ("deepbench", "all"):
+        shapes += deepbench_shapes()
+    if document["shapes"] in ("square", "all"):
+        shapes += square_shapes(device_type)
+    return shapes[: document.get("limit") or None]
+
+
+def run_document(document: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    """The micro-benchmark kinds' entry point (see trainperf.micro): the document's sweep."""
+    device = torch.device(document["device"])
+    metrics = run(
+        document_shapes(document, device.type),
+        device,
+        document["dtypes"],
+        warmup=document["warmup"],
+        iters=document["iters"],
+        flush=document["flush"],
+    )
+    return measured_on(device, metrics)
 
 
 def max_achievable(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -7,7 +7,9 @@ FLOPs or bytes it moves, and how to check it. This module owns:
   optional ``between`` call outside the windows (a cache flush);
 - ``CacheFlusher``: writes a buffer larger than the last-level cache between iterations,
   so each timed call reads its operands from memory, as DeepBench does;
-- ``Timing``: the per-call times with mean, median and best (units in the names).
+- ``Timing``: the per-call times with mean, median and best (units in the names);
+- ``measured_on``: the ``{"device", "metrics"}`` that every kind's ``run_document``
+  returns.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -88,6 +91,13 @@ def time_op(
         op()
         timer.stop()
     return Timing(tuple(timer.durations()))
+
+
+def measured_on(device: torch.device, metrics: dict[str, Any]) -> dict[str, Any]:
+    """What a kind's ``run_document`` returns: the device's description and the metrics."""
+    from trainperf.benchmark import device_info  # the benchmark stack, loaded when run
+
+    return {"device": device_info(device), "metrics": metrics}
 
 
 _SIZE_SUFFIXES = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}

@@ -13,11 +13,12 @@ GB/s are 1e9 bytes per second.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from trainperf.micro.harness import time_op
+from trainperf.micro.harness import measured_on, time_op
 
 DEFAULT_BYTES = {"cuda": 256 * 2**20, "cpu": 64 * 2**20}
 
@@ -69,3 +70,12 @@ def run(
             rows.append(_row(f"host_to_device_{memory}", nbytes, h2d, "transferred"))
             rows.append(_row(f"device_to_host_{memory}", nbytes, d2h, "transferred"))
     return {"rows": rows}
+
+
+def run_document(document: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    """The micro-benchmark kinds' entry point (see trainperf.micro): the document's copies."""
+    device = torch.device(document["device"])
+    metrics = run(
+        device, document.get("size_bytes"), warmup=document["warmup"], iters=document["iters"]
+    )
+    return measured_on(device, metrics)

@@ -16,6 +16,7 @@ staging, said in the result. Diagonal entries are copies within one GPU.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -101,3 +102,9 @@ def run(nbytes: int = DEFAULT_BYTES, iters: int = 10) -> dict[str, Any]:
             "latency_us": latency,
         }
     return result
+
+
+def run_document(document: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    """The micro-benchmark kinds' entry point (see trainperf.micro): every GPU pair, so no
+    one device describes the run (``devices`` in the metrics names them)."""
+    return {"device": None, "metrics": run(document.get("size_bytes") or DEFAULT_BYTES)}
