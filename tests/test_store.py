@@ -1,8 +1,10 @@
 import re
 import sqlite3
+from pathlib import Path
 
 import pytest
 
+from trainperf import store as store_module
 from trainperf.store import SCHEMA_VERSION, Store, StoreError, check_writable
 
 SYSTEM = {"fingerprint": "abc123", "hostname": "node1", "cpu": {"model": "X"}, "gpus": []}
@@ -115,6 +117,41 @@ def test_max_batch_round_trip(tmp_path):
         store.add_max_batch("abc123", "key", {"model": "m"}, 40, [], None)
         found = store.max_batch("abc123", "key")
         assert found["batch_size"] == 40  # the newest search wins
+
+
+def test_train_run_starts_running_and_keeps_what_an_update_leaves_out(tmp_path):
+    with Store(tmp_path / "r.db") as store:
+        first = store.add_train_run(SYSTEM, {"model": "cifarnet", "seed": 1}, "key-a")
+        store.add_train_run(SYSTEM, {"model": "cifarnet", "seed": 2}, "key-b")
+        (started,) = store.train_runs("key-a")
+        assert started["status"] == "running" and started["evaluations"] == []
+        assert started["metrics"] == {} and started["error"] is None
+        assert started["system"] == SYSTEM
+        evaluations = [{"epoch": 1, "top1": 0.5, "time_s": 2.0}]
+        store.update_train_run(first, evaluations, metrics={"epochs": 1})
+        store.update_train_run(
+            first, evaluations * 2, status="ok", reached=True, time_to_target_s=4.0
+        )
+        done = store.train_run(str(first))
+        assert done["status"] == "ok" and done["reached"] and done["time_to_target_s"] == 4.0
+        assert done["metrics"] == {"epochs": 1} and len(done["evaluations"]) == 2
+        assert store.train_run(done["uid"][:6]) == done
+        assert store.train_run(done["uid"][:5]) is None  # too short a prefix to be trusted
+        assert store.train_run("999") is None
+        assert [r["config_key"] for r in store.train_runs()] == ["key-a", "key-b"]
+
+
+def test_only_the_store_speaks_sql():
+    """Every table is read and written through Store's public methods (store_schema holds
+    the migrations): no other module runs SQL on its connection or opens its transactions."""
+    root = Path(store_module.__file__).parent
+    pattern = re.compile(r"\.db\.execute\(|\._write\(\)|from trainperf\.store import .*\b_\w")
+    speakers = sorted(
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if pattern.search(path.read_text())
+    )
+    assert speakers == ["store.py"]
 
 
 def test_runs_wait_for_their_result_then_belong_to_it(tmp_path):

@@ -33,6 +33,7 @@ def export(file: Path, db: Path, system: str | None, format_: str | None) -> Non
     An existing FILE is replaced (atomically).
     """
     from trainperf import exchange
+    from trainperf.fileio import write_atomic
     from trainperf.store import Store, StoreError
 
     format_ = format_ or _format_of(file)
@@ -58,7 +59,7 @@ def export(file: Path, db: Path, system: str | None, format_: str | None) -> Non
     except (StoreError, sqlite3.DatabaseError) as exc:
         raise BadInput(f"cannot read {db}: {exc}") from None
     try:
-        exchange.write_atomically(file, text)
+        write_atomic(file, text)
     except OSError as exc:
         raise BadInput(f"cannot write {file}: {exc.strerror or exc}") from None
     line = f"exported {exchange.counts_text(counts)} to {file}"

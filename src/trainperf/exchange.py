@@ -39,13 +39,9 @@ Format history (bump ``FORMAT_VERSION`` for every change and keep reading the ol
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sqlite3
-import stat
 import sys
-import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -312,29 +308,6 @@ def export_document(store: Store, system: str | None = None) -> Json:
 
 def without(document: Json, *keys: str) -> Json:
     return {k: v for k, v in document.items() if k not in keys}
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file beside it: a reader sees the
-    old file or the whole new one, never a part."""
-    if path.exists():
-        mode = stat.S_IMODE(path.stat().st_mode)
-    else:  # what open() would give a new file; mkstemp's is owner-only
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 # --- import -----------------------------------------------------------------------------

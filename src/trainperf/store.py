@@ -346,6 +346,68 @@ class Store:
         rows = self.db.execute(query + " ORDER BY id", args).fetchall()
         return [row_document(row) for row in rows]
 
+    def add_train_run(self, system: dict[str, Any], config: dict[str, Any], config_key: str) -> int:
+        """Register a time-to-accuracy run that is starting (status ``running``, no
+        evaluation yet); return its id. See ``trainperf.convergence.records``."""
+        fingerprint = self.add_system(system)
+        now = _now()
+        with self._write() as db:
+            cursor = db.execute(
+                "INSERT INTO train_runs (uid, system, created_at, updated_at, status,"
+                " config_json, config_key, evaluations_json, metrics_json)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (uuid.uuid4().hex, fingerprint, now, now, "running", json.dumps(config))
+                + (config_key, "[]", "{}"),
+            )
+        return int(cursor.lastrowid)
+
+    def update_train_run(
+        self,
+        run_id: int,
+        evaluations: list[dict[str, Any]],
+        *,
+        status: str | None = None,
+        reached: bool = False,
+        time_to_target_s: float | None = None,
+        metrics: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+    ) -> None:
+        """Replace a time-to-accuracy run's evaluations; ``status``, ``metrics`` and
+        ``error`` change only when given."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE train_runs SET updated_at = ?, evaluations_json = ?, reached = ?,"
+                " time_to_target_s = ?, status = COALESCE(?, status),"
+                " metrics_json = COALESCE(?, metrics_json), error_json = COALESCE(?, error_json)"
+                " WHERE id = ?",
+                (_now(), json.dumps(evaluations), int(reached), time_to_target_s, status)
+                + (
+                    json.dumps(metrics) if metrics is not None else None,
+                    json.dumps(error) if error is not None else None,
+                    run_id,
+                ),
+            )
+
+    def train_runs(self, config_key: str | None = None) -> list[dict[str, Any]]:
+        """Stored time-to-accuracy runs, oldest first, with their system record; only
+        those of one configuration when ``config_key`` is given."""
+        query, args = _TRAIN_RUNS, ()
+        if config_key:
+            query, args = query + " WHERE t.config_key = ?", (config_key,)
+        rows = self.db.execute(query + " ORDER BY t.id", args).fetchall()
+        return [_train_run_document(row) for row in rows]
+
+    def train_run(self, ref: str) -> dict[str, Any] | None:
+        """The time-to-accuracy run with id ``ref`` (a number) or uid (or a unique uid
+        prefix of 6+ hex), or None."""
+        if ref.isdigit():
+            row = self.db.execute(_TRAIN_RUNS + " WHERE t.id = ?", (int(ref),)).fetchone()
+            return _train_run_document(row) if row else None
+        if len(ref) < 6:
+            return None
+        rows = self.db.execute(_TRAIN_RUNS + " WHERE t.uid LIKE ?", (ref.lower() + "%",)).fetchall()
+        return _train_run_document(rows[0]) if len(rows) == 1 else None
+
     def achievable_tflops(self, system: str, device_type: str, dtype: str) -> float | None:
         """The best matmul TFLOP/s measured by ``micro gemm`` on this system and device type."""
         best = None
@@ -526,4 +588,25 @@ def _document(row: sqlite3.Row) -> dict[str, Any]:
         "suite_version": row["suite_version"],
         "case_key": row["case_key"],
         "system": json.loads(row["system_json"]),
+    }
+
+
+_TRAIN_RUNS = "SELECT t.*, s.record FROM train_runs t JOIN systems s ON s.fingerprint = t.system"
+
+
+def _train_run_document(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "uid": row["uid"],
+        "system": json.loads(row["record"]),
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+        "status": row["status"],
+        "config": json.loads(row["config_json"]),
+        "config_key": row["config_key"],
+        "reached": bool(row["reached"]),
+        "time_to_target_s": row["time_to_target_s"],
+        "evaluations": json.loads(row["evaluations_json"]),
+        "metrics": json.loads(row["metrics_json"]),
+        "error": _maybe_json(row["error_json"]),
     }

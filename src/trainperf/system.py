@@ -410,12 +410,12 @@ def _visible_handles(nvml: Any) -> list[Any]:
 
 def nvml_inventory(nvml: Any = None) -> dict[str, Any]:
     """``gpus`` and ``topology`` from NVML, each with ``<key>_absent_reason`` when empty."""
+    from trainperf.measure.energy_nvml import NvmlUnavailable, close_nvml, open_nvml
+
     try:
-        if nvml is None:
-            import pynvml as nvml
-        nvml.nvmlInit()
-    except Exception as exc:  # no driver, no library: a CPU-only machine
-        return _no_gpus(f"NVML not available: {exc}")
+        nvml = open_nvml(nvml)
+    except NvmlUnavailable as exc:  # no driver, no library: a CPU-only machine
+        return _no_gpus(str(exc))
     try:
         handles = _visible_handles(nvml)
         sms = _multiprocessors() if handles else {}
@@ -435,7 +435,7 @@ def nvml_inventory(nvml: Any = None) -> dict[str, Any]:
     except Exception as exc:
         return _no_gpus(f"NVML failed: {_why(exc)}")
     finally:
-        nvml.nvmlShutdown()
+        close_nvml(nvml)
 
 
 def _no_gpus(reason: str) -> dict[str, Any]:

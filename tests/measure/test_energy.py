@@ -1,7 +1,10 @@
 import itertools
 import os
+import re
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pynvml
 import pytest
@@ -11,9 +14,12 @@ from trainperf.measure.energy import AbsentMeter, Reading, integrate, make_meter
 from trainperf.measure.energy_nvml import (
     NvmlEnergy,
     NvmlPowerSampler,
+    NvmlUnavailable,
+    close_nvml,
     cuda_uuids,
     normal_uuid,
     nvml_handle,
+    open_nvml,
 )
 from trainperf.measure.energy_rapl import RaplEnergy
 
@@ -216,6 +222,44 @@ def test_make_meters_with_fake_nvml():
     for m in meters:
         m.close()
     assert nvml.shutdowns == 1
+
+
+def test_open_nvml_pairs_and_names_what_is_missing(monkeypatch):
+    nvml = FakeNvml()
+    assert open_nvml(nvml) is nvml and (nvml.inits, nvml.shutdowns) == (1, 0)
+    close_nvml(nvml)
+    assert nvml.shutdowns == 1
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # `import pynvml` raises ImportError
+    with pytest.raises(NvmlUnavailable, match=r"^NVML not available: .*pynvml"):
+        open_nvml()
+
+
+def test_every_nvml_user_says_the_same_without_pynvml(monkeypatch, tmp_path):
+    from trainperf import system
+    from trainperf.measure.gpu_context import WindowSampler, gpu_context
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    with pytest.raises(NvmlUnavailable) as missing:
+        open_nvml()
+    reason = str(missing.value)
+    (meter, _) = make_meters("cuda", [0], rapl_root=tmp_path)
+    assert meter.describe()[0]["absent_reason"] == reason
+    assert set(gpu_context(None, 0)["absent"].values()) == {reason}
+    sampler = WindowSampler(None, [0])
+    sampler.begin()
+    assert sampler.end() == {0: {"absent": reason}}
+    assert system.nvml_inventory()["gpus_absent_reason"] == reason
+
+
+def test_nvml_is_opened_in_one_place():
+    """Only energy_nvml imports pynvml and calls nvmlInit; the others call open_nvml."""
+    root = Path(energy_nvml.__file__).parents[1]
+    openers = sorted(
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if re.search(r"nvmlInit\(|import pynvml", path.read_text())
+    )
+    assert openers == ["measure/energy_nvml.py"]
 
 
 # ------------------------------------------------------------------ RAPL

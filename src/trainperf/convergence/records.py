@@ -7,16 +7,17 @@ an interrupted or killed run keeps what it reached; the final status replaces ``
 
 ``config_key`` groups the runs that repeat one configuration (every field except the seed
 and the logging paths): the olympic mean of ``trainperf train --runs`` is taken over them.
+The SQL lives in ``trainperf.store`` (``Store.add_train_run`` and its siblings), like that of
+every other table; this module says what a run is and how runs are grouped.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 from typing import Any
 
-from trainperf.store import Store, _now
+from trainperf.store import Store
 
 NOT_IN_KEY = ("seed", "mllog")
 
@@ -28,25 +29,7 @@ def config_key(config: dict[str, Any]) -> str:
 
 def start_run(store: Store, system: dict[str, Any], config: dict[str, Any]) -> int:
     """Register a run that is starting; return its id."""
-    fingerprint = store.add_system(system)
-    now = _now()
-    with store._write() as db:
-        cursor = db.execute(
-            "INSERT INTO train_runs (uid, system, created_at, updated_at, status, config_json,"
-            " config_key, evaluations_json, metrics_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                uuid.uuid4().hex,
-                fingerprint,
-                now,
-                now,
-                "running",
-                json.dumps(config),
-                config_key(config),
-                "[]",
-                "{}",
-            ),
-        )
-    return int(cursor.lastrowid)
+    return store.add_train_run(system, config, config_key(config))
 
 
 def update_run(
@@ -61,60 +44,22 @@ def update_run(
     error: dict[str, Any] | None = None,
 ) -> None:
     """Record the evaluations so far and, when the run has ended, its outcome."""
-    with store._write() as db:
-        db.execute(
-            "UPDATE train_runs SET updated_at = ?, evaluations_json = ?, reached = ?,"
-            " time_to_target_s = ?, status = COALESCE(?, status),"
-            " metrics_json = COALESCE(?, metrics_json), error_json = COALESCE(?, error_json)"
-            " WHERE id = ?",
-            (
-                _now(),
-                json.dumps(evaluations),
-                int(reached),
-                time_to_target_s,
-                status,
-                json.dumps(metrics) if metrics is not None else None,
-                json.dumps(error) if error is not None else None,
-                run_id,
-            ),
-        )
-
-
-def _document(row: Any) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "uid": row["uid"],
-        "system": json.loads(row["record"]),
-        "created_at": row["created_at"],
-        "updated_at": row["updated_at"],
-        "status": row["status"],
-        "config": json.loads(row["config_json"]),
-        "config_key": row["config_key"],
-        "reached": bool(row["reached"]),
-        "time_to_target_s": row["time_to_target_s"],
-        "evaluations": json.loads(row["evaluations_json"]),
-        "metrics": json.loads(row["metrics_json"]),
-        "error": json.loads(row["error_json"]) if row["error_json"] else None,
-    }
-
-
-_SELECT = "SELECT t.*, s.record FROM train_runs t JOIN systems s ON s.fingerprint = t.system"
+    store.update_train_run(
+        run_id,
+        evaluations,
+        status=status,
+        reached=reached,
+        time_to_target_s=time_to_target_s,
+        metrics=metrics,
+        error=error,
+    )
 
 
 def load_runs(store: Store, key: str | None = None) -> list[dict[str, Any]]:
     """Stored runs, oldest first; only those of one configuration when ``key`` is given."""
-    query, args = _SELECT, ()
-    if key:
-        query, args = query + " WHERE t.config_key = ?", (key,)
-    return [_document(row) for row in store.db.execute(query + " ORDER BY t.id", args)]
+    return store.train_runs(key)
 
 
 def load_run(store: Store, ref: str) -> dict[str, Any] | None:
     """The run with id ``ref`` (a number) or uid (or a unique uid prefix of 6+ hex)."""
-    if ref.isdigit():
-        row = store.db.execute(_SELECT + " WHERE t.id = ?", (int(ref),)).fetchone()
-        return _document(row) if row else None
-    if len(ref) < 6:
-        return None
-    rows = store.db.execute(_SELECT + " WHERE t.uid LIKE ?", (ref.lower() + "%",)).fetchall()
-    return _document(rows[0]) if len(rows) == 1 else None
+    return store.train_run(ref)

@@ -173,17 +173,15 @@ def make_meters(
     ``device_indices`` are CUDA (torch) indices; ``nvml`` defaults to ``pynvml``. Whatever
     the machine lacks becomes an ``AbsentMeter`` saying why.
     """
-    from trainperf.measure.energy_nvml import NvmlEnergy
+    from trainperf.measure.energy_nvml import NvmlEnergy, NvmlUnavailable
     from trainperf.measure.energy_rapl import RaplEnergy
 
     meters: list[EnergyMeter] = []
     if device_type == "cuda":
         try:
-            if nvml is None:
-                import pynvml as nvml
             meters.append(NvmlEnergy(nvml, device_indices, interval_s))
-        except Exception as exc:
-            reason = f"NVML not available: {exc}"
+        except NvmlUnavailable as exc:
+            reason = str(exc)
             domains = [f"gpu{i}" for i in device_indices] or ["gpu"]
             meters.extend(AbsentMeter(SOURCE_NVML, d, reason) for d in domains)
     try:

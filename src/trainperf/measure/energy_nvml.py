@@ -24,6 +24,32 @@ from trainperf.measure.energy import (
 )
 
 
+class NvmlUnavailable(Exception):
+    """pynvml or the NVIDIA driver is missing; ``str()`` is the absent reason to record."""
+
+
+def open_nvml(nvml: Any = None) -> Any:
+    """Initialize NVML and return the module to call: ``nvml`` (a fake) or pynvml.
+
+    The one place NVML is opened: energy meters, the window sampler, the GPU context and
+    the system inventory all start here and end with ``close_nvml``. NVML counts the
+    init/shutdown pairs, so these sessions may overlap. Raises ``NvmlUnavailable``
+    ("NVML not available: <why>") when pynvml cannot be imported or ``nvmlInit`` fails.
+    """
+    try:
+        if nvml is None:
+            import pynvml as nvml
+        nvml.nvmlInit()
+    except Exception as exc:  # no library, no driver: a CPU-only machine
+        raise NvmlUnavailable(f"NVML not available: {exc}") from exc
+    return nvml
+
+
+def close_nvml(nvml: Any) -> None:
+    """End a session that ``open_nvml`` began."""
+    nvml.nvmlShutdown()
+
+
 def normal_uuid(uuid: Any) -> str:
     """A GPU UUID as NVML spells it without its prefix: lower-case hex, dashed 8-4-4-4-12.
 
@@ -187,9 +213,9 @@ class NvmlEnergy(_Meter):
 
     Each GPU uses its total-energy counter; one whose counter fails (NotSupported before
     Volta) falls back to an ``NvmlPowerSampler``; one with neither gives absent readings.
-    ``nvmlInit`` runs here and may raise (the factory turns that into an ``AbsentMeter``);
-    ``close()`` calls ``nvmlShutdown``. NVML counts init/shutdown pairs, so several meters
-    can coexist.
+    NVML is opened here (``open_nvml``, ``nvml`` None imports pynvml) and may raise
+    ``NvmlUnavailable`` (the factory turns that into an ``AbsentMeter``); ``close()``
+    closes it. NVML counts init/shutdown pairs, so several meters can coexist.
     """
 
     def __init__(
@@ -200,8 +226,7 @@ class NvmlEnergy(_Meter):
         clock: Callable[[], float] = time.monotonic,
         visible: str | None = None,
     ) -> None:
-        nvml.nvmlInit()
-        self._nvml = nvml
+        self._nvml = open_nvml(nvml)
         self._closed = False
         self._clock = clock
         self._counters: dict[str, Any] = {}  # domain -> handle
@@ -295,7 +320,7 @@ class NvmlEnergy(_Meter):
             sampler.close()
         if not self._closed:
             self._closed = True
-            self._nvml.nvmlShutdown()
+            close_nvml(self._nvml)
 
 
 def _gpu_order(domain: str) -> int:

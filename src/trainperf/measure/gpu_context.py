@@ -25,7 +25,7 @@ from typing import Any
 
 import psutil
 
-from trainperf.measure.energy_nvml import nvml_handle
+from trainperf.measure.energy_nvml import NvmlUnavailable, close_nvml, nvml_handle, open_nvml
 
 # Bits of nvmlClocksEventReasons (nvml.h): our name, the pynvml constant names (new, old),
 # and the nvml.h value used when the module has neither.
@@ -123,8 +123,8 @@ def _clocks_event_mask(nvml: Any, handle: Any) -> int:
 def gpu_context(nvml: Any, index: int) -> dict[str, Any]:
     """Clocks, temperature, power draw and throttle reasons of CUDA device ``index`` now.
 
-    ``nvml`` is the pynvml module (None imports it) or a fake; NVML is initialized and
-    shut down around the reads (NVML counts the pairs, so an open meter is unaffected).
+    ``nvml`` is the pynvml module (None imports it) or a fake; NVML is opened and closed
+    around the reads (NVML counts the pairs, so an open meter is unaffected).
     """
     out: dict[str, Any] = {
         "index": index,
@@ -139,11 +139,9 @@ def gpu_context(nvml: Any, index: int) -> dict[str, Any]:
     }
     keys = [k for k in out if k not in ("index", "absent")]
     try:
-        if nvml is None:
-            import pynvml as nvml
-        nvml.nvmlInit()
-    except Exception as exc:
-        out["absent"] = dict.fromkeys(keys, f"NVML not available: {exc}")
+        nvml = open_nvml(nvml)
+    except NvmlUnavailable as exc:
+        out["absent"] = dict.fromkeys(keys, str(exc))
         return out
     try:
         try:
@@ -191,7 +189,7 @@ def gpu_context(nvml: Any, index: int) -> dict[str, Any]:
         else:
             out["throttle_reasons"] = decode_throttle_reasons(out["throttle_reasons_mask"], nvml)
     finally:
-        nvml.nvmlShutdown()
+        close_nvml(nvml)
     return out
 
 
@@ -261,13 +259,9 @@ class WindowSampler:
     def begin(self) -> None:
         self._samples, self._handles, self._absent = {}, {}, {}
         try:
-            if self._nvml is None:
-                import pynvml
-
-                self._nvml = pynvml
-            self._nvml.nvmlInit()
-        except Exception as exc:
-            self._absent = dict.fromkeys(self.indices, f"NVML not available: {exc}")
+            self._nvml = open_nvml(self._nvml)
+        except NvmlUnavailable as exc:
+            self._absent = dict.fromkeys(self.indices, str(exc))
             return
         self._open = True
         for index in self.indices:
@@ -326,7 +320,7 @@ class WindowSampler:
             self._thread = None
         if shutdown and self._open:
             self._open = False
-            self._nvml.nvmlShutdown()
+            close_nvml(self._nvml)
 
 
 def _or_none(call: Callable[[], Any]) -> Any:

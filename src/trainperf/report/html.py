@@ -14,8 +14,6 @@ writes their text as escaped XML character data.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +22,7 @@ from typing import Any
 import jinja2
 
 from trainperf import __version__
+from trainperf.fileio import write_atomic
 
 # Report sections in page order: (anchor, title, figure-key prefixes, what "no data" means).
 SECTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
@@ -236,13 +235,6 @@ def write_report(db_path: Path, out_dir: Path) -> ReportSummary:
     page, summary = render(db_path)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / "index.html"
-    fd, temporary = tempfile.mkstemp(dir=out_dir, prefix=".index-", suffix=".html")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(page)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomic(target, page)
     summary.path = target
     return summary
