@@ -140,8 +140,8 @@ def _training_runs(store: Store, system_a: dict[str, Any], system_b: dict[str, A
             for e, top1 in curve
         ]
         run = records.start_run(store, system, config)
-        records.update_run(
-            store, run, evaluations, status="ok", reached=True, time_to_target_s=epoch_s * 3
+        store.update_train_run(
+            run, evaluations, status="ok", reached=True, time_to_target_s=epoch_s * 3
         )
 
 

@@ -30,8 +30,7 @@ def source(tmp_path_factory):
         config = {"model": "cifarnet", "data": "cifar10:/d", "target_metric": "top1"}
         run = records.start_run(store, system_b, config)
         evaluation = {"epoch": 1, "samples_seen": 512, "time_s": 1.5, "top1": 0.9}
-        records.update_run(
-            store,
+        store.update_train_run(
             run,
             [evaluation],
             status="ok",
@@ -65,7 +64,7 @@ def contents(path):
             "results": strip(store.results()),
             "micro": strip(store.micro()),
             "max_batch": strip(store.max_batches()),
-            "train_runs": strip(records.load_runs(store)),
+            "train_runs": strip(store.train_runs()),
         }
 
 
@@ -74,7 +73,7 @@ def counted(path):
     2 sweeps' for the database."""
     with Store(path) as store:
         results, micro = len(store.results()), len(store.micro())
-        runs, trained = len(store.runs()), len(records.load_runs(store))
+        runs, trained = len(store.runs()), len(store.train_runs())
     return (
         f"{results} results, {micro} micro runs, 1 max-batch search, {runs} runs, "
         f"{trained} training runs, 2 systems, 2 sweeps"
@@ -115,7 +114,7 @@ def test_a_version_1_file_reads_as_one_without_training_runs(exported, tmp_path)
     with Store(tmp_path / "v1.db") as store:
         summary = exchange.import_document(store, legacy(exported, 1))
         assert summary.added["results"] == len(exported["results"])
-        assert summary.added["train_runs"] == 0 and records.load_runs(store) == []
+        assert summary.added["train_runs"] == 0 and store.train_runs() == []
         # Each ok or failed result of the old file is one run; its sweeps keep their ids.
         with_a_run = [r for r in store.results() if r["runs"]]
         assert all(len(r["runs"]) == 1 and r["case"]["runs"] == 1 for r in with_a_run)

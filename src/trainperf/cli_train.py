@@ -109,8 +109,6 @@ class Progress:
         self._offset = 0  # bytes of whole lines already read
 
     def poll(self) -> None:
-        from trainperf.convergence.records import update_run
-
         if not self.path.exists():
             return
         with self.path.open("rb") as f:
@@ -127,7 +125,7 @@ class Progress:
                 fresh.append({k: v for k, v in event.items() if k != "event"})
         if fresh:
             self.evaluations += fresh
-            update_run(self.store, self.run_id, self.evaluations)
+            self.store.update_train_run(self.run_id, self.evaluations)
             for e in fresh:
                 self._show(e)
 
@@ -154,7 +152,7 @@ def _train_once(
     timeout: float | None,
 ) -> dict[str, Any]:
     from trainperf.convergence.job import PROGRESS_FILE
-    from trainperf.convergence.records import load_run, start_run, update_run
+    from trainperf.convergence.records import start_run
     from trainperf.runner import Interrupted, Launch, StopFlag, run_job
 
     run_id = start_run(store, record, config)
@@ -174,14 +172,13 @@ def _train_once(
                 result = run_job(document, launch, Path(tmp), stop, on_poll=progress.poll)
         except Interrupted as exc:
             progress.poll()
-            update_run(
-                store,
+            store.update_train_run(
                 run_id,
                 progress.evaluations,
                 status="aborted",
                 error={"type": "Interrupted", "message": f"stopped by {exc}"},
             )
-            stored = load_run(store, str(run_id))
+            stored = store.train_run(str(run_id))
             stderr.print(
                 f"interrupted by {exc}: stored run {run_id} with "
                 f"{len(progress.evaluations)} evaluation(s)",
@@ -192,8 +189,7 @@ def _train_once(
         progress.poll()
     metrics = result.get("metrics") or {}
     if result["status"] == "ok":
-        update_run(
-            store,
+        store.update_train_run(
             run_id,
             metrics.get("evaluations", progress.evaluations),
             status=metrics.get("status", "ok"),
@@ -202,10 +198,10 @@ def _train_once(
             metrics={k: v for k, v in metrics.items() if k != "evaluations"},
         )
     else:
-        update_run(
-            store, run_id, progress.evaluations, status=result["status"], error=result.get("error")
+        store.update_train_run(
+            run_id, progress.evaluations, status=result["status"], error=result.get("error")
         )
-    return load_run(store, str(run_id))  # type: ignore[return-value]
+    return store.train_run(str(run_id))  # type: ignore[return-value]
 
 
 def _show_run(run: dict[str, Any]) -> None:
@@ -293,7 +289,6 @@ def train(
 ) -> None:
     """Train MODEL on real data until --target (or --max-epochs): time to accuracy."""
     from trainperf.convergence.olympic import olympic_mean
-    from trainperf.convergence.records import load_runs
     from trainperf.store import Store
 
     metric, value = parse_target(target_text)
@@ -332,7 +327,7 @@ def train(
             stored.append(run)
             if not as_json:
                 _show_run(run)
-        same = [r for r in load_runs(store, stored[-1]["config_key"]) if r["status"] == "ok"]
+        same = [r for r in store.train_runs(stored[-1]["config_key"]) if r["status"] == "ok"]
     olympic = olympic_mean([r["time_to_target_s"] if r["reached"] else None for r in same])
     if as_json:
         _emit_json({"runs": stored, "olympic": olympic, "config_runs": len(same)})
@@ -362,13 +357,12 @@ def isoaccuracy(
 ) -> None:
     """Do two stored training runs agree at equal samples seen (loss and accuracy curves)?"""
     from trainperf.convergence.isoaccuracy import compare_curves
-    from trainperf.convergence.records import load_run
     from trainperf.store import Store
 
     if not db.is_file():
         raise BadInput(f"no results database at {db}: run `trainperf train` first or give --db")
     with Store(db) as store:
-        runs = [load_run(store, ref) for ref in (run_a, run_b)]
+        runs = [store.train_run(ref) for ref in (run_a, run_b)]
     for ref, run in zip((run_a, run_b), runs, strict=True):
         if run is None:
             raise BadInput(

@@ -274,7 +274,6 @@ def export_document(store: Store, system: str | None = None) -> Json:
     """Everything stored, or everything of one system (fingerprint or hostname), as a
     document of the current format."""
     from trainperf import __version__
-    from trainperf.convergence.records import load_runs
 
     chosen = {r["fingerprint"] for r in select_systems(store, system)}
     results = [
@@ -300,7 +299,7 @@ def export_document(store: Store, system: str | None = None) -> Json:
         "max_batch": [without(m, "id") for m in store.max_batches() if m["system"] in chosen],
         "train_runs": [
             without(t, "id") | {"system": t["system"]["fingerprint"]}
-            for t in load_runs(store)
+            for t in store.train_runs()
             if t["system"]["fingerprint"] in chosen
         ],
     }

@@ -30,36 +30,3 @@ def config_key(config: dict[str, Any]) -> str:
 def start_run(store: Store, system: dict[str, Any], config: dict[str, Any]) -> int:
     """Register a run that is starting; return its id."""
     return store.add_train_run(system, config, config_key(config))
-
-
-def update_run(
-    store: Store,
-    run_id: int,
-    evaluations: list[dict[str, Any]],
-    *,
-    status: str | None = None,
-    reached: bool = False,
-    time_to_target_s: float | None = None,
-    metrics: dict[str, Any] | None = None,
-    error: dict[str, Any] | None = None,
-) -> None:
-    """Record the evaluations so far and, when the run has ended, its outcome."""
-    store.update_train_run(
-        run_id,
-        evaluations,
-        status=status,
-        reached=reached,
-        time_to_target_s=time_to_target_s,
-        metrics=metrics,
-        error=error,
-    )
-
-
-def load_runs(store: Store, key: str | None = None) -> list[dict[str, Any]]:
-    """Stored runs, oldest first; only those of one configuration when ``key`` is given."""
-    return store.train_runs(key)
-
-
-def load_run(store: Store, ref: str) -> dict[str, Any] | None:
-    """The run with id ``ref`` (a number) or uid (or a unique uid prefix of 6+ hex)."""
-    return store.train_run(ref)

@@ -174,7 +174,6 @@ def _comparison(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def render(db_path: Path, generated_at: str | None = None) -> tuple[str, ReportSummary]:
     """The report page for the database at ``db_path`` and what it holds."""
-    from trainperf.convergence.records import load_runs
     from trainperf.report.figures import all_figures
     from trainperf.report.figures_convergence import convergence_figures
     from trainperf.store import Store
@@ -183,7 +182,7 @@ def render(db_path: Path, generated_at: str | None = None) -> tuple[str, ReportS
         results = store.results()
         micro_runs = store.micro()
         systems = store.systems()
-        train_runs = load_runs(store)
+        train_runs = store.train_runs()
     hosts = {s["fingerprint"]: s.get("hostname", "?") for s in systems}
     figures = all_figures(results, micro_runs, hosts) + convergence_figures(train_runs)
     sections = []
