@@ -209,6 +209,6 @@ def test_results_of_a_file_that_is_not_a_database(tmp_path, run_cli):
 
 @pytest.mark.parametrize("endpoint", ["node-1.cluster:29400", "10.0.0.1:1", "[fe80::1]:65535"])
 def test_rendezvous_endpoints_that_are_host_and_port_pass(endpoint):
-    from trainperf.cli import Endpoint
+    from trainperf.cli.common import Endpoint
 
     assert Endpoint().convert(endpoint, None, None) == endpoint

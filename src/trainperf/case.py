@@ -21,6 +21,7 @@ from trainperf.measure.policy import PolicyError, default_timeout_s, parse_polic
 from trainperf.measure.runs import ALLOWED as RUNS_ALLOWED
 from trainperf.measure.runs import RunsError, parse_runs
 from trainperf.models.custom import CustomModelError
+from trainperf.precision import Precision
 
 # TF32 tensor-core math exists from compute capability 8.0 (Ampere) on.
 TF32_MIN_CAPABILITY = (8, 0)
@@ -58,7 +59,7 @@ class Case(BaseModel):
     )
     image_size: int | None = Field(default=None, gt=0, le=MAX_COUNT)
     seq_len: int | None = Field(default=None, gt=0, le=MAX_COUNT)
-    precision: Literal["fp32", "tf32", "fp16", "bf16"] = "fp32"
+    precision: Precision = "fp32"
     device: Literal["cpu", "cuda"] = "cpu"
     devices: int = Field(default=1, gt=0, le=MAX_COUNT, description="devices (processes) per node")
     nodes: int = Field(default=1, gt=0, le=MAX_COUNT)

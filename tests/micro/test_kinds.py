@@ -3,7 +3,7 @@
 import pytest
 
 from trainperf import micro
-from trainperf.cli_micro import micro as micro_group
+from trainperf.cli.micro import micro as micro_group
 
 
 def test_every_kind_has_a_module_with_the_entry_point_and_a_cli_verb():

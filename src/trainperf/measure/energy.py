@@ -104,7 +104,7 @@ class EnergyMeter(Protocol):
     def close(self) -> None: ...
 
 
-class _Meter:
+class MeterBase:
     """Context-manager plumbing: ``with meter:`` closes it on the way out."""
 
     def close(self) -> None:
@@ -117,9 +117,10 @@ class _Meter:
         self.close()
 
 
-def _description(
+def domain_description(
     source: str, domain: str, method: str | None = None, reason: str | None = None
 ) -> dict[str, Any]:
+    """What one domain of a meter measures (``method``), or why it cannot (``reason``)."""
     return {
         "source": source,
         "domain": domain,
@@ -129,7 +130,7 @@ def _description(
     }
 
 
-class AbsentMeter(_Meter):
+class AbsentMeter(MeterBase):
     """The empty fallback: every window gives one absent reading with the reason."""
 
     def __init__(
@@ -147,7 +148,7 @@ class AbsentMeter(_Meter):
         return [absent(self.source, self.domain, self.reason, duration)]
 
     def describe(self) -> list[dict[str, Any]]:
-        return [_description(self.source, self.domain, reason=self.reason)]
+        return [domain_description(self.source, self.domain, reason=self.reason)]
 
 
 # ---------------------------------------------------------------------------- NVML

@@ -15,10 +15,10 @@ from trainperf.measure.energy import (
     SOURCE_NVML,
     SOURCE_NVML_COUNTER,
     SOURCE_NVML_SAMPLING,
+    MeterBase,
     Reading,
-    _description,
-    _Meter,
     absent,
+    domain_description,
     integrate,
     measured,
 )
@@ -126,7 +126,7 @@ def nvml_handle(
     return nvml.nvmlDeviceGetHandleByUUID(entry)
 
 
-class NvmlPowerSampler(_Meter):
+class NvmlPowerSampler(MeterBase):
     """Energy of one GPU by sampling its power draw on a background thread.
 
     ``clock`` (seconds) is injectable so tests control the sample times. Samples are taken
@@ -202,13 +202,13 @@ class NvmlPowerSampler(_Meter):
             f"nvmlDeviceGetPowerUsage (mW) sampled every {self.interval_s} s, "
             "trapezoidal integral including both edges"
         )
-        return [_description(SOURCE_NVML_SAMPLING, self.domain, method)]
+        return [domain_description(SOURCE_NVML_SAMPLING, self.domain, method)]
 
     def close(self) -> None:
         self._halt()
 
 
-class NvmlEnergy(_Meter):
+class NvmlEnergy(MeterBase):
     """GPU energy from NVML for the CUDA devices ``device_indices`` (domains ``gpu<i>``).
 
     Each GPU uses its total-energy counter; one whose counter fails (NotSupported before
@@ -301,7 +301,7 @@ class NvmlEnergy(_Meter):
 
     def describe(self) -> list[dict[str, Any]]:
         out = [
-            _description(
+            domain_description(
                 SOURCE_NVML_COUNTER,
                 domain,
                 "nvmlDeviceGetTotalEnergyConsumption (mJ since driver load), read at both edges",
@@ -312,7 +312,7 @@ class NvmlEnergy(_Meter):
             (entry,) = sampler.describe()
             entry["method"] += f" (counter unavailable: {self._counter_reasons[domain]})"
             out.append(entry)
-        out += [_description(SOURCE_NVML, d, reason=r) for d, r in self._absent.items()]
+        out += [domain_description(SOURCE_NVML, d, reason=r) for d, r in self._absent.items()]
         return sorted(out, key=lambda d: _gpu_order(d["domain"]))
 
     def close(self) -> None:

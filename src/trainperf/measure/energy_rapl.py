@@ -16,10 +16,10 @@ from typing import Any
 from trainperf.measure.energy import (
     RAPL_ROOT,
     SOURCE_RAPL,
+    MeterBase,
     Reading,
-    _description,
-    _Meter,
     absent,
+    domain_description,
     measured,
 )
 
@@ -35,7 +35,7 @@ class _RaplZone:
     path: Path  # the zone's directory
 
 
-class RaplEnergy(_Meter):
+class RaplEnergy(MeterBase):
     """CPU energy from the Linux powercap RAPL files under ``root``.
 
     ``reader(path) -> str`` reads one file; it is a parameter so tests can simulate a
@@ -147,13 +147,13 @@ class RaplEnergy(_Meter):
 
     def describe(self) -> list[dict[str, Any]]:
         if self.missing_reason is not None:
-            return [_description(SOURCE_RAPL, "cpu", reason=self.missing_reason)]
+            return [domain_description(SOURCE_RAPL, "cpu", reason=self.missing_reason)]
         out = []
         for zone in self.zones:
             probe = self._read_uj(zone.path / "energy_uj")
             reason = probe if isinstance(probe, str) else None
             method = f"{zone.path / 'energy_uj'} (uJ) read at both edges, wrap-corrected"
-            out.append(_description(SOURCE_RAPL, zone.domain, method, reason))
+            out.append(domain_description(SOURCE_RAPL, zone.domain, method, reason))
         return out
 
 

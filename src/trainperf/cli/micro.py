@@ -1,6 +1,6 @@
 """``trainperf micro KIND``: the micro-benchmark verbs (parse, run in a child, store, print).
 
-Kept apart from cli.py so each file stays readable; registered on the main group there.
+Registered on the main group in trainperf.cli.
 """
 
 from __future__ import annotations
@@ -11,30 +11,26 @@ from typing import Any
 
 import click
 
-from trainperf.cli import (
+from trainperf.cli.common import (
     EXIT_FAILED_CASES,
     BadInput,
     Endpoint,
     PositiveInt,
-    _db_option,
-    _emit_json,
-    _fail,
-    _format_option,
-    _json_option,
-    _one_output,
-    _open_machine,
+    db_option,
+    device_option,
+    emit_json,
+    fail,
+    format_option,
+    json_option,
+    one_output,
+    open_machine,
+    resolve_device,
     show_table,
     stderr,
     stdout,
 )
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
-
-
-def _device_option(function: Any) -> Any:
-    return click.option("--device", default="auto", show_default=True, help="cpu, cuda or auto")(
-        function
-    )
 
 
 def _timing_options(warmup: int, iters: int) -> Any:
@@ -78,9 +74,9 @@ def micro() -> None:
     """Micro-benchmarks with the field's definitions (DeepBench, nccl-tests)."""
 
 
-def _resolve_device(device: str, capabilities: dict) -> str:
-    if device == "auto":
-        return "cuda" if "cuda" in capabilities else "cpu"
+def _checked_device(device: str, capabilities: dict) -> str:
+    """``--device`` resolved (auto) and checked against this machine."""
+    device = resolve_device(device, capabilities)
     if device not in ("cpu", "cuda"):
         raise BadInput(f"--device '{device}' is not valid: allowed cpu, cuda or auto")
     if device not in capabilities:
@@ -105,7 +101,7 @@ def _execute(
         ):
             result = run_job(document, launch, Path(tmp), stop, rendezvous)
     except Interrupted as exc:
-        _fail(f"interrupted by {exc}: nothing stored", 128 + exc.signum)
+        fail(f"interrupted by {exc}: nothing stored", 128 + exc.signum)
     if result.get("follower"):
         stderr.print("this node took part; the node of rank 0 stores the result")
         sys.exit(0)
@@ -117,7 +113,7 @@ def _execute(
 
 def _finish(result: dict[str, Any], as_json: bool, render: Any) -> None:
     if as_json:
-        _emit_json(result)
+        emit_json(result)
     elif result["status"] == "ok":
         render(result["metrics"])
     else:
@@ -166,12 +162,12 @@ def _parse_dtypes(text: str) -> list[str]:
 )
 @click.option("--limit", type=PositiveInt(), help="only the first N shapes")
 @click.option("--no-flush", is_flag=True, help="do not flush the caches between iterations")
-@_device_option
+@device_option
 @_timing_options(warmup=3, iters=10)
 @_timeout_option
-@_db_option
-@_json_option
-@_format_option
+@db_option()
+@json_option
+@format_option
 def gemm(
     dtypes: str,
     shapes: str,
@@ -189,12 +185,12 @@ def gemm(
     from trainperf.report.micro import gemm_table
     from trainperf.runner import Launch
 
-    _one_output(as_json, table_format)
+    one_output(as_json, table_format)
     names = _parse_dtypes(dtypes)
-    record, capabilities = _open_machine(db)
+    record, capabilities = open_machine(db)
     document = {
         "kind": "gemm",
-        "device": _resolve_device(device, capabilities),
+        "device": _checked_device(device, capabilities),
         "dtypes": names,
         "shapes": shapes,
         "limit": limit,
@@ -215,12 +211,12 @@ def gemm(
 )
 @click.option("--limit", type=PositiveInt(), help="only the first N shapes")
 @click.option("--no-flush", is_flag=True, help="do not flush the caches between iterations")
-@_device_option
+@device_option
 @_timing_options(warmup=2, iters=5)
 @_timeout_option
-@_db_option
-@_json_option
-@_format_option
+@db_option()
+@json_option
+@format_option
 def conv(
     dtype: str,
     model: str | None,
@@ -240,7 +236,7 @@ def conv(
     from trainperf.report.micro import conv_table
     from trainperf.runner import Launch
 
-    _one_output(as_json, table_format)
+    one_output(as_json, table_format)
     if model is not None:
         from trainperf import models
 
@@ -248,8 +244,8 @@ def conv(
             models.get(model)
         except ValueError as exc:
             raise BadInput(str(exc)) from None
-    record, capabilities = _open_machine(db)
-    resolved = _resolve_device(device, capabilities)
+    record, capabilities = open_machine(db)
+    resolved = _checked_device(device, capabilities)
     if dtype == "tf32" and resolved != "cuda":
         raise BadInput("--dtype tf32 is a CUDA tensor-core mode: on the CPU use fp32, fp16 or bf16")
     document = {
@@ -272,12 +268,12 @@ def conv(
 @click.option(
     "--size", "size_text", help="buffer size, e.g. 256M (default: 256M on a GPU, 64M on a CPU)"
 )
-@_device_option
+@device_option
 @_timing_options(warmup=3, iters=20)
 @_timeout_option
-@_db_option
-@_json_option
-@_format_option
+@db_option()
+@json_option
+@format_option
 def memory(
     size_text: str | None,
     device: str,
@@ -292,12 +288,12 @@ def memory(
     from trainperf.report.micro import memory_table
     from trainperf.runner import Launch
 
-    _one_output(as_json, table_format)
+    one_output(as_json, table_format)
     size_bytes = _buffer_bytes(size_text) if size_text is not None else None
-    record, capabilities = _open_machine(db)
+    record, capabilities = open_machine(db)
     document = {
         "kind": "memory",
-        "device": _resolve_device(device, capabilities),
+        "device": _checked_device(device, capabilities),
         "size_bytes": size_bytes,
         "warmup": warmup,
         "iters": iters,
@@ -309,22 +305,22 @@ def memory(
 @micro.command()
 @click.option("--size", "size_text", default="256M", show_default=True, help="bytes per copy")
 @_timeout_option
-@_db_option
-@_json_option
+@db_option()
+@json_option
 def p2p(size_text: str, timeout_s: float, db: Path, as_json: bool) -> None:
     """GPU pairs: connectivity, uni/bidirectional bandwidth and latency matrices."""
     from trainperf.report.micro import p2p_text
     from trainperf.runner import Launch
 
     size_bytes = _buffer_bytes(size_text)
-    record, _ = _open_machine(db)
+    record, _ = open_machine(db)
     document = {"kind": "p2p", "device": "cuda", "size_bytes": size_bytes}
     result = _execute(document, db, record, Launch(timeout_s=timeout_s))
     if result["status"] == "ok" and result["metrics"].get("status") == "skipped":
         result["status"] = "skipped"
         result["error"] = {"type": "skipped", "message": result["metrics"]["reason"]}
     if as_json:
-        _emit_json(result)
+        emit_json(result)
     elif result["status"] == "ok":
         stdout.print(p2p_text(result["metrics"]), markup=False)
     else:
@@ -353,11 +349,11 @@ def p2p(size_text: str, timeout_s: float, db: Path, as_json: bool) -> None:
 @click.option(
     "--dtype", default="fp32", show_default=True, type=click.Choice(["fp32", "fp16", "bf16"])
 )
-@_device_option
+@device_option
 @_timing_options(warmup=5, iters=20)
 @_timeout_option
-@_db_option
-@_json_option
+@db_option()
+@json_option
 def collective(
     ops: str,
     nprocs: int,
@@ -387,8 +383,8 @@ def collective(
         coll.sizes(low, high, factor)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    record, capabilities = _open_machine(db)
-    resolved = _resolve_device(device, capabilities)
+    record, capabilities = open_machine(db)
+    resolved = _checked_device(device, capabilities)
     if resolved == "cuda" and capabilities["cuda"].count < nprocs:
         raise BadInput(
             f"--nprocs {nprocs} needs {nprocs} GPUs; this machine has {capabilities['cuda'].count}"

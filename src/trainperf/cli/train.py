@@ -1,4 +1,5 @@
-"""``trainperf train`` (time to accuracy) and ``trainperf isoaccuracy`` (registered in cli.py).
+"""``trainperf train`` (time to accuracy) and ``trainperf isoaccuracy`` (registered in
+trainperf.cli).
 
 A training run goes to a child process (torchrun over ``--devices`` processes when more
 than one), like a benchmark case: a crash, an out-of-memory or a hang becomes a stored
@@ -17,13 +18,16 @@ from typing import Any
 
 import click
 
-from trainperf.cli import (
-    DEFAULT_DB,
+from trainperf.cli.common import (
     EXIT_FAILED_CASES,
     BadInput,
     PositiveInt,
-    _emit_json,
-    _open_machine,
+    db_option,
+    device_option,
+    emit_json,
+    open_machine,
+    precision_option,
+    resolve_device,
     stderr,
     stdout,
 )
@@ -251,13 +255,8 @@ def _show_run(run: dict[str, Any]) -> None:
     show_default=True,
     help="data-loader processes per device",
 )
-@click.option(
-    "--precision",
-    type=click.Choice(["fp32", "tf32", "fp16", "bf16"]),
-    default="fp32",
-    show_default=True,
-)
-@click.option("--device", default="auto", show_default=True, help="cpu, cuda or auto")
+@precision_option
+@device_option
 @click.option("--image-size", type=PositiveInt(), help="image side (imagefolder data)")
 @click.option("--seq-len", type=PositiveInt(), help="sequence length (token data)")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
@@ -275,7 +274,7 @@ def _show_run(run: dict[str, Any]) -> None:
     type=click.FloatRange(min=0, min_open=True),
     help="seconds before a run is killed and stored as timeout",
 )
-@click.option("--db", default=DEFAULT_DB, show_default=True, type=click.Path(path_type=Path))
+@db_option()
 @click.option("--json", "as_json", is_flag=True, help="print one JSON document")
 def train(
     model: str,
@@ -292,10 +291,8 @@ def train(
     from trainperf.store import Store
 
     metric, value = parse_target(target_text)
-    record, capabilities = _open_machine(db)
-    device = options.pop("device")
-    if device == "auto":
-        device = "cuda" if "cuda" in capabilities else "cpu"
+    record, capabilities = open_machine(db)
+    device = resolve_device(options.pop("device"), capabilities)
     config = {
         "model": model,
         "target_metric": metric,
@@ -330,7 +327,7 @@ def train(
         same = [r for r in store.train_runs(stored[-1]["config_key"]) if r["status"] == "ok"]
     olympic = olympic_mean([r["time_to_target_s"] if r["reached"] else None for r in same])
     if as_json:
-        _emit_json({"runs": stored, "olympic": olympic, "config_runs": len(same)})
+        emit_json({"runs": stored, "olympic": olympic, "config_runs": len(same)})
     else:
         from trainperf.report.convergence import olympic_line
 
@@ -350,7 +347,7 @@ def train(
     show_default=True,
     help="relative",
 )
-@click.option("--db", default=DEFAULT_DB, show_default=True, type=click.Path(path_type=Path))
+@db_option()
 @click.option("--json", "as_json", is_flag=True, help="print one JSON document")
 def isoaccuracy(
     run_a: str, run_b: str, top1_tolerance: float, loss_tolerance: float, db: Path, as_json: bool
@@ -374,7 +371,7 @@ def isoaccuracy(
         a, b, tolerance_top1=top1_tolerance, tolerance_loss_rel=loss_tolerance
     )
     if as_json:
-        _emit_json(document)
+        emit_json(document)
         return
     from trainperf.report.isoaccuracy import isoaccuracy_table
 

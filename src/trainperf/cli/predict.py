@@ -1,6 +1,6 @@
 """The verbs of performance prediction: ``predict`` (scaling of a model on catalog hardware,
 optionally calibrated by this machine's measurements) and ``catalog`` (the hardware known).
-Kept apart from cli.py so each file stays readable; registered there."""
+Registered in trainperf.cli."""
 
 from __future__ import annotations
 
@@ -10,21 +10,18 @@ from typing import Any
 
 import click
 
-from trainperf.cli import (
+from trainperf.cli.common import (
     BadInput,
     CountList,
     PositiveInt,
-    _emit_json,
-    _format_option,
-    _json_option,
-    _one_output,
+    emit_json,
+    format_option,
+    json_option,
+    one_output,
     show_table,
     stdout,
 )
-
-# The model's precisions (trainperf.predict.model.PRECISIONS), listed here so that --help
-# answers without importing torch.
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+from trainperf.precision import PRECISIONS
 
 
 def _catalog_error(exc: Exception) -> BadInput:
@@ -97,8 +94,8 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
     "--calibrate-device",
     help="catalog device this machine is, for --calibrate's fraction (default: --device)",
 )
-@_json_option
-@_format_option
+@json_option
+@format_option
 def predict(
     model: str,
     device_id: str | None,
@@ -121,7 +118,7 @@ def predict(
     from trainperf.predict.model import PredictError
     from trainperf.predict.model import predict as run_model
 
-    _one_output(as_json, table_format)
+    one_output(as_json, table_format)
     try:
         models.get(model).resolve_size(options["size"])
     except (models.UnknownModelError, models.SizeError, CustomModelError) as exc:
@@ -217,7 +214,7 @@ def _calibrate(
 
 def _show(prediction: dict[str, Any], as_json: bool, table_format: str) -> None:
     if as_json:
-        _emit_json(prediction)
+        emit_json(prediction)
         return
     from trainperf.report.predict import assumptions_text, calibration_table, prediction_table
 
@@ -234,16 +231,16 @@ def _show(prediction: dict[str, Any], as_json: bool, table_format: str) -> None:
 
 
 @click.command()
-@_json_option
-@_format_option
+@json_option
+@format_option
 def catalog(as_json: bool, table_format: str) -> None:
     """List the devices and links of the hardware catalog that `trainperf predict` uses."""
     from trainperf.predict.catalog import load_catalog
 
-    _one_output(as_json, table_format)
+    one_output(as_json, table_format)
     known = load_catalog()
     if as_json:
-        _emit_json(known.as_dict())
+        emit_json(known.as_dict())
         return
     from trainperf.report.catalog import devices_table, links_table
 

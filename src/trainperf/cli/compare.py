@@ -1,5 +1,5 @@
 """The ``compare`` verb: the same cases on different systems side by side (registered in
-cli.py)."""
+trainperf.cli)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from pathlib import Path
 
 import click
 
-from trainperf.cli import (
+from trainperf.cli.common import (
     BadInput,
-    _db_option,
-    _emit_json,
-    _format_option,
-    _json_option,
-    _one_output,
-    _read_results,
+    db_option,
+    emit_json,
+    format_option,
+    json_option,
+    one_output,
+    read_results,
     show_table,
     stderr,
 )
@@ -23,7 +23,7 @@ from trainperf.cli import (
 
 @click.command()
 @click.argument("sources", nargs=-1, metavar="[A B]", type=click.Path(path_type=Path))
-@_db_option
+@db_option()
 @click.option("--baseline", help="hostname or fingerprint (default: the system with most ok cases)")
 @click.option(
     "--group-by",
@@ -32,8 +32,8 @@ from trainperf.cli import (
     help="case fields, comma-separated, for the geometric means ('none': one group)",
 )
 @click.option("--model", "-m", help="only results of this model")
-@_json_option
-@_format_option
+@json_option
+@format_option
 def compare(
     sources: tuple[Path, ...],
     db: Path,
@@ -55,7 +55,7 @@ def compare(
     from trainperf.analysis.compare import UnknownField, UnknownSystem, compare_sources
     from trainperf.analysis.compare import compare as compare_results
 
-    _one_output(as_json, table_format)
+    one_output(as_json, table_format)
     if sources and len(sources) != 2:
         raise BadInput(
             f"give two sources to compare, A B (exported files or databases), not "
@@ -70,14 +70,14 @@ def compare(
         if sources:
             document = compare_sources([_source(path, model) for path in sources], fields)
         else:
-            results = _read_results(db, model)
+            results = read_results(db, model)
             if not results:
                 raise BadInput(f"no results in {db}" + (f" for model {model}" if model else ""))
             document = compare_results(results, baseline, fields)
     except (UnknownSystem, UnknownField) as exc:
         raise BadInput(str(exc)) from None
     if as_json:
-        _emit_json(document)
+        emit_json(document)
         return
     from trainperf.report.compare import compare_table, groups_table
 

@@ -1,4 +1,4 @@
-"""``trainperf report``: the HTML report of a results database (registered in cli.py)."""
+"""``trainperf report``: the HTML report of a results database (registered in trainperf.cli)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import click
 
-from trainperf.cli import DEFAULT_DB, BadInput, _emit_json, stdout
+from trainperf.cli.common import BadInput, db_option, emit_json, stdout
 
 
 @click.command()
-@click.option("--db", default=DEFAULT_DB, show_default=True, type=click.Path(path_type=Path))
+@db_option()
 @click.option(
     "--out",
     default="trainperf-report",
@@ -35,7 +35,7 @@ def report(db: Path, out: Path, as_json: bool) -> None:
     except (StoreError, sqlite3.DatabaseError) as exc:
         raise BadInput(f"cannot read {db}: {exc}") from None
     if as_json:
-        _emit_json({**asdict(summary), "path": str(summary.path)})
+        emit_json({**asdict(summary), "path": str(summary.path)})
         return
     empty = f"; no data for {', '.join(summary.empty_sections)}" if summary.empty_sections else ""
     stdout.print(

@@ -1,5 +1,5 @@
 """``trainperf equivalence`` and ``trainperf slurm``: the verbs of distributed runs beyond
-``run`` (kept apart from cli.py so each file stays readable; registered there)."""
+``run`` (registered in trainperf.cli)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,17 @@ from typing import Any
 
 import click
 
-from trainperf.cli import (
-    DEFAULT_DB,
+from trainperf.cli.common import (
     EXIT_FAILED_CASES,
     BadInput,
     PositiveInt,
-    _case_options,
-    _emit_json,
-    _fail,
-    _json_option,
+    case_from_flags,
+    case_options,
     check_out_file,
+    db_option,
+    emit_json,
+    fail,
+    json_option,
     stderr,
     stdout,
 )
@@ -29,8 +30,8 @@ from trainperf.cli import (
 @click.option("--devices", type=PositiveInt(), required=True, help="ranks of the parallel run")
 @click.option("--steps", "steps", type=PositiveInt(), default=5, show_default=True)
 @click.option("--batch-size", "-b", type=PositiveInt(), help="global batch (default: 4 per device)")
-@_case_options
-@_json_option
+@case_options
+@json_option
 def equivalence(
     model: str,
     devices: int,
@@ -46,31 +47,25 @@ def equivalence(
     """
     from trainperf import equivalence as equiv
     from trainperf import system
-    from trainperf.case import CaseError, check_case, make_case
     from trainperf.runner import Interrupted
 
     capabilities = system.device_capabilities(system.collect())
-    if flags["device"] == "auto":
-        flags["device"] = "cuda" if "cuda" in capabilities else "cpu"
-    try:
-        case = make_case(
-            model=model,
-            batch_size=batch_size or 4 * devices,
-            devices=devices,
-            parallel="ddp",
-            scaling="strong",
-            steps=f"fixed:0:{steps}",
-            **{k.rstrip("_"): v for k, v in flags.items()},
-        )
-        check_case(case, capabilities)
-    except CaseError as exc:
-        raise BadInput(str(exc)) from None
+    case = case_from_flags(
+        capabilities,
+        model=model,
+        batch_size=batch_size or 4 * devices,
+        devices=devices,
+        parallel="ddp",
+        scaling="strong",
+        steps=f"fixed:0:{steps}",
+        **flags,
+    )
     try:
         result = equiv.check(case, steps)
     except Interrupted as exc:
-        _fail(f"interrupted by {exc}", 128 + exc.signum)
+        fail(f"interrupted by {exc}", 128 + exc.signum)
     if as_json:
-        _emit_json(result)
+        emit_json(result)
     elif result["status"] != "ok":
         stdout.print(f"{result['status']}: {result['error']['message']}", markup=False)
     else:
@@ -96,7 +91,7 @@ def equivalence(
 @click.option("--time", "time_limit", default="02:00:00", show_default=True)
 @click.option("--partition", help="Slurm partition")
 @click.option("--set", "overrides", multiple=True, metavar="FIELD=VALUE", help="set a case field")
-@click.option("--db", default=DEFAULT_DB, show_default=True, help="database path on the nodes")
+@db_option(help="database path on the nodes", path_type=str)
 @click.option(
     "--out",
     type=click.Path(path_type=Path),

@@ -1,5 +1,5 @@
 """The verbs that move results between databases: ``export`` (the JSON format of
-``trainperf.exchange``, or CSV) and ``import`` (kept apart from cli.py; registered there)."""
+``trainperf.exchange``, or CSV) and ``import`` (registered in trainperf.cli)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from typing import Any
 
 import click
 
-from trainperf.cli import BadInput, _db_option, _emit_json, _json_option, stdout
+from trainperf.cli.common import BadInput, db_option, emit_json, json_option, stdout
 
 FORMATS = ("json", "csv")
 
 
 @click.command()
 @click.argument("file", type=click.Path(path_type=Path))
-@_db_option
+@db_option()
 @click.option("--system", "-s", help="only this system: its hostname or fingerprint")
 @click.option(
     "--format",
@@ -68,8 +68,8 @@ def export(file: Path, db: Path, system: str | None, format_: str | None) -> Non
 
 @click.command("import")
 @click.argument("file", type=click.Path(path_type=Path))
-@_db_option
-@_json_option
+@db_option()
+@json_option
 def import_(file: Path, db: Path, as_json: bool) -> None:
     """Add the rows of FILE (written by `trainperf export`) to the database.
 
@@ -102,7 +102,7 @@ def import_(file: Path, db: Path, as_json: bool) -> None:
     except (StoreError, sqlite3.DatabaseError) as exc:
         raise BadInput(f"cannot import into {db}: {exc}") from None
     if as_json:
-        _emit_json(_import_report(file, db, validated, summary))
+        emit_json(_import_report(file, db, validated, summary))
     else:
         stdout.print(summary.line(str(file)), markup=False, highlight=False, soft_wrap=True)
 

@@ -1,0 +1,76 @@
+"""The ``trainperf`` command: verbs that parse, call the library and print. No logic here.
+
+Exit codes: 0 success (every case ok or skipped); 1 a run finished but some cases failed;
+2 bad input (one line on stderr, nothing written); 128 + N a sweep stopped by signal N
+(130 Ctrl-C, 143 SIGTERM) after ending its running case, its finished results kept.
+The library is imported inside the verbs, so ``--help`` and bad flags answer without
+waiting for torch to import.
+
+The verbs live one family per module; what they share is in ``trainperf.cli.common``.
+``COMMANDS`` below is the one list of the verbs this group has.
+"""
+
+from __future__ import annotations
+
+import click
+
+from trainperf.cli import (
+    compare,
+    distributed,
+    exchange,
+    inspect,
+    micro,
+    predict,
+    report,
+    run,
+    train,
+)
+from trainperf.cli.common import EXIT_BAD_INPUT, BadInput, fail
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="trainperf")
+def cli() -> None:
+    """Measure how fast and how efficiently this machine trains neural networks."""
+
+
+# The submodules are bound by name (not their commands), so that ``trainperf.cli.run``
+# stays the module and is not shadowed by the command of the same name.
+COMMANDS: tuple[click.Command, ...] = (
+    run.run,
+    run.suites,
+    run.maxbatch,
+    run.models,
+    run.results,
+    inspect.scaling,
+    inspect.profile,
+    inspect.pareto,
+    inspect.system_,
+    distributed.equivalence,
+    distributed.slurm,
+    micro.micro,
+    report.report,
+    compare.compare,
+    exchange.export,
+    exchange.import_,
+    train.train,
+    train.isoaccuracy,
+    predict.predict,
+    predict.catalog,
+)
+for _command in COMMANDS:
+    cli.add_command(_command)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: click's usage errors become one line and exit code 2."""
+    try:
+        cli.main(args=argv, prog_name="trainperf", standalone_mode=False)
+    except BadInput as exc:
+        fail(exc.format_message(), EXIT_BAD_INPUT)
+    except click.UsageError as exc:
+        fail(exc.format_message(), EXIT_BAD_INPUT)
+    except click.ClickException as exc:
+        fail(exc.format_message(), exc.exit_code)
+    except click.exceptions.Abort:
+        fail("interrupted", 130)

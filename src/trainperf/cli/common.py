@@ -1,0 +1,313 @@
+"""What every verb of the ``trainperf`` command shares: consoles, exit codes, bad input,
+option types and decorators, device resolution, a case from flags, JSON output, errors.
+
+This module imports no verb module, so the verb modules import it and nothing loops.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from rich.console import Console
+
+from trainperf.precision import PRECISIONS
+
+EXIT_OK, EXIT_FAILED_CASES, EXIT_BAD_INPUT = 0, 1, 2
+DEFAULT_DB = "trainperf.db"
+
+# Piped output has no terminal width to fit: do not squeeze the tables into 80 columns.
+stdout = Console()
+if not stdout.is_terminal:
+    stdout = Console(width=200)
+stderr = Console(stderr=True)
+if not stderr.is_terminal:
+    stderr = Console(stderr=True, width=200)
+
+
+class BadInput(click.ClickException):
+    """Bad input: reported as one line, exit code 2."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class PositiveInt(click.ParamType):
+    name = "positive integer"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            number = 0
+        if number < 1 or str(value).strip() not in (str(number), f"+{number}"):
+            self.fail(f"must be a positive integer, got '{value}'", param, ctx)
+        return number
+
+
+class Endpoint(click.ParamType):
+    """HOST:PORT of a torchrun rendezvous: a host name or IPv4 address, or an IPv6
+    address in brackets, and a port from 1 to 65535."""
+
+    name = "HOST:PORT"
+    _pattern = re.compile(r"(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]):([0-9]{1,5})")
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> str:
+        match = self._pattern.fullmatch(str(value))
+        if not match or not 1 <= int(match.group(1)) <= 65535:
+            self.fail(
+                f"must be HOST:PORT (a host name or address, [IPv6] in brackets, and a port "
+                f"1-65535), got {str(value)!r}",
+                param,
+                ctx,
+            )
+        return str(value)
+
+
+class CountList(click.ParamType):
+    """'1,2,4,8': positive integers, one case per value."""
+
+    name = "counts"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> list[int]:
+        if isinstance(value, list):
+            return value
+        counts = []
+        for part in str(value).split(","):
+            if not part.strip().isdigit() or int(part) < 1:
+                self.fail(f"must be positive integers separated by commas, got '{value}'")
+            counts.append(int(part))
+        return counts
+
+
+class PrecisionChoice(click.Choice):
+    """A precision of a case (trainperf.precision.PRECISIONS), refused in the words a case
+    uses for it, so that ``run`` answers as it did when the case checked it."""
+
+    def __init__(self) -> None:
+        super().__init__(PRECISIONS)
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> str:
+        if value in self.choices:
+            return str(value)
+        *first, last = (repr(p) for p in PRECISIONS)
+        raise BadInput(f"precision {value!r} is not valid: allowed {', '.join(first)} or {last}")
+
+
+def emit_json(document: Any) -> None:
+    """Print one JSON document on stdout (values JSON does not know as strings)."""
+    sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
+
+
+def _apply(options: tuple[Any, ...], function: Any) -> Any:
+    """Decorate ``function`` with ``options``, the first listed shown first in --help."""
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def parallel_options(function: Any) -> Any:
+    """Flags of data-parallel cases (torch.distributed)."""
+    options = (
+        click.option(
+            "--devices",
+            type=CountList(),
+            help="devices (one process each with ddp) per node; 1,2,4 gives one case per count",
+        ),
+        click.option("--nodes", type=PositiveInt(), default=1, show_default=True),
+        click.option(
+            "--parallel",
+            type=click.Choice(["auto", "none", "ddp", "dp"]),
+            default="auto",
+            show_default=True,
+            help="auto: ddp above one device",
+        ),
+        click.option(
+            "--scaling",
+            type=click.Choice(["weak", "strong"]),
+            default="weak",
+            show_default=True,
+            help="weak: --batch-size per device; strong: --batch-size in all, split",
+        ),
+        click.option(
+            "--bucket-mb",
+            type=click.FloatRange(min=0, min_open=True),
+            help="DDP gradient bucket size in MiB (PyTorch's default: 25)",
+        ),
+        click.option(
+            "--grad-compression",
+            type=click.Choice(["none", "fp16", "bf16"]),
+            default="none",
+            show_default=True,
+            help="DDP communication hook compressing gradients",
+        ),
+        click.option("--static-graph", is_flag=True, help="DDP static_graph=True"),
+        click.option(
+            "--grad-accum",
+            type=PositiveInt(),
+            default=1,
+            show_default=True,
+            help="micro-batches per optimizer step (all-reduce once, no_sync before)",
+        ),
+    )
+    return _apply(options, function)
+
+
+def precision_option(function: Any) -> Any:
+    """``--precision``: one of the case's precisions, fp32 by default."""
+    return click.option(
+        "--precision",
+        type=PrecisionChoice(),
+        default="fp32",
+        show_default=True,
+        help="fp32, tf32, fp16 or bf16",
+    )(function)
+
+
+def device_option(function: Any) -> Any:
+    """``--device``: cpu, cuda or auto (resolved by ``resolve_device``)."""
+    return click.option("--device", default="auto", show_default=True, help="cpu, cuda or auto")(
+        function
+    )
+
+
+def case_options(function: Any) -> Any:
+    """The flags that describe one case (shared by `run` and `maxbatch`)."""
+    options = (
+        click.option("--image-size", type=PositiveInt(), help="square image side (image models)"),
+        click.option("--seq-len", type=PositiveInt(), help="sequence length (language models)"),
+        precision_option,
+        device_option,
+        click.option("--channels-last", is_flag=True, help="NHWC memory format (image models)"),
+        click.option(
+            "--cudnn-benchmark/--no-cudnn-benchmark",
+            default=True,
+            show_default=True,
+            help="cuDNN autotuning of convolutions (image models on cuda)",
+        ),
+        click.option("--compile", "compile_", is_flag=True, help="wrap the model in torch.compile"),
+        click.option("--threads", type=PositiveInt(), help="torch intra-op threads"),
+        click.option(
+            "--timeout",
+            "timeout_s",
+            type=click.FloatRange(min=0, min_open=True),
+            help="seconds before a case is killed and recorded as timeout",
+        ),
+    )
+    return _apply(options, function)
+
+
+def db_option(help: str | None = None, path_type: type = Path) -> Any:
+    """``--db``: the results database, declared once for every verb (``path_type=str``
+    where the path is only passed on, e.g. to the nodes of a Slurm job)."""
+    return click.option(
+        "--db",
+        default=DEFAULT_DB,
+        show_default=True,
+        type=click.Path(path_type=path_type),
+        help=help,
+    )
+
+
+def json_option(function: Any) -> Any:
+    return click.option(
+        "--json", "as_json", is_flag=True, help="print one JSON document on stdout"
+    )(function)
+
+
+def format_option(function: Any) -> Any:
+    return click.option(
+        "--format",
+        "table_format",
+        type=click.Choice(["table", "md"]),
+        default="table",
+        show_default=True,
+        help="terminal table, or Markdown for issues and papers",
+    )(function)
+
+
+def show_table(table: Any, table_format: str = "table") -> None:
+    """Print a Rich table on the terminal, or as Markdown (``--format md``)."""
+    if table_format == "md":
+        from trainperf.report.markdown import markdown_table
+
+        sys.stdout.write(markdown_table(table))
+    else:
+        stdout.print(table)
+
+
+def one_output(as_json: bool, table_format: str, *others: tuple[str, bool]) -> None:
+    """Refuse --json (or --csv) together with --format md."""
+    chosen = [name for name, on in (("--json", as_json), *others) if on]
+    if table_format == "md":
+        chosen.append("--format md")
+    if len(chosen) > 1:
+        raise BadInput(f"choose one of {' and '.join(chosen)}")
+
+
+def check_out_file(path: Path, flag: str) -> None:
+    """Bad input unless ``path`` can be written as a file (checked before anything runs)."""
+    if path.is_dir():
+        raise BadInput(f"{flag} {path} is a directory: give a file path")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise BadInput(f"{flag} {path}: directory {parent} does not exist")
+
+
+def open_machine(db: Path) -> tuple[dict, dict]:
+    """Check the database path first (nothing written), then read this machine."""
+    from trainperf import system
+    from trainperf.store import StoreError, check_writable
+
+    try:
+        check_writable(db)
+    except StoreError as exc:
+        raise BadInput(str(exc)) from None
+    record = system.collect()
+    return record, system.device_capabilities(record)
+
+
+def resolve_device(device: str, capabilities: dict) -> str:
+    """``--device auto``: cuda when this machine has it, else cpu; other values as given."""
+    if device == "auto":
+        return "cuda" if "cuda" in capabilities else "cpu"
+    return device
+
+
+def case_from_flags(capabilities: dict, **fields: Any) -> Any:
+    """A checked case from the flags of a verb (``compile_`` is the field ``compile``;
+    ``device`` may be auto), or bad input naming the field and what is allowed."""
+    from trainperf.case import CaseError, check_case, make_case
+
+    fields = {name.rstrip("_"): value for name, value in fields.items()}
+    fields["device"] = resolve_device(fields.get("device", "cpu"), capabilities)
+    try:
+        case = make_case(**fields)
+        check_case(case, capabilities)
+    except CaseError as exc:
+        raise BadInput(str(exc)) from None
+    return case
+
+
+def read_results(db: Path, model: str | None = None) -> list[dict]:
+    """Stored results, or bad input when the database is missing or unreadable. The
+    database is read without writing anything (``Store.copy_of``)."""
+    from trainperf.store import Store, StoreError
+
+    if not db.is_file():
+        raise BadInput(f"no results database at {db}: run `trainperf run` first or give --db")
+    try:
+        with Store.copy_of(db) as store:
+            return store.results(model)
+    except (StoreError, sqlite3.DatabaseError) as exc:
+        raise BadInput(f"cannot read {db}: {exc}") from None
+
+
+def fail(message: str, code: int) -> NoReturn:
+    """One line on stderr, then exit with ``code``."""
+    print(f"trainperf: error: {message}", file=sys.stderr)
+    sys.exit(code)

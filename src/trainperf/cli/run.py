@@ -1,0 +1,397 @@
+"""The verbs of measuring and listing: ``run``, ``suites``, ``maxbatch``, ``models`` and
+``results`` (registered in trainperf.cli)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from trainperf.cli.common import (
+    EXIT_FAILED_CASES,
+    BadInput,
+    Endpoint,
+    PositiveInt,
+    case_from_flags,
+    case_options,
+    db_option,
+    emit_json,
+    fail,
+    format_option,
+    json_option,
+    one_output,
+    open_machine,
+    parallel_options,
+    read_results,
+    show_table,
+    stderr,
+    stdout,
+)
+
+# Flags that describe one case; a suite sets these in its file instead.
+CASE_FLAGS = (
+    "model",
+    "batch_size",
+    "image_size",
+    "seq_len",
+    "precision",
+    "steps",
+    "device",
+    "channels_last",
+    "cudnn_benchmark",
+    "compile_",
+    "threads",
+    "timeout_s",
+    "devices",
+    "nodes",
+    "parallel",
+    "scaling",
+    "bucket_mb",
+    "grad_compression",
+    "static_graph",
+    "grad_accum",
+    "data",
+    "workers",
+)
+
+
+@click.command()
+@click.argument("suite_name", metavar="[SUITE]", required=False)
+@click.option("--model", "-m", help="zoo model (see `trainperf models`) or package.module:function")
+@click.option("--batch-size", "-b", type=PositiveInt(), help="samples per step per device")
+@click.option(
+    "--steps",
+    default="adaptive",
+    show_default=True,
+    help="fixed:W:N or adaptive[:TARGET[:MAX_STEPS[:MAX_SECONDS]]]: the step budget of "
+    "a case, shared by its runs",
+)
+@click.option(
+    "--runs",
+    default="adaptive",
+    show_default=True,
+    help="independent runs (fresh processes) per case: N, or adaptive[:TARGET[:MAX_RUNS"
+    "[:MAX_SECONDS]]] (at least 3, more until the between-run 95%% CI is within ±TARGET)",
+)
+@case_options
+@click.option(
+    "--data",
+    default="synthetic",
+    show_default=True,
+    help="synthetic, cifar10:DIR, imagefolder:DIR, tokens:FILE or jpeg-sample",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="data-loader processes per device (real data only)",
+)
+@db_option()
+@json_option
+@parallel_options
+@click.option(
+    "--rdzv-endpoint",
+    type=Endpoint(),
+    help="HOST:PORT of the torchrun rendezvous for cases on several nodes "
+    "(default: loopback 127.0.0.1:29400, one machine only)",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="FIELD=VALUE",
+    help="set a case field in every case of the suite, e.g. --set device=cpu",
+)
+@click.option("--fresh", is_flag=True, help="measure every case again, even those already done")
+@click.option(
+    "--order-seed",
+    type=click.IntRange(min=0),
+    help="seed of the shuffled order of the runs (default: a random one, stored)",
+)
+@click.pass_context
+def run(
+    ctx: click.Context,
+    suite_name: str | None,
+    overrides: tuple[str, ...],
+    fresh: bool,
+    order_seed: int | None,
+    rdzv_endpoint: str | None,
+    db: Path,
+    as_json: bool,
+    **flags: Any,
+) -> None:
+    """Run a suite (a built-in name or a YAML file; default: quick) or one case from flags.
+
+    Every case is measured in several independent runs (fresh processes), the runs of
+    all cases interleaved in a shuffled order. A rerun of a suite against the same
+    database resumes: cases with an ok result for this system and suite version are not
+    measured again, and a case cut short keeps its finished runs (--fresh measures all).
+    """
+    from trainperf.suite import SuiteError, resolve
+    from trainperf.sweep import SweepItem
+
+    given = [
+        param.opts[0]
+        for param in ctx.command.params
+        if param.name in CASE_FLAGS
+        and ctx.get_parameter_source(param.name) is not click.core.ParameterSource.DEFAULT
+    ]
+    if flags["model"] is None and given:
+        raise BadInput(f"{', '.join(given)} describe one case and need --model")
+    if flags["model"] is not None and (suite_name is not None or overrides):
+        raise BadInput("give a suite (with --set) or --model, not both")
+    _check_runs(flags["runs"])
+    record, capabilities = open_machine(db)
+    suite = None
+    if flags["model"] is None:
+        if ctx.get_parameter_source("runs") is not click.core.ParameterSource.DEFAULT:
+            overrides += (f"runs={flags['runs']}",)  # --runs sets the runs of every case
+        try:
+            suite = resolve("quick" if suite_name is None else suite_name)
+            if overrides:
+                suite = suite.with_overrides(list(overrides))
+            skips = suite.check(capabilities)
+        except SuiteError as exc:
+            raise BadInput(str(exc)) from None
+        items = [SweepItem(p.fields, p.key, skips.get(p.key)) for p in suite.planned]
+    else:
+        if flags["batch_size"] is None:
+            raise BadInput("--model needs --batch-size (a positive integer)")
+        fields = {k: v for k, v in flags.items() if k != "devices"}
+        items = [
+            SweepItem.of(case_from_flags(capabilities, **fields, devices=devices))
+            for devices in flags["devices"] or [1]
+        ]
+
+    order_seed = _tell_other_nodes(items, rdzv_endpoint, order_seed)
+    outcome = _sweep(items, db, record, suite, fresh, rdzv_endpoint, order_seed)
+    if as_json:
+        emit_json(
+            {
+                "suite": suite.summary() if suite else None,
+                "sweep_id": outcome.sweep_id,
+                "order_seed": outcome.order_seed,
+                "interrupted": outcome.interrupted,
+                "counts": outcome.counts(),
+                "results": outcome.results,
+            }
+        )
+    else:
+        from trainperf.report.sweep import summary_table
+        from trainperf.report.tables import results_table
+
+        title = f"trainperf on {record['hostname']}" + (f": suite {suite.name}" if suite else "")
+        stdout.print(results_table(outcome.results, title=escape(title)))
+        stdout.print(summary_table(outcome.results))
+        stderr.print(
+            f"stored in {db} (sweep {outcome.sweep_id}, run order seed {outcome.order_seed})",
+            markup=False,
+        )
+    if outcome.interrupted:
+        stderr.print(
+            f"interrupted by {outcome.interrupted}: {outcome.not_run} case(s) not run; "
+            "run the same command again to resume",
+            markup=False,
+        )
+        sys.exit(128 + (outcome.exit_signal or 2))
+    if outcome.failed:
+        sys.exit(EXIT_FAILED_CASES)
+
+
+def _check_runs(runs: str) -> None:
+    """``--runs`` must be a run policy (trainperf.measure.runs)."""
+    from trainperf.measure.runs import RunsError, parse_runs
+
+    try:
+        parse_runs(runs)
+    except RunsError as exc:
+        raise BadInput(f"--runs {runs}: {exc}") from None
+
+
+def _tell_other_nodes(items: list, rdzv_endpoint: str | None, order_seed: int | None) -> int | None:
+    """Cases on several nodes need the same command on every node, with the same order of
+    runs: print it; return the order seed (one chosen here when none was given)."""
+    nodes = max((item.fields.get("nodes", 1) for item in items), default=1)
+    if nodes == 1:
+        return order_seed
+    from trainperf.dist import LOOPBACK_ENDPOINT
+
+    command = ["trainperf", *sys.argv[1:]]
+    if order_seed is None:
+        # The nodes shuffle alike without talking: a seed from the cases themselves.
+        cases = json.dumps([item.fields for item in items], sort_keys=True)
+        order_seed = int(hashlib.sha256(cases.encode()).hexdigest()[:8], 16)
+        command += ["--order-seed", str(order_seed)]
+    if rdzv_endpoint is None:
+        command += ["--rdzv-endpoint", LOOPBACK_ENDPOINT]
+        stderr.print(
+            f"cases span up to {nodes} nodes; the rendezvous listens on loopback "
+            f"({LOOPBACK_ENDPOINT}), so all 'nodes' must be this machine; give "
+            "--rdzv-endpoint HOST:PORT (an address of the first node) for real nodes"
+        )
+    stderr.print(f"start this same command on each of the {nodes} nodes:")
+    stderr.print("  " + " ".join(command), soft_wrap=True, markup=False)
+    return order_seed
+
+
+def _sweep(
+    items: list,
+    db: Path,
+    record: dict,
+    suite: Any,
+    fresh: bool,
+    rendezvous: str | None = None,
+    order_seed: int | None = None,
+) -> Any:
+    from trainperf.report.sweep import SweepDisplay
+    from trainperf.store import Store
+    from trainperf.sweep import SweepEvents, run_sweep
+
+    with Store(db) as store, SweepDisplay(stderr, len(items)) as display:
+        events = SweepEvents(
+            display.on_start, display.on_probe, display.on_run, display.on_result, display.on_wait
+        )
+        return run_sweep(
+            items,
+            store,
+            record,
+            suite=(suite.name, suite.version) if suite else None,
+            fresh=fresh,
+            events=events,
+            label=f"suite {suite.name} {suite.version}" if suite else None,
+            rendezvous=rendezvous,
+            order_seed=order_seed,
+        )
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="print a JSON array")
+@format_option
+def suites(as_json: bool, table_format: str) -> None:
+    """List the built-in suites (run one with `trainperf run NAME`)."""
+    from trainperf.suite import BUILTIN, builtin_path, load
+
+    one_output(as_json, table_format)
+    rows = [load(builtin_path(name)).summary() | {"source": "built-in"} for name in BUILTIN]
+    if as_json:
+        emit_json(rows)
+    else:
+        from trainperf.report.tables import suites_table
+
+        show_table(suites_table(rows), table_format)
+
+
+@click.command()
+@click.argument("model")
+@case_options
+@db_option()
+@json_option
+@click.option("--start", type=PositiveInt(), default=1, show_default=True, help="first batch tried")
+@click.option(
+    "--limit", type=PositiveInt(), default=65536, show_default=True, help="largest batch tried"
+)
+def maxbatch(model: str, start: int, limit: int, db: Path, as_json: bool, **flags: Any) -> None:
+    """Find the largest batch per device that trains MODEL (doubling, then bisection).
+
+    Every probe is the case at one batch size in its own process (1 warm-up and 2
+    measured steps). The answer is stored; suites use it through `batch_size: max`.
+    """
+    import tempfile
+
+    from trainperf import maxbatch as search
+    from trainperf.runner import Interrupted, StopFlag
+    from trainperf.store import Store
+
+    if start > limit:
+        raise BadInput(f"--start {start} is above --limit {limit}")
+    record, capabilities = open_machine(db)
+    template = case_from_flags(capabilities, model=model, batch_size=1, **flags)
+
+    def show(probe: Any) -> None:
+        verdict = "fits" if probe.fits else f"does not fit ({probe.status})"
+        stderr.print(f"  batch {probe.batch_size}: {verdict}", markup=False)
+
+    label = template.label().replace(" b1", "")
+    stderr.print(f"searching the largest batch of {label}", markup=False)
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="trainperf-") as tmp,
+            StopFlag().installed() as stop,
+        ):
+            found = search.find_max_batch(
+                template, Path(tmp), start=start, limit=limit, on_probe=show, stop=stop
+            )
+    except search.SearchFailed as exc:
+        fail(str(exc), EXIT_FAILED_CASES)
+    except Interrupted as exc:
+        fail(f"interrupted by {exc}: nothing stored", 128 + exc.signum)
+    with Store(db) as store:
+        store.add_system(record)
+        document = found.as_dict() | {
+            "case": template.model_dump(),
+            "system": record["fingerprint"],
+        }
+        document["id"] = store.add_max_batch(
+            record["fingerprint"],
+            search.memory_key(template),
+            template.model_dump(),
+            found.batch_size,
+            document["probes"],
+            found.note,
+        )
+    if as_json:
+        emit_json(document)
+    else:
+        answer = found.batch_size if found.batch_size else "none"
+        stdout.print(
+            f"largest batch that trains: {answer}" + (f" ({found.note})" if found.note else ""),
+            markup=False,
+        )
+    if found.batch_size is None:
+        sys.exit(EXIT_FAILED_CASES)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="print a JSON array")
+@format_option
+def models(as_json: bool, table_format: str) -> None:
+    """List the zoo with parameters, FLOPs per sample and gradient bytes."""
+    from trainperf import models as zoo
+    from trainperf.analysis.flops import analyse
+
+    one_output(as_json, table_format)
+    rows = [analyse(zoo.get(name)).as_dict() for name in zoo.names()]
+    if as_json:
+        emit_json(rows)
+    else:
+        from trainperf.report.tables import models_table
+
+        show_table(models_table(rows), table_format)
+
+
+@click.command()
+@db_option()
+@click.option("--model", "-m", help="only results of this model")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON document")
+@click.option("--csv", "as_csv", is_flag=True, help="print CSV")
+@format_option
+def results(db: Path, model: str | None, as_json: bool, as_csv: bool, table_format: str) -> None:
+    """Show the results stored in the database."""
+    one_output(as_json, table_format, ("--csv", as_csv))
+    rows = read_results(db, model)
+    if as_json:
+        emit_json({"results": rows})
+    elif as_csv:
+        from trainperf.report.tables import results_csv
+
+        sys.stdout.write(results_csv(rows))
+    else:
+        from trainperf.report.tables import results_table
+
+        show_table(results_table(rows), table_format)
