@@ -129,11 +129,25 @@ class Job:
         dist.gather_object(value, gathered, dst=0, group=self.control)
         return gathered
 
-    def close(self) -> None:
+    def close(self, finished: bool = False) -> None:
+        """Leave the process group. ``finished`` (the rank's work ended without an error):
+        first wait at a barrier until every rank has finished too, so that no rank tears
+        its connections down while a peer still completes its last collective (gloo then
+        aborts that peer with SIGABRT, which would turn a good result into a crash). After
+        an error there is no barrier: the peers may never arrive, and torchrun ends them."""
         import torch.distributed as dist
 
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        if not dist.is_initialized():
+            return
+        if finished:
+            dist.barrier(group=self.control)
+        dist.destroy_process_group()
+
+    def __enter__(self) -> Job:
+        return self
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        self.close(finished=exc_type is None)
 
 
 def default_threads(local_world_size: int) -> int:

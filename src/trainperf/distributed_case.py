@@ -43,8 +43,7 @@ def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[st
     from trainperf.benchmark import derive_metrics, device_info, flag_throttling
 
     on_phase("joining")
-    job = Job(case.device, case.timeout_s)
-    try:
+    with Job(case.device, case.timeout_s) as job:
         threads = case.threads
         if threads is None and case.device == "cpu":
             threads = default_threads(job.ranks.local_world_size)
@@ -115,8 +114,6 @@ def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[st
         flag_throttling(metrics)
         metrics["final_loss"] = final_loss
         return {"device": info, "metrics": metrics}
-    finally:
-        job.close()
 
 
 def measure_compute_only(training: TrainingStep, steps: int, device_type: str) -> list[float]:

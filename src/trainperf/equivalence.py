@@ -69,15 +69,12 @@ def run_part(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
     if document["part"] == "parallel":
         from trainperf.dist import Job
 
-        job_ = Job(case.device, case.timeout_s)
-        try:
+        with Job(case.device, case.timeout_s) as job_:
             losses, params = train(case, steps, job_)
             if not job_.is_leader:
                 return None
             torch.save({"losses": losses, "params": params}, workdir / PARAMS_FILE)
             return {"device": None, "metrics": {"losses": losses}}
-        finally:
-            job_.close()
     losses, params = train(case, steps, None)
     parallel = torch.load(workdir / PARAMS_FILE)
     return {"device": None, "metrics": compare(case, losses, params, parallel)}

@@ -1,6 +1,6 @@
 """One ``trainperf train`` run inside its child process (or on each torchrun rank).
 
-The parent (``cli_train.py``) starts this through ``trainperf.worker`` with a document of
+The parent (``trainperf.cli.train``) starts this through ``trainperf.worker`` with a document of
 kind ``train``; under torchrun every rank joins the process group here and trains its
 shard. Rank 0 writes the progress file (one JSON line per evaluation, which the parent
 stores as it arrives) and, when asked, the MLPerf log.
@@ -8,6 +8,7 @@ stores as it arrives) and, when asked, the MLPerf log.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,8 @@ def run_training(document: dict[str, Any], workdir: Path) -> dict[str, Any] | No
     from trainperf.convergence.trainer import TrainConfig, train
 
     config = TrainConfig(**document["config"])
-    job = Job(config.device, document.get("timeout_s")) if launched_by_torchrun() else None
-    try:
+    distributed = launched_by_torchrun()
+    with Job(config.device, document.get("timeout_s")) if distributed else nullcontext() as job:
         leader = job is None or job.is_leader
         if config.device == "cpu" and job is not None:
             torch.set_num_threads(default_threads(job.ranks.local_world_size))
@@ -42,6 +43,3 @@ def run_training(document: dict[str, Any], workdir: Path) -> dict[str, Any] | No
         progress = workdir / PROGRESS_FILE if leader else None
         outcome = train(config, listeners, progress_path=progress)
         return None if outcome is None else {"metrics": outcome}
-    finally:
-        if job is not None:
-            job.close()

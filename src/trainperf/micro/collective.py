@@ -291,8 +291,7 @@ def run_document(document: dict[str, Any], workdir: Path) -> dict[str, Any] | No
     job's folder; nothing is written there.
     """
     spec = Sweep.from_document(document)
-    job = Job(spec.device, spec.timeout_s)
-    try:
+    with Job(spec.device, spec.timeout_s) as job:
         if spec.device == "cpu":
             torch.set_num_threads(default_threads(job.ranks.local_world_size))
         peers = Peers(job.ranks.rank, job.ranks.world_size, job.device, dtype_of(spec.dtype))
@@ -320,8 +319,6 @@ def run_document(document: dict[str, Any], workdir: Path) -> dict[str, Any] | No
             "world_size": job.ranks.world_size,
         }
         return {"device": device, "metrics": metrics}
-    finally:
-        job.close()
 
 
 # ---------------------------------------------------------------- nccl-tests' table
