@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from trainperf import system
+from trainperf import system, system_gpu
 from trainperf.report.system import system_view
 
 BUS_IDS = ["00000000:18:00.0", "00000000:2A:00.0", "00000000:9A:00.0"]
@@ -140,7 +140,7 @@ class BrokenNvml:
 
 def test_gpu_inventory_from_nvml():
     nvml = FakeNvml()
-    gpus, absent = system.gpu_inventory(nvml)
+    gpus, absent = system_gpu.gpu_inventory(nvml)
     assert absent is None and nvml.shutdown
     assert [g["name"] for g in gpus] == ["NVIDIA H200", "NVIDIA H200"]
     assert gpus[0]["capability"] == [9, 0]
@@ -149,7 +149,7 @@ def test_gpu_inventory_from_nvml():
 
 
 def test_gpu_details_from_nvml():
-    gpu = system.gpu_inventory(FakeNvml(count=3))[0][2]
+    gpu = system_gpu.gpu_inventory(FakeNvml(count=3))[0][2]
     assert gpu["uuid"] == "GPU-00000002-0000-0000-0000-000000000000"
     assert gpu["pci_bus_id"] == "0000:9a:00.0"
     assert (gpu["max_sm_clock_mhz"], gpu["max_mem_clock_mhz"]) == (1980, 3201)
@@ -160,7 +160,7 @@ def test_gpu_details_from_nvml():
 
 
 def test_topology_matrix_like_nvidia_smi():
-    found = system.nvml_inventory(FakeNvml(count=3))
+    found = system_gpu.nvml_inventory(FakeNvml(count=3))
     assert "topology_absent_reason" not in found
     assert found["topology"]["gpus"] == ["GPU0", "GPU1", "GPU2"]
     assert found["topology"]["matrix"] == [
@@ -171,18 +171,18 @@ def test_topology_matrix_like_nvidia_smi():
 
 
 def test_topology_through_nvswitch():
-    matrix = system.nvml_inventory(SwitchNvml())["topology"]["matrix"]
+    matrix = system_gpu.nvml_inventory(SwitchNvml())["topology"]["matrix"]
     assert matrix == [["X", "NV18", "NV18"], ["NV18", "X", "NV18"], ["NV18", "NV18", "X"]]
 
 
 def test_one_gpu_has_no_topology():
-    found = system.nvml_inventory(FakeNvml(count=1))
+    found = system_gpu.nvml_inventory(FakeNvml(count=1))
     assert len(found["gpus"]) == 1 and "gpus_absent_reason" not in found
     assert found["topology"]["matrix"] == [] and "1 GPU" in found["topology_absent_reason"]
 
 
 def test_unsupported_power_limit_is_absent_not_zero():
-    gpus, _ = system.gpu_inventory(NoPowerLimitNvml())
+    gpus, _ = system_gpu.gpu_inventory(NoPowerLimitNvml())
     for gpu in gpus:
         assert "power_limit_w" not in gpu
         assert "Not Supported" in gpu["power_limit_w_absent_reason"]
@@ -195,13 +195,13 @@ def test_nvml_failing_midway_is_absent_with_reason():
             raise NVMLError(2)
 
     nvml = FailingNvml()
-    found = system.nvml_inventory(nvml)
+    found = system_gpu.nvml_inventory(nvml)
     assert found["gpus"] == [] and "Invalid Argument" in found["gpus_absent_reason"]
     assert found["topology_absent_reason"] and nvml.shutdown
 
 
 def test_no_nvml_is_absent_with_reason():
-    gpus, absent = system.gpu_inventory(BrokenNvml())
+    gpus, absent = system_gpu.gpu_inventory(BrokenNvml())
     assert gpus == [] and "Not Found" in absent
 
 

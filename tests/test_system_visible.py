@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from test_system import FakeNvml
-from trainperf import system
+from trainperf import system, system_gpu
 from trainperf.case import DeviceKind, HardwareAbsent, check_case, make_case
 from trainperf.measure import energy_nvml
 
@@ -30,7 +30,7 @@ def cuda_sees(monkeypatch, *nvml_indices):
 
 def test_inventory_describes_the_gpus_cuda_can_use(monkeypatch):
     cuda_sees(monkeypatch, 2, 0)
-    gpus = system.nvml_inventory(UuidNvml())["gpus"]
+    gpus = system_gpu.nvml_inventory(UuidNvml())["gpus"]
     assert [g["index"] for g in gpus] == [0, 1]  # CUDA's ordinals
     assert [g["uuid"][4:12] for g in gpus] == ["00000002", "00000000"]
 
@@ -38,10 +38,10 @@ def test_inventory_describes_the_gpus_cuda_can_use(monkeypatch):
 def test_inventory_without_cuda_follows_cuda_visible_devices(monkeypatch):
     monkeypatch.setattr(energy_nvml, "cuda_uuids", lambda cuda=None: None)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    gpus = system.nvml_inventory(UuidNvml())["gpus"]
+    gpus = system_gpu.nvml_inventory(UuidNvml())["gpus"]
     assert [g["uuid"][4:12] for g in gpus] == ["00000001"]
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    assert len(system.nvml_inventory(UuidNvml())["gpus"]) == 3
+    assert len(system_gpu.nvml_inventory(UuidNvml())["gpus"]) == 3
 
 
 def test_device_count_is_what_cuda_sees_and_more_is_not_available(monkeypatch):

@@ -18,12 +18,20 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from trainperf import lease
 from trainperf.lease import Owner
+from trainperf.store_rows import (
+    IMPORTED_COLUMNS,
+    column_value,
+    insert_run,
+    now,
+    result_document,
+    row_document,
+    train_run_document,
+)
 from trainperf.store_schema import MIGRATION_STEPS, MIGRATIONS, SCHEMA_VERSION
 
 # How long a writer waits for another to finish its transaction (ours take milliseconds).
@@ -87,10 +95,6 @@ def read_only_uri(path: Path) -> str:
     uri = path.resolve().as_uri()
     wal = path.with_name(path.name + "-wal")
     return f"{uri}?mode=ro" if wal.exists() else f"{uri}?immutable=1"
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 class Store:
@@ -172,7 +176,7 @@ class Store:
         with self._write() as db:
             db.execute(
                 "INSERT OR IGNORE INTO systems VALUES (?, ?, ?, ?)",
-                (record["fingerprint"], record["hostname"], json.dumps(record), _now()),
+                (record["fingerprint"], record["hostname"], json.dumps(record), now()),
             )
         return record["fingerprint"]
 
@@ -185,7 +189,7 @@ class Store:
         with self._write() as db:
             db.execute(
                 "INSERT INTO sweeps VALUES (?, ?, ?, ?, ?)",
-                (sweep_id, _now(), fingerprint, label, order_seed),
+                (sweep_id, now(), fingerprint, label, order_seed),
             )
         return sweep_id
 
@@ -201,7 +205,7 @@ class Store:
         """Store one finished run (a worker's document with its ``run_number``), committed
         at once and not yet part of a result; return its uid."""
         uid = uuid.uuid4().hex
-        row = run | {"uid": uid, "sweep_id": sweep_id, "system": system, "created_at": _now()}
+        row = run | {"uid": uid, "sweep_id": sweep_id, "system": system, "created_at": now()}
         with self._write() as db:
             insert_run(db, row | {"suite_version": suite_version, "case_key": case_key})
         return uid
@@ -234,7 +238,7 @@ class Store:
         """
         suite_name, suite_version = suite or (None, None)
         uid = uuid.uuid4().hex
-        now = _now()
+        written = now()
         with self._write() as db:
             cursor = db.execute(
                 "INSERT INTO results (uid, sweep_id, system, created_at, model, status,"
@@ -244,7 +248,7 @@ class Store:
                     uid,
                     sweep_id,
                     system,
-                    now,
+                    written,
                     result["case"]["model"],
                     result["status"],
                     result["result_schema"],
@@ -263,7 +267,7 @@ class Store:
                     continue
                 run = {"run_number": number} | run
                 run |= {"uid": uuid.uuid4().hex, "sweep_id": sweep_id, "system": system}
-                run |= {"created_at": now, "result_uid": uid, "suite_version": suite_version}
+                run |= {"created_at": written, "result_uid": uid, "suite_version": suite_version}
                 insert_run(db, run | {"case_key": case_key})
         return int(cursor.lastrowid)
 
@@ -297,7 +301,7 @@ class Store:
             cursor = db.execute(
                 "INSERT INTO max_batch (uid, system, created_at, memory_key, case_json,"
                 " batch_size, probes_json, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (uuid.uuid4().hex, system, _now(), memory_key, json.dumps(case), batch_size)
+                (uuid.uuid4().hex, system, now(), memory_key, json.dumps(case), batch_size)
                 + (json.dumps(probes), note),
             )
         return int(cursor.lastrowid)
@@ -327,7 +331,7 @@ class Store:
                 (
                     uuid.uuid4().hex,
                     fingerprint,
-                    _now(),
+                    now(),
                     params["kind"],
                     result["status"],
                     json.dumps(params),
@@ -350,13 +354,13 @@ class Store:
         """Register a time-to-accuracy run that is starting (status ``running``, no
         evaluation yet); return its id. See ``trainperf.convergence.records``."""
         fingerprint = self.add_system(system)
-        now = _now()
+        written = now()
         with self._write() as db:
             cursor = db.execute(
                 "INSERT INTO train_runs (uid, system, created_at, updated_at, status,"
                 " config_json, config_key, evaluations_json, metrics_json)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (uuid.uuid4().hex, fingerprint, now, now, "running", json.dumps(config))
+                (uuid.uuid4().hex, fingerprint, written, written, "running", json.dumps(config))
                 + (config_key, "[]", "{}"),
             )
         return int(cursor.lastrowid)
@@ -380,7 +384,7 @@ class Store:
                 " time_to_target_s = ?, status = COALESCE(?, status),"
                 " metrics_json = COALESCE(?, metrics_json), error_json = COALESCE(?, error_json)"
                 " WHERE id = ?",
-                (_now(), json.dumps(evaluations), int(reached), time_to_target_s, status)
+                (now(), json.dumps(evaluations), int(reached), time_to_target_s, status)
                 + (
                     json.dumps(metrics) if metrics is not None else None,
                     json.dumps(error) if error is not None else None,
@@ -395,18 +399,18 @@ class Store:
         if config_key:
             query, args = query + " WHERE t.config_key = ?", (config_key,)
         rows = self.db.execute(query + " ORDER BY t.id", args).fetchall()
-        return [_train_run_document(row) for row in rows]
+        return [train_run_document(row) for row in rows]
 
     def train_run(self, ref: str) -> dict[str, Any] | None:
         """The time-to-accuracy run with id ``ref`` (a number) or uid (or a unique uid
         prefix of 6+ hex), or None."""
         if ref.isdigit():
             row = self.db.execute(_TRAIN_RUNS + " WHERE t.id = ?", (int(ref),)).fetchone()
-            return _train_run_document(row) if row else None
+            return train_run_document(row) if row else None
         if len(ref) < 6:
             return None
         rows = self.db.execute(_TRAIN_RUNS + " WHERE t.uid LIKE ?", (ref.lower() + "%",)).fetchall()
-        return _train_run_document(rows[0]) if len(rows) == 1 else None
+        return train_run_document(rows[0]) if len(rows) == 1 else None
 
     def achievable_tflops(self, system: str, device_type: str, dtype: str) -> float | None:
         """The best matmul TFLOP/s measured by ``micro gemm`` on this system and device type."""
@@ -447,7 +451,7 @@ class Store:
             ).fetchall()
             for run in found:
                 runs.setdefault(run["result_uid"], []).append(row_document(run))
-        return [(row, _document(row) | {"runs": runs.get(row["uid"], [])}) for row in rows]
+        return [(row, result_document(row) | {"runs": runs.get(row["uid"], [])}) for row in rows]
 
     def systems(self) -> list[dict[str, Any]]:
         """The records of the stored systems, in the order they were first seen."""
@@ -501,112 +505,17 @@ class Store:
         """
         counts = {}
         with self._write() as db:
-            for table, columns in _IMPORTED.items():
+            for table, columns in IMPORTED_COLUMNS.items():
                 names = [name.strip() for name in columns.split(",")]
                 marks = ", ".join("?" * len(names))
                 sql = f"INSERT OR IGNORE INTO {table} ({columns}) VALUES ({marks})"
                 rows = documents.get(table, [])
                 added = sum(
-                    db.execute(sql, [_column_value(name, row) for name in names]).rowcount
+                    db.execute(sql, [column_value(name, row) for name in names]).rowcount
                     for row in rows
                 )
                 counts[table] = (added, len(rows) - added)
         return counts
 
 
-_RUN_COLUMNS = (
-    "uid, sweep_id, system, created_at, result_uid, suite_version, case_key, run_number,"
-    " status, result_schema, case_json, device_json, metrics_json, error_json"
-)
-
-
-def insert_run(db: sqlite3.Connection, run: dict[str, Any]) -> None:
-    """Insert a run document that has every column of ``_RUN_COLUMNS`` (``result_uid``
-    may be missing: a run not yet part of a result)."""
-    names = [name.strip() for name in _RUN_COLUMNS.split(",")]
-    defaults = {"result_uid": None, "device": None, "error": None}
-    values = [_column_value(name, defaults | run) for name in names]
-    marks = ", ".join("?" * len(names))
-    db.execute(f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES ({marks})", values)
-
-
-# The columns an import fills, per table, tables in an order that inserts what a row refers
-# to (systems, runs) before the row. ``X_json`` holds the document's ``X`` as JSON.
-_IMPORTED: dict[str, str] = {
-    "systems": "fingerprint, hostname, record, first_seen",
-    "sweeps": "sweep_id, started_at, system, label, order_seed",
-    "results": "uid, sweep_id, system, created_at, model, status, result_schema, suite,"
-    " suite_version, case_key, case_json, device_json, metrics_json, error_json",
-    "runs": _RUN_COLUMNS,
-    "micro": "uid, system, created_at, kind, status, params_json, device_json, metrics_json,"
-    " error_json",
-    "max_batch": "uid, system, created_at, memory_key, batch_size, note, case_json, probes_json",
-    "train_runs": "uid, system, created_at, updated_at, status, config_key, reached,"
-    " time_to_target_s, config_json, evaluations_json, metrics_json, error_json",
-}
-
-
-def _column_value(column: str, document: dict[str, Any]) -> Any:
-    """The value of ``column`` for an imported document (see ``_IMPORTED``)."""
-    if column == "record":  # a system's document is its record
-        return json.dumps(document)
-    if column == "first_seen":
-        return _now()
-    if column == "model":
-        return document["case"]["model"]
-    if column.endswith("_json"):
-        value = document[column.removesuffix("_json")]
-        return None if value is None else json.dumps(value)
-    return document[column]
-
-
-def _maybe_json(text: str | None) -> Any:
-    return json.loads(text) if text else None
-
-
-def row_document(row: sqlite3.Row) -> dict[str, Any]:
-    """A row as a document: each ``X_json`` column becomes ``X``, decoded."""
-    return {
-        key.removesuffix("_json"): _maybe_json(row[key]) if key.endswith("_json") else row[key]
-        for key in row.keys()  # noqa: SIM118 (a Row iterates over its values)
-    }
-
-
-def _document(row: sqlite3.Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "uid": row["uid"],
-        "sweep_id": row["sweep_id"],
-        "created_at": row["created_at"],
-        "status": row["status"],
-        "result_schema": row["result_schema"],
-        "case": json.loads(row["case_json"]),
-        "device": _maybe_json(row["device_json"]),
-        "metrics": json.loads(row["metrics_json"]),
-        "error": _maybe_json(row["error_json"]),
-        "suite": row["suite"],
-        "suite_version": row["suite_version"],
-        "case_key": row["case_key"],
-        "system": json.loads(row["system_json"]),
-    }
-
-
 _TRAIN_RUNS = "SELECT t.*, s.record FROM train_runs t JOIN systems s ON s.fingerprint = t.system"
-
-
-def _train_run_document(row: sqlite3.Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "uid": row["uid"],
-        "system": json.loads(row["record"]),
-        "created_at": row["created_at"],
-        "updated_at": row["updated_at"],
-        "status": row["status"],
-        "config": json.loads(row["config_json"]),
-        "config_key": row["config_key"],
-        "reached": bool(row["reached"]),
-        "time_to_target_s": row["time_to_target_s"],
-        "evaluations": json.loads(row["evaluations_json"]),
-        "metrics": json.loads(row["metrics_json"]),
-        "error": _maybe_json(row["error_json"]),
-    }

@@ -171,7 +171,7 @@ CREATE TABLE leases (
 def _results_to_runs(db: sqlite3.Connection) -> None:
     """Schema 6: every stored result becomes a 1-run result beside its run."""
     from trainperf.case_result import from_legacy, legacy_run_uid
-    from trainperf.store import insert_run, row_document
+    from trainperf.store_rows import insert_run, row_document
 
     rows = db.execute("SELECT * FROM results ORDER BY id").fetchall()
     for row in rows:

@@ -235,7 +235,7 @@ def test_open_nvml_pairs_and_names_what_is_missing(monkeypatch):
 
 
 def test_every_nvml_user_says_the_same_without_pynvml(monkeypatch, tmp_path):
-    from trainperf import system
+    from trainperf import system_gpu
     from trainperf.measure.gpu_context import WindowSampler, gpu_context
 
     monkeypatch.setitem(sys.modules, "pynvml", None)
@@ -248,7 +248,7 @@ def test_every_nvml_user_says_the_same_without_pynvml(monkeypatch, tmp_path):
     sampler = WindowSampler(None, [0])
     sampler.begin()
     assert sampler.end() == {0: {"absent": reason}}
-    assert system.nvml_inventory()["gpus_absent_reason"] == reason
+    assert system_gpu.nvml_inventory()["gpus_absent_reason"] == reason
 
 
 def test_nvml_is_opened_in_one_place():
