@@ -11,7 +11,7 @@ import torch
 
 from trainperf import models
 from trainperf.case import make_case
-from trainperf.train import TrainingStep, build_training_step
+from trainperf.training_step import TrainingStep, build_training_step
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:

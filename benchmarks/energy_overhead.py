@@ -22,12 +22,12 @@ import time
 import torch
 
 from common import add_model_arguments, warmed_up_step
-from trainperf.measure.loop import measure_steps
 from trainperf.measure.policy import FixedPolicy
 from trainperf.measure.probes import CaseProbes
 from trainperf.measure.stats import summarize
+from trainperf.measure.timed_steps import measure_steps
 from trainperf.measure.timer import make_timer
-from trainperf.train import TrainingStep
+from trainperf.training_step import TrainingStep
 
 MAX_OVERHEAD = 0.01
 

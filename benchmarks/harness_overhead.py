@@ -1,8 +1,8 @@
 """Does the harness cost anything? trainperf's measured throughput vs a bare hand-written loop.
 
-One model, optimizer and batch are built once (trainperf.train.build_training_step); then
+One model, optimizer and batch are built once (trainperf.training_step.build_training_step); then
 blocks of N steps alternate, ABBA, between:
-- trainperf: ``trainperf.measure.loop.measure_steps`` with ``fixed:0:N`` and the device's
+- trainperf: ``trainperf.measure.timed_steps.measure_steps`` with ``fixed:0:N`` and the device's
   step timer (CUDA events or the host clock), summarized by ``trainperf.measure.stats``
   exactly as a case is: its ``samples_per_s_mean``;
 - bare: the loop a user writes, ``zero_grad; loss = loss(model(x), y); backward; step``,
@@ -29,11 +29,11 @@ import torch
 
 from common import add_model_arguments, warmed_up_step
 from trainperf import models
-from trainperf.measure.loop import measure_steps
 from trainperf.measure.policy import FixedPolicy
 from trainperf.measure.stats import summarize
+from trainperf.measure.timed_steps import measure_steps
 from trainperf.measure.timer import make_timer
-from trainperf.train import TrainingStep
+from trainperf.training_step import TrainingStep
 
 THRESHOLD = 0.99
 

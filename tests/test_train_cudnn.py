@@ -6,7 +6,7 @@ import torch
 from trainperf import models
 from trainperf.case import CaseError, check_case, make_case
 from trainperf.system import device_capabilities
-from trainperf.train import set_cudnn_benchmark
+from trainperf.training_step import set_cudnn_benchmark
 
 
 @pytest.fixture(autouse=True)

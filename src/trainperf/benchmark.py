@@ -3,14 +3,13 @@
 The worker calls ``run_case`` in a fresh child process; benchmarks/ and notebooks may call
 it directly. It raises on failure; the worker turns exceptions into result statuses.
 
-Under torchrun (parallel ddp) every rank measures its own steps; rank 0 gathers them all.
-The global throughput of step i is the global batch over the time of the slowest rank in
-that step (max over ranks): a synchronous step ends when its last rank ends. Never rank 0's
-times multiplied by N. After the measured steps each rank times the same number of steps
-with gradient synchronization switched off (DDP ``no_sync``): the difference of the medians
-is the communication time the backward pass did not hide.
+A ddp case runs under torchrun and is measured on every rank by
+trainperf.parallel.rank_case, which derives its metrics with the functions of this module
+(the worker chooses between the two). The global throughput of step i is the global batch
+over the time of the slowest rank in that step (max over ranks): a synchronous step ends
+when its last rank ends. Never rank 0's times multiplied by N.
 
-A case with real data (``data`` not synthetic, see trainperf.train) splits every measured
+A case with real data (``data`` not synthetic, see trainperf.training_step) splits every measured
 step into the time it waited for its data and the rest. Metrics (``global_batch`` B):
 - ``data_wait_s``: per step, the data wait (all micro-batches); ``data_wait_s_median``;
 - ``compute_only_s_median``: median over steps of (step time - its data wait): forward,
@@ -39,14 +38,15 @@ from trainperf.analysis.flops import count_flops
 from trainperf.analysis.peaks import peak_flops
 from trainperf.case import Case, model_of
 from trainperf.case_result import INPUT_BOUND_SHARE
-from trainperf.measure.loop import StepRecord, measure_steps
 from trainperf.measure.memory import read_peak, reset_peak
 from trainperf.measure.policy import parse_policy
 from trainperf.measure.probes import CaseProbes, probe_metrics
 from trainperf.measure.stats import instability_reasons, summarize
+from trainperf.measure.timed_steps import StepRecord, measure_steps
 from trainperf.measure.timer import make_timer
+from trainperf.parallel.wrap import dp_device_ids
 from trainperf.system import cpu_name
-from trainperf.train import build_training_step, dp_device_ids
+from trainperf.training_step import build_training_step
 
 
 def device_info(device: torch.device) -> dict[str, Any]:
@@ -77,9 +77,10 @@ def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -
     ("building", "measuring", ...), which names the stuck rank when a distributed case hangs.
     """
     if case.mode == "ddp":
-        from trainperf.distributed_case import run_distributed_case
-
-        return run_distributed_case(case, on_phase)
+        raise ValueError(
+            "a ddp case is measured on every rank of a torchrun job: "
+            "trainperf.parallel.rank_case.run_distributed_case"
+        )
     if case.threads:
         torch.set_num_threads(case.threads)
     torch.backends.mkldnn.enabled = case.mkldnn

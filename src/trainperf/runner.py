@@ -42,7 +42,7 @@ import psutil
 from trainperf.case import Case
 from trainperf.case_result import RUN_SCHEMA
 from trainperf.lease import Owner, is_live
-from trainperf.lifeline import PARENT_PID_ENV
+from trainperf.parallel.lifeline import PARENT_PID_ENV
 
 STDERR_TAIL_CHARS = 4000
 # How often the parent looks at the child and the interrupt flag while it waits.
@@ -138,7 +138,7 @@ def worker_command(case_path: Path, result_path: Path) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Launch:
+class ChildJob:
     """How a child job runs: one process, or torchrun over processes per node x nodes."""
 
     torchrun: bool = False
@@ -148,7 +148,7 @@ class Launch:
     job_id: str = "trainperf"  # the rendezvous id: the same on every node of one job
 
     @classmethod
-    def of_case(cls, case: Case) -> Launch:
+    def of_case(cls, case: Case) -> ChildJob:
         digest = hashlib.sha256(case.model_dump_json().encode()).hexdigest()[:12]
         return cls(
             case.mode == "ddp", case.devices, case.nodes, case.run_timeout_s, f"trainperf-{digest}"
@@ -156,19 +156,19 @@ class Launch:
 
 
 def child_command(
-    launch: Launch, case_path: Path, result_path: Path, rendezvous: str | None = None
+    job: ChildJob, case_path: Path, result_path: Path, rendezvous: str | None = None
 ) -> list[str]:
     """The worker itself, or torchrun running one worker per process."""
-    if not launch.torchrun:
+    if not job.torchrun:
         return worker_command(case_path, result_path)
-    from trainperf import dist
+    from trainperf.parallel.torchrun import torchrun_command
 
-    return dist.launch_command(
+    return torchrun_command(
         [str(case_path), str(result_path)],
-        launch.processes_per_node,
-        launch.nodes,
+        job.processes_per_node,
+        job.nodes,
         rendezvous,
-        launch.job_id,
+        job.job_id,
     )
 
 
@@ -179,18 +179,18 @@ def run_in_child(
 
     Raises ``Interrupted`` (after killing the child's process tree) when ``stop`` is set.
     """
-    return run_job(case.model_dump(), Launch.of_case(case), workdir, stop, rendezvous)
+    return run_job(case.model_dump(), ChildJob.of_case(case), workdir, stop, rendezvous)
 
 
 def run_job(
     document: dict[str, Any],
-    launch: Launch,
+    job: ChildJob,
     workdir: Path,
     stop: StopFlag | None = None,
     rendezvous: str | None = None,
     on_poll: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the worker on ``document`` (a case, or a job naming its ``kind``) as ``launch``
+    """Run the worker on ``document`` (a case, or a job naming its ``kind``) as ``job``
     says, within its timeout; return the result document.
 
     ``on_poll`` is called every ``POLL_S`` while the child runs (a long training run's
@@ -201,14 +201,14 @@ def run_job(
     case_path.write_text(json.dumps(document))
     for stale in workdir.glob("result.json*"):
         stale.unlink()
-    deadline = time.monotonic() + launch.timeout_s if launch.timeout_s else None
+    deadline = time.monotonic() + job.timeout_s if job.timeout_s else None
     what = document.get("case", document)  # what a failure result describes
     env = os.environ | {PARENT_PID_ENV: str(os.getpid())}
     with stderr_path.open("wb") as stderr:
         # A new session makes the child the leader of its own process group, so a hung
         # case can be killed with everything it started (compiler workers, loaders).
         child = subprocess.Popen(
-            child_command(launch, case_path, result_path, rendezvous),
+            child_command(job, case_path, result_path, rendezvous),
             stdout=subprocess.DEVNULL,
             stderr=stderr,
             start_new_session=True,
@@ -222,9 +222,9 @@ def run_job(
             if child.poll() is None:  # interrupted, timed out, or the parent failed
                 _kill_tree(child)
     if returncode is None:
-        message = f"no result after {launch.timeout_s:g} s: killed" + _where_stuck(result_path)
+        message = f"no result after {job.timeout_s:g} s: killed" + _where_stuck(result_path)
         return _failure(what, "timeout", message, stderr_path)
-    if launch.torchrun and returncode != 0:
+    if job.torchrun and returncode != 0:
         # The first rank that failed is the cause; the others fail after it (their peer is
         # gone), and rank 0 may have written that second-hand error as RESULT.json.
         cause = _torchrun_root_cause(stderr_path)

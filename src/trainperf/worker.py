@@ -9,7 +9,7 @@ Result statuses decided here: ``ok``, ``oom`` (device or host memory exhausted, 
 from the exception) and ``error`` (any other exception, with its type, message and
 traceback). ``crashed`` and ``timeout`` can only be seen from outside, by the parent.
 
-The worker dies with its parent (trainperf.lifeline). Under torchrun (a ddp case) every
+The worker dies with its parent (trainperf.parallel.lifeline). Under torchrun (a ddp case) every
 rank runs this module: rank 0 gathers the measurements and writes RESULT.json. A rank that
 fails writes its own result next to it (RESULT.json.rankN) and exits with code 1, so that
 torchrun ends the job at once instead of leaving the other ranks waiting in a collective.
@@ -33,8 +33,8 @@ from typing import Any, NoReturn
 
 from trainperf.case_result import RUN_SCHEMA
 from trainperf.fileio import write_atomic
-from trainperf.lifeline import die_with_parent
 from trainperf.micro import KINDS as MICRO_KINDS
+from trainperf.parallel.lifeline import die_with_parent
 
 # Messages by which PyTorch and the C++ allocators report exhausted memory.
 _OOM_MARKERS = (
@@ -64,10 +64,16 @@ def measure(
     """
 
     def benchmark() -> dict[str, Any] | None:
-        from trainperf.benchmark import run_case
         from trainperf.case import Case
 
-        return run_case(Case.model_validate(case_dict), on_phase)
+        case = Case.model_validate(case_dict)
+        if case.mode == "ddp":
+            from trainperf.parallel.rank_case import run_distributed_case
+
+            return run_distributed_case(case, on_phase)
+        from trainperf.benchmark import run_case
+
+        return run_case(case, on_phase)
 
     return guarded(case_dict, benchmark)
 
@@ -140,7 +146,7 @@ def _train(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
 
 
 def _equivalence(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
-    from trainperf.equivalence import run_part
+    from trainperf.parallel.equivalence import run_part
 
     return guarded(document["case"], lambda: run_part(document, workdir))
 

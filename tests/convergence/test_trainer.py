@@ -17,11 +17,11 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from trainperf.convergence.evaluation import evaluate, reached
-from trainperf.convergence.peers import Peers
 from trainperf.convergence.schedule import ScheduleError
 from trainperf.convergence.trainer import TrainConfig, train
 from trainperf.datasets import write_cifar10
 from trainperf.models.spec import CausalLM, ModelSpec, SpanExtraction
+from trainperf.parallel.peers import Peers
 
 TRAIN_SAMPLES, EVAL_SAMPLES, BATCH = 256, 128, 32
 STEPS_PER_EPOCH = TRAIN_SAMPLES // BATCH

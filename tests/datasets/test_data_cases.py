@@ -7,7 +7,7 @@ from rich.console import Console
 
 from trainperf.benchmark import data_metrics, run_case
 from trainperf.case import CaseError, DeviceKind, check_case, make_case
-from trainperf.measure.loop import per_step
+from trainperf.measure.timed_steps import per_step
 from trainperf.report.tables import results_table
 from trainperf.suite import resolve
 

@@ -1,7 +1,6 @@
 import numpy as np
 import pytest
 
-from trainperf.measure.loop import measure_steps
 from trainperf.measure.policy import (
     STOP_CI,
     STOP_FIXED,
@@ -14,6 +13,7 @@ from trainperf.measure.policy import (
     PolicyError,
     parse_policy,
 )
+from trainperf.measure.timed_steps import measure_steps
 
 
 class SeriesTimer:

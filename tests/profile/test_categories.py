@@ -20,7 +20,7 @@ from trainperf.profile.categories import (
     profile_categories,
     summarize,
 )
-from trainperf.train import build_training_step
+from trainperf.training_step import build_training_step
 
 KNOWN = {
     "aten::convolution": "convolution",

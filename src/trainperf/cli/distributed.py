@@ -45,8 +45,8 @@ def equivalence(
     Same initial weights, same global batches, same optimizer; reports the largest
     parameter and loss differences and whether they are within the precision's tolerance.
     """
-    from trainperf import equivalence as equiv
     from trainperf import system
+    from trainperf.parallel import equivalence as equiv
     from trainperf.runner import Interrupted
 
     capabilities = system.device_capabilities(system.collect())
@@ -108,7 +108,7 @@ def slurm(
     out: Path | None,
 ) -> None:
     """Write an sbatch script that runs SUITE across the nodes of a Slurm allocation."""
-    from trainperf.slurm import SlurmError, safe_name, sbatch_script
+    from trainperf.parallel.slurm import SlurmError, safe_name, sbatch_script
     from trainperf.suite import SuiteError, resolve
 
     if out is not None and str(out) != "-":

@@ -35,7 +35,7 @@ from trainperf.cli.common import (
 @format_option
 def scaling(db: Path, model: str | None, as_json: bool, table_format: str) -> None:
     """Speedup, efficiency and exposed communication per model, setting and device count."""
-    from trainperf.analysis.scaling import scaling_rows
+    from trainperf.parallel.scaling import scaling_rows
 
     one_output(as_json, table_format)
     rows = scaling_rows(read_results(db, model))
@@ -69,7 +69,7 @@ def profile(
     """Where the time of a training step goes: per layer, optimizer, operator categories."""
     import tempfile
 
-    from trainperf.runner import Interrupted, Launch, StopFlag, run_job
+    from trainperf.runner import ChildJob, Interrupted, StopFlag, run_job
     from trainperf.store import Store
 
     record, capabilities = open_machine(db)
@@ -83,7 +83,7 @@ def profile(
             tempfile.TemporaryDirectory(prefix="trainperf-") as tmp,
             StopFlag().installed() as stop,
         ):
-            result = run_job(document, Launch(timeout_s=case.timeout_s), Path(tmp), stop)
+            result = run_job(document, ChildJob(timeout_s=case.timeout_s), Path(tmp), stop)
     except Interrupted as exc:
         fail(f"interrupted by {exc}: nothing stored", 128 + exc.signum)
     with Store(db) as store:

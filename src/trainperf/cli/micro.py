@@ -85,7 +85,7 @@ def _checked_device(device: str, capabilities: dict) -> str:
 
 
 def _execute(
-    document: dict[str, Any], db: Path, record: dict, launch: Any, rendezvous: str | None = None
+    document: dict[str, Any], db: Path, record: dict, job: Any, rendezvous: str | None = None
 ) -> dict[str, Any]:
     """Run the document in a child (or torchrun job), store it, return the result."""
     import tempfile
@@ -99,7 +99,7 @@ def _execute(
             tempfile.TemporaryDirectory(prefix="trainperf-") as tmp,
             StopFlag().installed() as stop,
         ):
-            result = run_job(document, launch, Path(tmp), stop, rendezvous)
+            result = run_job(document, job, Path(tmp), stop, rendezvous)
     except Interrupted as exc:
         fail(f"interrupted by {exc}: nothing stored", 128 + exc.signum)
     if result.get("follower"):
@@ -183,7 +183,7 @@ def gemm(
 ) -> None:
     """Matrix multiply TFLOP/s (2·M·N·K / time): mean, median and best per shape."""
     from trainperf.report.micro import gemm_table
-    from trainperf.runner import Launch
+    from trainperf.runner import ChildJob
 
     one_output(as_json, table_format)
     names = _parse_dtypes(dtypes)
@@ -198,7 +198,7 @@ def gemm(
         "warmup": warmup,
         "iters": iters,
     }
-    result = _execute(document, db, record, Launch(timeout_s=timeout_s))
+    result = _execute(document, db, record, ChildJob(timeout_s=timeout_s))
     _finish(result, as_json, lambda m: show_table(gemm_table(m), table_format))
 
 
@@ -234,7 +234,7 @@ def conv(
 ) -> None:
     """Convolution forward, backward-data and backward-filter times and TFLOP/s."""
     from trainperf.report.micro import conv_table
-    from trainperf.runner import Launch
+    from trainperf.runner import ChildJob
 
     one_output(as_json, table_format)
     if model is not None:
@@ -260,7 +260,7 @@ def conv(
         "warmup": warmup,
         "iters": iters,
     }
-    result = _execute(document, db, record, Launch(timeout_s=timeout_s))
+    result = _execute(document, db, record, ChildJob(timeout_s=timeout_s))
     _finish(result, as_json, lambda m: show_table(conv_table(m), table_format))
 
 
@@ -286,7 +286,7 @@ def memory(
 ) -> None:
     """Copy bandwidth: device to device (CPU: memory copy), host to/from device."""
     from trainperf.report.micro import memory_table
-    from trainperf.runner import Launch
+    from trainperf.runner import ChildJob
 
     one_output(as_json, table_format)
     size_bytes = _buffer_bytes(size_text) if size_text is not None else None
@@ -298,7 +298,7 @@ def memory(
         "warmup": warmup,
         "iters": iters,
     }
-    result = _execute(document, db, record, Launch(timeout_s=timeout_s))
+    result = _execute(document, db, record, ChildJob(timeout_s=timeout_s))
     _finish(result, as_json, lambda m: show_table(memory_table(m), table_format))
 
 
@@ -310,12 +310,12 @@ def memory(
 def p2p(size_text: str, timeout_s: float, db: Path, as_json: bool) -> None:
     """GPU pairs: connectivity, uni/bidirectional bandwidth and latency matrices."""
     from trainperf.report.micro import p2p_text
-    from trainperf.runner import Launch
+    from trainperf.runner import ChildJob
 
     size_bytes = _buffer_bytes(size_text)
     record, _ = open_machine(db)
     document = {"kind": "p2p", "device": "cuda", "size_bytes": size_bytes}
-    result = _execute(document, db, record, Launch(timeout_s=timeout_s))
+    result = _execute(document, db, record, ChildJob(timeout_s=timeout_s))
     if result["status"] == "ok" and result["metrics"].get("status") == "skipped":
         result["status"] = "skipped"
         result["error"] = {"type": "skipped", "message": result["metrics"]["reason"]}
@@ -372,7 +372,7 @@ def collective(
 ) -> None:
     """Collectives over torch.distributed with nccl-tests' algbw and busbw definitions."""
     from trainperf.micro import collective as coll
-    from trainperf.runner import Launch
+    from trainperf.runner import ChildJob
 
     names = [o.strip() for o in ops.split(",") if o.strip()]
     unknown = [o for o in names if o not in coll.OPS]
@@ -401,10 +401,10 @@ def collective(
         "device": resolved,
         "timeout_s": timeout_s,
     }
-    launch = Launch(True, nprocs, nodes, timeout_s, "trainperf-collective")
+    job = ChildJob(True, nprocs, nodes, timeout_s, "trainperf-collective")
     if rdzv_endpoint:
         stderr.print("start this same command on each node")
-    result = _execute(document, db, record, launch, rdzv_endpoint)
+    result = _execute(document, db, record, job, rdzv_endpoint)
 
     def render(metrics: dict) -> None:
         world = (result.get("device") or {}).get("world_size", nprocs * nodes)

@@ -220,7 +220,7 @@ def _tell_other_nodes(items: list, rdzv_endpoint: str | None, order_seed: int | 
     nodes = max((item.fields.get("nodes", 1) for item in items), default=1)
     if nodes == 1:
         return order_seed
-    from trainperf.dist import LOOPBACK_ENDPOINT
+    from trainperf.parallel.torchrun import LOOPBACK_ENDPOINT
 
     command = ["trainperf", *sys.argv[1:]]
     if order_seed is None:

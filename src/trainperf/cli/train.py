@@ -157,11 +157,11 @@ def _train_once(
 ) -> dict[str, Any]:
     from trainperf.convergence.job import PROGRESS_FILE
     from trainperf.convergence.records import start_run
-    from trainperf.runner import Interrupted, Launch, StopFlag, run_job
+    from trainperf.runner import ChildJob, Interrupted, StopFlag, run_job
 
     run_id = start_run(store, record, config)
     devices = config["devices"]
-    launch = Launch(devices > 1, devices, 1, timeout, f"trainperf-train-{run_id}")
+    child = ChildJob(devices > 1, devices, 1, timeout, f"trainperf-train-{run_id}")
     with tempfile.TemporaryDirectory(prefix="trainperf-train-") as tmp:
         progress = Progress(
             store,
@@ -173,7 +173,7 @@ def _train_once(
         )
         try:
             with StopFlag().installed() as stop:
-                result = run_job(document, launch, Path(tmp), stop, on_poll=progress.poll)
+                result = run_job(document, child, Path(tmp), stop, on_poll=progress.poll)
         except Interrupted as exc:
             progress.poll()
             store.update_train_run(

@@ -19,8 +19,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainperf.convergence.peers import Peers
 from trainperf.models.spec import ModelSpec
+from trainperf.parallel.peers import Peers
 
 HIGHER_IS_BETTER = {"top1": True, "top5": True, "eval_loss": False}
 

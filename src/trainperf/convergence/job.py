@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from trainperf.dist import Job, default_threads, launched_by_torchrun
+from trainperf.parallel.group import RankGroup, default_threads
+from trainperf.parallel.torchrun import launched_by_torchrun
 
 PROGRESS_FILE = "progress.jsonl"
 
@@ -25,7 +26,8 @@ def run_training(document: dict[str, Any], workdir: Path) -> dict[str, Any] | No
 
     config = TrainConfig(**document["config"])
     distributed = launched_by_torchrun()
-    with Job(config.device, document.get("timeout_s")) if distributed else nullcontext() as job:
+    group = RankGroup(config.device, document.get("timeout_s")) if distributed else nullcontext()
+    with group as job:
         leader = job is None or job.is_leader
         if config.device == "cpu" and job is not None:
             torch.set_num_threads(default_threads(job.ranks.local_world_size))

@@ -9,9 +9,9 @@ run that never reaches the target still yields its accuracy curve.
 The optimizer is the spec's (SGD with momentum and weight decay, or AdamW; momentum is
 SGD's only), its lr set before every step from the schedule at the fractional epoch.
 Model, optimizer, precision (autocast to bf16/fp16, fp16 with a GradScaler) and DDP
-wrapping come from the one training step of ``trainperf.train`` (``build_model``,
+wrapping come from the one training step of ``trainperf.training_step`` (``build_model``,
 ``make_step``), as the benchmark's and the equivalence check's do. The rest of data
-parallelism (DDP under torchrun) lives in ``trainperf.convergence.peers``; only rank 0
+parallelism (DDP under torchrun) lives in ``trainperf.parallel.peers``; only rank 0
 calls listeners and writes the progress file.
 
 Progress file: one JSON object per line, flushed and fsync'ed, so a parent process can
@@ -36,9 +36,8 @@ import numpy as np
 import torch
 
 from trainperf import models
+from trainperf.convergence.epochs import Loaders, Run
 from trainperf.convergence.evaluation import HIGHER_IS_BETTER
-from trainperf.convergence.loop import Loaders, Run
-from trainperf.convergence.peers import Peers
 from trainperf.convergence.schedule import parse_schedule
 from trainperf.models.spec import (
     CausalLM,
@@ -47,7 +46,9 @@ from trainperf.models.spec import (
     MultipleChoice,
     SizeError,
 )
-from trainperf.train import StepOptions, build_model, make_step, wrap_ddp
+from trainperf.parallel.peers import Peers
+from trainperf.parallel.wrap import wrap_ddp
+from trainperf.training_step import StepOptions, build_model, make_step
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 

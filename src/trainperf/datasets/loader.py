@@ -1,6 +1,6 @@
 """Data loaders for a data source and a model: the one place that turns data into batches.
 
-``make_loaders`` is what benchmark cases (trainperf.train) and time-to-accuracy training
+``make_loaders`` is what benchmark cases (trainperf.training_step) and time-to-accuracy training
 call. Its loaders:
 - train: shuffled every epoch, reproducibly given ``seed``: with ``world`` > 1 a
   ``DistributedSampler(num_replicas=world, rank=rank, shuffle=True, seed=seed)`` gives

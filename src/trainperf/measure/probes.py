@@ -1,7 +1,7 @@
 """The probes around a case's measured steps: energy meters and the clock/thermal context.
 
 ``CaseProbes.begin()`` runs right after the warm-up and ``end()`` right after the last
-measured step (trainperf.measure.loop calls them), so the energy covers exactly the
+measured step (trainperf.measure.timed_steps calls them), so the energy covers exactly the
 measured window. Their cost is a few counter reads per case (NVML's total-energy counter,
 RAPL's energy_uj files) and, on GPUs, one thread that wakes every ``SAMPLE_INTERVAL_S``
 for three NVML reads per GPU (benchmarks/energy_overhead.py measures what all this costs).

@@ -65,7 +65,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from trainperf.dist import Job, default_threads
 from trainperf.micro.collective_ops import (  # noqa: F401 - re-exported: this module's API
     CHECK_CHUNK,
     COLLECTIVES,
@@ -93,6 +92,7 @@ from trainperf.micro.harness import (
     synchronize,
     time_op,
 )
+from trainperf.parallel.group import RankGroup, default_threads
 
 # ---------------------------------------------------------------- the sweep document
 
@@ -291,7 +291,7 @@ def run_document(document: dict[str, Any], workdir: Path) -> dict[str, Any] | No
     job's folder; nothing is written there.
     """
     spec = Sweep.from_document(document)
-    with Job(spec.device, spec.timeout_s) as job:
+    with RankGroup(spec.device, spec.timeout_s) as job:
         if spec.device == "cpu":
             torch.set_num_threads(default_threads(job.ranks.local_world_size))
         peers = Peers(job.ranks.rank, job.ranks.world_size, job.device, dtype_of(spec.dtype))
@@ -394,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 2:
         print("usage: python -m trainperf.micro.collective DOC.json OUT.json", file=sys.stderr)
         return 2
-    from trainperf.lifeline import die_with_parent
+    from trainperf.parallel.lifeline import die_with_parent
 
     die_with_parent()
     doc_path, out_path = Path(args[0]), Path(args[1])

@@ -280,7 +280,7 @@ def document_shapes(document: dict[str, Any]) -> list[ConvShape]:
 
 def run_document(document: dict[str, Any], workdir: Path) -> dict[str, Any]:
     """The micro-benchmark kinds' entry point (see trainperf.micro): the document's sweep."""
-    from trainperf.train import set_fp32_math
+    from trainperf.training_step import set_fp32_math
 
     device = torch.device(document["device"])
     set_fp32_math(device, document["dtype"])  # tf32 or IEEE float32 for cuDNN

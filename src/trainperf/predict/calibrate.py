@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from trainperf import models
-from trainperf.analysis.scaling import device_count
+from trainperf.parallel.scaling import device_count
 from trainperf.predict.model import PredictError, predict
 from trainperf.store import Store, StoreError
 

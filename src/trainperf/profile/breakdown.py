@@ -27,7 +27,7 @@ import torch
 from trainperf import models
 from trainperf.case import Case
 from trainperf.profile.layers import LayerTimer, out_of_place_activations
-from trainperf.train import build_training_step
+from trainperf.training_step import build_training_step
 
 DEFAULT_STEPS, DEFAULT_WARMUP = 10, 3
 

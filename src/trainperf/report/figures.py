@@ -31,8 +31,8 @@ from matplotlib.ticker import FuncFormatter, NullLocator
 from matplotlib.transforms import blended_transform_factory
 
 from trainperf.analysis.pareto import pareto_fronts
-from trainperf.analysis.scaling import device_count, scaling_rows
 from trainperf.case import label_of
+from trainperf.parallel.scaling import device_count, scaling_rows
 
 STYLE: dict[str, Any] = {
     "svg.hashsalt": "trainperf-report",

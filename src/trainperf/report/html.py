@@ -126,8 +126,8 @@ def system_row(record: dict[str, Any]) -> dict[str, str]:
 
 def result_row(result: dict[str, Any]) -> dict[str, Any]:
     """One results-table row; failed cases keep their status and reason."""
-    from trainperf.analysis.scaling import device_count
     from trainperf.case import label_of
+    from trainperf.parallel.scaling import device_count
 
     m, case = result.get("metrics") or {}, result["case"]
     ok = result["status"] == "ok"

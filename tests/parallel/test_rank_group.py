@@ -5,13 +5,13 @@ import socket
 import pytest
 import torch.distributed as dist
 
-from trainperf.dist import Job
+from trainperf.parallel.group import RankGroup
 
 
 @pytest.fixture
 def one_rank(monkeypatch):
     """torchrun's environment for a job of one process on a free loopback port; the
-    barriers a Job waits at are recorded instead of run."""
+    barriers a RankGroup waits at are recorded instead of run."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -25,12 +25,12 @@ def one_rank(monkeypatch):
 
 
 def test_a_rank_that_finished_waits_for_its_peers_before_tearing_down(one_rank):
-    with Job("cpu", 30) as job:
+    with RankGroup("cpu", 30) as job:
         assert job.is_leader and dist.is_initialized()
     assert one_rank == [None] and not dist.is_initialized()  # gloo: the default group
 
 
 def test_a_rank_that_failed_leaves_at_once(one_rank):
-    with pytest.raises(RuntimeError, match="a rank's own failure"), Job("cpu", 30):
+    with pytest.raises(RuntimeError, match="a rank's own failure"), RankGroup("cpu", 30):
         raise RuntimeError("a rank's own failure")
     assert one_rank == [] and not dist.is_initialized()  # its peers may never arrive

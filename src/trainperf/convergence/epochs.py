@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 
 from trainperf.convergence.evaluation import evaluate, reached
-from trainperf.convergence.peers import Peers
 from trainperf.convergence.schedule import Schedule
 from trainperf.models.spec import ModelSpec
-from trainperf.train import Step
+from trainperf.parallel.peers import Peers
+from trainperf.training_step import Step
 
 if TYPE_CHECKING:
     from trainperf.convergence.trainer import Listener, ProgressFile, TrainConfig

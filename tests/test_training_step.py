@@ -6,8 +6,8 @@ import torch
 from trainperf import models
 from trainperf.benchmark import derive_metrics
 from trainperf.case import make_case
-from trainperf.measure.loop import StepRecord
-from trainperf.train import (
+from trainperf.measure.timed_steps import StepRecord
+from trainperf.training_step import (
     StepOptions,
     build_model,
     build_training_step,

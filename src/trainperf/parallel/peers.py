@@ -1,11 +1,11 @@
 """The data-parallel side of a convergence run, in one place.
 
 A run joins no process group itself: under torchrun the worker has already set one up
-(``trainperf.dist.Job``). When ``torch.distributed`` is initialised with more than one
-rank, the trainer wraps the model in DistributedDataParallel (``trainperf.train.wrap_ddp``),
-sums are all-reduced so every rank sees the global evaluation, and stop requests are agreed
-on so every rank stops after the same step (a rank that stopped alone would leave the others
-waiting in a collective).
+(``trainperf.parallel.group.RankGroup``). When ``torch.distributed`` is initialised with
+more than one rank, the trainer wraps the model in DistributedDataParallel
+(``trainperf.parallel.wrap.wrap_ddp``), sums are all-reduced so every rank sees the global
+evaluation, and stop requests are agreed on so every rank stops after the same step (a rank
+that stopped alone would leave the others waiting in a collective).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ Dropout is switched off in both runs: its random masks are drawn per process and
 match between layouts. BatchNorm normalizes over each rank's slice, unlike the sequential
 run over the whole batch: such models are reported as not equivalent, with that note.
 
-Both parts train with the benchmark's step (``trainperf.train.build_model`` and
+Both parts train with the benchmark's step (``trainperf.training_step.build_model`` and
 ``make_step``): the same precision handling (fp16 with a GradScaler), channels-last and
 compile; the parallel part wraps the model in plain DistributedDataParallel.
 
@@ -46,15 +46,15 @@ def check(case: Case, steps: int) -> dict[str, Any]:
     """
     import tempfile
 
-    from trainperf.runner import Launch, StopFlag, run_job
+    from trainperf.runner import ChildJob, StopFlag, run_job
 
     single = case.model_copy(update={"devices": 1, "nodes": 1, "parallel": "none"})
     with tempfile.TemporaryDirectory(prefix="trainperf-") as tmp, StopFlag().installed() as stop:
         workdir = Path(tmp)
-        result = run_job(job(case, steps, "parallel"), Launch.of_case(case), workdir, stop)
+        result = run_job(job(case, steps, "parallel"), ChildJob.of_case(case), workdir, stop)
         if result["status"] == "ok":
             sequential = job(case, steps, "sequential")
-            result = run_job(sequential, Launch.of_case(single), workdir, stop)
+            result = run_job(sequential, ChildJob.of_case(single), workdir, stop)
     return result
 
 
@@ -67,9 +67,9 @@ def run_part(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
     """Run one part in this process (one rank of it under torchrun)."""
     case, steps = Case.model_validate(document["case"]), int(document["steps"])
     if document["part"] == "parallel":
-        from trainperf.dist import Job
+        from trainperf.parallel.group import RankGroup
 
-        with Job(case.device, case.timeout_s) as job_:
+        with RankGroup(case.device, case.timeout_s) as job_:
             losses, params = train(case, steps, job_)
             if not job_.is_leader:
                 return None
@@ -82,7 +82,8 @@ def run_part(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
 
 def train(case: Case, steps: int, job: Any) -> tuple[list[float], torch.Tensor]:
     """K steps on the global batch (this rank's slice of it); losses and final weights."""
-    from trainperf.train import StepOptions, build_model, make_step, wrap_ddp
+    from trainperf.parallel.wrap import wrap_ddp
+    from trainperf.training_step import StepOptions, build_model, make_step
 
     spec = models.get(case.model)
     device = job.device if job else torch.device(case.device)

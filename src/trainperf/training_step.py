@@ -16,8 +16,8 @@ Optimizers follow the literature: SGD with momentum 0.9 for the CNNs, AdamW for 
 language models. ``channels_last`` converts the model and its images to NHWC;
 ``compile`` wraps the model in ``torch.compile`` (compilation lands in the warm-up).
 
-Data parallelism lives here and nowhere else:
-- ``ddp``: DistributedDataParallel over the process group trainperf.dist set up (one
+Data parallelism is decided here (the wrapping itself is trainperf.parallel.wrap):
+- ``ddp``: DistributedDataParallel over the process group trainperf.parallel.group set up (one
   process per device), with the case's bucket size, static graph and fp16/bf16 gradient
   compression hook; ``grad_accum`` micro-batches per step, all but the last under
   ``no_sync`` so gradients are all-reduced once per optimizer step;
@@ -53,6 +53,7 @@ from trainperf.case import Case
 from trainperf.datasets import Loaders, endless_batches, make_loaders
 from trainperf.measure.timer import StepTimer, make_timer
 from trainperf.models.spec import Batch, ModelSpec
+from trainperf.parallel.wrap import wrap_parallel
 
 AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 SGD_LR, SGD_MOMENTUM = 0.01, 0.9
@@ -118,38 +119,6 @@ def make_optimizer(
         momentum=SGD_MOMENTUM if momentum is None else momentum,
         weight_decay=weight_decay or 0.0,
     )
-
-
-def dp_device_ids(case: Case) -> list[int]:
-    """The CUDA devices a DataParallel case runs on (its probes meter all of them)."""
-    return list(range(case.devices))
-
-
-def wrap_parallel(model: nn.Module, case: Case, device: torch.device) -> nn.Module:
-    """The model wrapped for the case's parallel mode."""
-    if case.mode == "dp":
-        return nn.DataParallel(model, device_ids=dp_device_ids(case))
-    if case.mode != "ddp":
-        return model
-    options: dict = {"static_graph": case.static_graph}
-    if case.bucket_mb:
-        options["bucket_cap_mb"] = case.bucket_mb
-    ddp = wrap_ddp(model, device, **options)
-    if case.grad_compression != "none":
-        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
-        hook = {"fp16": default_hooks.fp16_compress_hook, "bf16": default_hooks.bf16_compress_hook}
-        ddp.register_comm_hook(None, hook[case.grad_compression])
-    return ddp
-
-
-def wrap_ddp(model: nn.Module, device: torch.device, **options: Any) -> nn.Module:
-    """DistributedDataParallel over the process group, on this rank's GPU if it has one."""
-    from torch.nn.parallel import DistributedDataParallel
-
-    if device.type == "cuda":
-        options["device_ids"] = [device.index]
-    return DistributedDataParallel(model, **options)
 
 
 def build_model(

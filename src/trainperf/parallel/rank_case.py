@@ -26,13 +26,13 @@ from typing import Any
 import torch
 
 from trainperf.case import Case, model_of
-from trainperf.dist import AgreedPolicy, Job, default_threads
-from trainperf.measure.loop import StepRecord, measure_steps
 from trainperf.measure.memory import read_peak, reset_peak
 from trainperf.measure.policy import parse_policy
 from trainperf.measure.probes import CaseProbes, probe_metrics
+from trainperf.measure.timed_steps import StepRecord, measure_steps
 from trainperf.measure.timer import make_timer
-from trainperf.train import TrainingStep, build_training_step
+from trainperf.parallel.group import AgreedPolicy, RankGroup, default_threads
+from trainperf.training_step import TrainingStep, build_training_step
 
 COMPUTE_WARMUP_STEPS = 2
 COMPUTE_MIN_STEPS, COMPUTE_MAX_STEPS = 5, 100
@@ -43,7 +43,7 @@ def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[st
     from trainperf.benchmark import derive_metrics, device_info, flag_throttling
 
     on_phase("joining")
-    with Job(case.device, case.timeout_s) as job:
+    with RankGroup(case.device, case.timeout_s) as job:
         threads = case.threads
         if threads is None and case.device == "cpu":
             threads = default_threads(job.ranks.local_world_size)

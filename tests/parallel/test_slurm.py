@@ -3,7 +3,7 @@ script are refused as one line with exit code 2, and nothing is written."""
 
 import pytest
 
-from trainperf.slurm import SlurmError, sbatch_script
+from trainperf.parallel.slurm import SlurmError, sbatch_script
 
 
 @pytest.mark.parametrize(

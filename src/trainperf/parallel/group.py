@@ -1,73 +1,21 @@
-"""torch.distributed for trainperf: launching with torchrun, process groups, rank agreement.
+"""The process group of a distributed case, and agreement between its ranks.
 
-Launch. A case with more than one process runs as
-``python -m trainperf.launch -- torchrun-args -m trainperf.worker CASE RESULT``: the launch
-wrapper makes torchrun's agent die with the trainperf parent, then becomes torchrun. One
-node: ``--standalone`` (a rendezvous on a free loopback port). Several nodes: c10d
-rendezvous at an endpoint that is loopback (127.0.0.1) unless one is given, so nothing
-listens on the network by accident; each node runs the same trainperf command.
-
-In the worker. Backend nccl on GPUs (each process on ``cuda:LOCAL_RANK``), gloo on CPUs
-(the processes share the cores: each gets ``cores // local processes`` threads unless the
-case says). Decisions of the step policy (is the warm-up over? how many steps until the
-next check? stop?) are taken on rank 0 and broadcast, so all ranks run the same number of
-steps and no collective is left waiting. Control messages travel on a gloo group, apart
-from the NCCL stream that carries gradients.
+Each rank, started by torchrun (trainperf.parallel.torchrun), joins the group: backend
+nccl on GPUs (each process on ``cuda:LOCAL_RANK``), gloo on CPUs (the processes share the
+cores: each gets ``cores // local processes`` threads unless the case says). Decisions of
+the step policy (is the warm-up over? how many steps until the next check? stop?) are
+taken on rank 0 and broadcast, so all ranks run the same number of steps and no collective
+is left waiting. Control messages travel on a gloo group, apart from the NCCL stream that
+carries gradients.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-LOOPBACK_ENDPOINT = "127.0.0.1:29400"
-
-
-def launched_by_torchrun() -> bool:
-    return "TORCHELASTIC_RUN_ID" in os.environ and "RANK" in os.environ
-
-
-def torchrun_args(
-    nproc_per_node: int, nnodes: int, rdzv_endpoint: str | None, rdzv_id: str
-) -> list[str]:
-    """torchrun's arguments for a job of ``nnodes`` x ``nproc_per_node`` processes."""
-    args = ["--nproc-per-node", str(nproc_per_node), "--max-restarts", "0"]
-    if nnodes == 1 and rdzv_endpoint is None:
-        return ["--standalone", *args]
-    return [
-        "--nnodes",
-        str(nnodes),
-        *args,
-        "--rdzv-backend",
-        "c10d",
-        "--rdzv-endpoint",
-        rdzv_endpoint or LOOPBACK_ENDPOINT,
-        "--rdzv-id",
-        rdzv_id,
-    ]
-
-
-def launch_command(
-    worker_args: Sequence[str],
-    nproc_per_node: int,
-    nnodes: int = 1,
-    rdzv_endpoint: str | None = None,
-    rdzv_id: str = "trainperf",
-) -> list[str]:
-    """The child command line that runs ``trainperf.worker WORKER_ARGS`` under torchrun."""
-    return [
-        sys.executable,
-        "-m",
-        "trainperf.launch",
-        *torchrun_args(nproc_per_node, nnodes, rdzv_endpoint, rdzv_id),
-        "-m",
-        "trainperf.worker",
-        *worker_args,
-    ]
 
 
 @dataclass(frozen=True)
@@ -90,7 +38,7 @@ class Ranks:
         )
 
 
-class Job:
+class RankGroup:
     """The process group of a distributed case, and agreement between its ranks."""
 
     def __init__(self, device_type: str, timeout_s: float | None = None) -> None:
@@ -143,7 +91,7 @@ class Job:
             dist.barrier(group=self.control)
         dist.destroy_process_group()
 
-    def __enter__(self) -> Job:
+    def __enter__(self) -> RankGroup:
         return self
 
     def __exit__(self, exc_type: object, *rest: object) -> None:
@@ -163,21 +111,21 @@ class AgreedPolicy:
     call is one broadcast; during measurement those are the policy's check points only.
     """
 
-    def __init__(self, policy: Any, job: Job) -> None:
-        self.policy, self.job = policy, job
+    def __init__(self, policy: Any, group: RankGroup) -> None:
+        self.policy, self.group = policy, group
 
     @property
     def ci_target(self) -> float | None:
         return self.policy.ci_target
 
     def warmup_done(self, warmup_s: Sequence[float], elapsed_s: float = 0.0) -> str | None:
-        return self.job.agree(self.policy.warmup_done(warmup_s, elapsed_s))
+        return self.group.agree(self.policy.warmup_done(warmup_s, elapsed_s))
 
     def steps_until_check(self, step_s: Sequence[float], elapsed_s: float) -> int:
-        return self.job.agree(self.policy.steps_until_check(step_s, elapsed_s))
+        return self.group.agree(self.policy.steps_until_check(step_s, elapsed_s))
 
     def measure_done(self, step_s: Sequence[float], elapsed_s: float) -> str | None:
-        return self.job.agree(self.policy.measure_done(step_s, elapsed_s))
+        return self.group.agree(self.policy.measure_done(step_s, elapsed_s))
 
     def __str__(self) -> str:
         return str(self.policy)

@@ -5,12 +5,12 @@ import sys
 
 import pytest
 
-from trainperf import dist
-from trainperf.analysis.scaling import NO_BASELINE, scaling_rows, speedup_efficiency
 from trainperf.case import make_case
-from trainperf.distributed_case import rank_metrics, slowest_per_step
-from trainperf.runner import Launch, _torchrun_root_cause, _where_stuck, child_command
-from trainperf.slurm import SlurmError, sbatch_script
+from trainperf.parallel import group, torchrun
+from trainperf.parallel.rank_case import rank_metrics, slowest_per_step
+from trainperf.parallel.scaling import NO_BASELINE, scaling_rows, speedup_efficiency
+from trainperf.parallel.slurm import SlurmError, sbatch_script
+from trainperf.runner import ChildJob, _torchrun_root_cause, _where_stuck, child_command
 
 
 def test_efficiency_arithmetic_on_known_inputs():
@@ -20,26 +20,27 @@ def test_efficiency_arithmetic_on_known_inputs():
 
 
 def test_torchrun_lines():
-    assert dist.torchrun_args(2, 1, None, "x")[:1] == ["--standalone"]
-    multi = dist.torchrun_args(8, 4, None, "job1")
+    assert torchrun.torchrun_args(2, 1, None, "x")[:1] == ["--standalone"]
+    multi = torchrun.torchrun_args(8, 4, None, "job1")
     assert multi[multi.index("--rdzv-endpoint") + 1] == "127.0.0.1:29400"  # loopback
     assert multi[multi.index("--nnodes") + 1] == "4"
-    given = dist.torchrun_args(8, 4, "10.0.0.1:29500", "job1")
+    given = torchrun.torchrun_args(8, 4, "10.0.0.1:29500", "job1")
     assert "10.0.0.1:29500" in given and "job1" in given
-    command = dist.launch_command(["c.json", "r.json"], 2)
-    assert command[:3] == [sys.executable, "-m", "trainperf.launch"]
+    command = torchrun.torchrun_command(["c.json", "r.json"], 2)
+    assert command[:3] == [sys.executable, "-m", "trainperf.parallel.torchrun"]
     assert command[-4:] == ["-m", "trainperf.worker", "c.json", "r.json"]
 
 
 def test_child_command_by_mode(tmp_path):
     single = child_command(
-        Launch.of_case(make_case(model="cifarnet", batch_size=2)), tmp_path / "c", tmp_path / "r"
+        ChildJob.of_case(make_case(model="cifarnet", batch_size=2)), tmp_path / "c", tmp_path / "r"
     )
     assert single[1:3] == ["-m", "trainperf.worker"]
     ddp = make_case(model="cifarnet", batch_size=2, devices=2)
-    assert "trainperf.launch" in child_command(Launch.of_case(ddp), tmp_path / "c", tmp_path / "r")
+    ddp_command = child_command(ChildJob.of_case(ddp), tmp_path / "c", tmp_path / "r")
+    assert "trainperf.parallel.torchrun" in ddp_command
     one_rank_ddp = make_case(model="cifarnet", batch_size=2, parallel="ddp")
-    launch = Launch.of_case(one_rank_ddp)
+    launch = ChildJob.of_case(one_rank_ddp)
     assert "--nproc-per-node" in child_command(launch, tmp_path / "c", tmp_path / "r")
 
 
@@ -164,7 +165,7 @@ def test_sbatch_script():
 
 
 class FakeDistributed:
-    """The parts of torch.distributed and torch.cuda that Job touches, recorded."""
+    """The parts of torch.distributed and torch.cuda that RankGroup touches, recorded."""
 
     def __init__(self):
         self.calls = []
@@ -190,13 +191,13 @@ def test_gpu_job_uses_nccl_on_its_local_device_and_gloo_for_control(monkeypatch)
     monkeypatch.setattr(torch.cuda, "set_device", fake.set_device)
     for name, value in {"RANK": 5, "WORLD_SIZE": 8, "LOCAL_RANK": 1, "LOCAL_WORLD_SIZE": 4}.items():
         monkeypatch.setenv(name, str(value))
-    job = dist.Job("cuda", timeout_s=300)
+    job = group.RankGroup("cuda", timeout_s=300)
     assert job.backend == "nccl" and job.device == torch.device("cuda", 1)
     assert fake.calls == [("set_device", 1), ("init", "nccl", 300.0), ("new_group", "gloo")]
     assert job.control == "control-group" and not job.is_leader
-    assert job.ranks == dist.Ranks(rank=5, world_size=8, local_rank=1, local_world_size=4)
+    assert job.ranks == group.Ranks(rank=5, world_size=8, local_rank=1, local_world_size=4)
 
 
 def test_cpu_processes_share_the_cores():
-    assert dist.default_threads(1) >= 1
-    assert dist.default_threads(10_000) == 1
+    assert group.default_threads(1) >= 1
+    assert group.default_threads(10_000) == 1
