@@ -71,8 +71,7 @@ class FakeWorker:
 
 def item(model, runs, batch=8, key=True):
     case = make_case(model=model, batch_size=batch, image_size=32, runs=runs, steps="fixed:1:9")
-    fields = case.model_dump()
-    return SweepItem(fields, f"{model}-{batch}" if key else None)
+    return SweepItem(case, f"{model}-{batch}" if key else None)
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 import torch
 
-from trainperf.worker import is_out_of_memory, measure
+from trainperf.outcome import is_out_of_memory
+from trainperf.worker import measure
 
 
 def test_out_of_memory_is_recognised():

@@ -1,10 +1,11 @@
 """A case's result from its runs: the measurements of several worker processes, combined.
 
 A **run** is one worker process measuring a case (``trainperf.worker``); its document is
-what the worker writes (``RUN_SCHEMA``): status, the case as the run measured it (its share
-of the step policy), device, metrics with the raw step times, error. A **result** gathers
-the runs of a case (``RESULT_SCHEMA``) and is what the store's ``results`` table holds; the
-runs stay beside it (table ``runs``), so every raw step time is kept.
+what the worker writes (``RUN_SCHEMA``; every document is made by trainperf.outcome):
+status, the case as the run measured it (its share of the step policy), device, metrics
+with the raw step times, error. A **result** gathers the runs of a case (``RESULT_SCHEMA``)
+and is what the store's ``results`` table holds; the runs stay beside it (table ``runs``),
+so every raw step time is kept.
 
 Metrics of an ok result (each run r has its estimate y_r = samples_per_s_median of r):
 - ``samples_per_s_median``: mean of the y_r; ``samples_per_s_ci95`` and ``ci95_relative``
@@ -40,12 +41,8 @@ from typing import Any
 from trainperf.measure import hierarchy
 from trainperf.measure.runs import RunsPolicy, parse_runs
 from trainperf.measure.stats import DRIFT_FRACTION, DRIFT_P, UNSTABLE_CV, drift, summarize
+from trainperf.outcome import RESULT_SCHEMA, RUN_SCHEMA, Outcome
 
-# Schema of a run document (a worker's output) and of a result document. History:
-#   run 1: the worker's document (the only kind of result before runs existed).
-#   result 2: a result combines its runs; migrated 1-run results are of this schema too.
-RUN_SCHEMA = 1
-RESULT_SCHEMA = 2
 # The runs of a case differ "beyond their step noise" when the F test says so (p below
 # this) and the between-run component is material (a coefficient of variation above
 # this): a quiet GPU can show a significant but harmless 0.3% between processes.
@@ -164,14 +161,8 @@ def combine(
     metrics["final_loss"] = runs[-1]["metrics"].get("final_loss")
     reasons = instability(metrics, runs, policy)
     metrics |= {"unstable": bool(reasons), "unstable_reasons": reasons}
-    return {
-        "result_schema": RESULT_SCHEMA,
-        "status": "ok",
-        "case": case,
-        "device": runs[0].get("device"),
-        "metrics": metrics,
-        "error": None,
-    }
+    body = {"device": runs[0].get("device"), "metrics": metrics}
+    return Outcome.ok(case, body, schema=RESULT_SCHEMA).document()
 
 
 def samples_per_step(run: dict[str, Any]) -> float:
@@ -349,34 +340,7 @@ def failed(
     case: dict[str, Any], ok_runs: Sequence[dict[str, Any]], failure: dict[str, Any]
 ) -> dict[str, Any]:
     """The result of a case whose run ``failure`` failed after ``ok_runs`` went well."""
-    error = dict(failure.get("error") or {"type": failure["status"], "message": ""})
-    number = failure.get("run_number", len(ok_runs) + 1)
-    error["run"] = number
-    if ok_runs:
-        earlier = f"{len(ok_runs)} earlier run" + ("s" if len(ok_runs) > 1 else "")
-        error["message"] = f"{error.get('message', '')} (run {number}; {earlier} ok)"
-    return {
-        "result_schema": RESULT_SCHEMA,
-        "status": failure["status"],
-        "case": case,
-        "device": failure.get("device") or (ok_runs[0].get("device") if ok_runs else None),
-        "metrics": {},
-        "error": error,
-    }
-
-
-def unmeasured(
-    case: dict[str, Any], status: str, message: str, error_type: str | None = None
-) -> dict[str, Any]:
-    """The result of a case that was never measured (skipped, or failed before it ran)."""
-    return {
-        "result_schema": RESULT_SCHEMA,
-        "status": status,
-        "case": case,
-        "device": None,
-        "metrics": {},
-        "error": {"type": error_type or status, "message": message},
-    }
+    return Outcome.failed_run(case, ok_runs, failure).document()
 
 
 def legacy_run_uid(result_uid: str) -> str:

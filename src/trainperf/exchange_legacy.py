@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Literal
 
 from trainperf.case_result import from_legacy, legacy_run_uid
-from trainperf.exchange import (
+from trainperf.exchange_format import (
     Item,
     Json,
     Key,

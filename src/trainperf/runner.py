@@ -40,9 +40,9 @@ from typing import Any
 import psutil
 
 from trainperf.case import Case
-from trainperf.case_result import RUN_SCHEMA
 from trainperf.lease import Owner, is_live
-from trainperf.parallel.lifeline import PARENT_PID_ENV
+from trainperf.outcome import Outcome
+from trainperf.parallel.lifeline import PARENT_PID_ENV, STACK_SIGNAL
 
 STDERR_TAIL_CHARS = 4000
 # How often the parent looks at the child and the interrupt flag while it waits.
@@ -269,8 +269,6 @@ def _rank_ended(rank: int, code: int) -> str:
 
 def _request_stacks(child: subprocess.Popen) -> None:
     """Send the stack-dump signal to every worker process of the child, and wait a moment."""
-    from trainperf.worker import STACK_SIGNAL
-
     try:
         processes = [psutil.Process(child.pid), *psutil.Process(child.pid).children(True)]
     except psutil.NoSuchProcess:
@@ -357,12 +355,7 @@ def _kill_tree(child: subprocess.Popen) -> None:
 
 
 def _failure(case: dict[str, Any], status: str, message: str, stderr_path: Path) -> dict[str, Any]:
+    """The document of a child that ended ``status`` (crashed or timeout) without a result."""
     tail = stderr_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
-    return {
-        "result_schema": RUN_SCHEMA,
-        "status": status,
-        "case": case,
-        "device": None,
-        "metrics": {},
-        "error": {"type": status, "message": message, "stderr_tail": tail},
-    }
+    made = Outcome.timeout if status == "timeout" else Outcome.crashed
+    return made(case, message, tail).document()

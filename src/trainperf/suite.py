@@ -34,6 +34,7 @@ is one error line. The environment variables ``TRAINPERF_MAX_CASES`` and
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -100,6 +101,12 @@ class PlannedCase:
     def wants_max_batch(self) -> bool:
         return self.fields["batch_size"] == MAX_BATCH
 
+    @functools.cached_property
+    def template(self) -> Case:
+        """The case validated once: as asked, or at batch 1 for a ``max`` batch (the
+        template of the largest-batch search)."""
+        return self.case(1 if self.wants_max_batch else None)
+
     def case(self, batch_size: int | None = None) -> Case:
         """The runnable case; a ``max`` batch needs the ``batch_size`` found for it."""
         fields = dict(self.fields)
@@ -132,7 +139,7 @@ class Suite:
         skips: dict[str, str] = {}
         for planned in self.planned:
             try:
-                check_case(planned.case(1), capabilities)
+                check_case(planned.template, capabilities)
             except HardwareAbsent as exc:
                 skips[planned.key] = str(exc)
             except CaseError as exc:

@@ -38,7 +38,6 @@ alike: give them the same ``--order-seed`` (``trainperf run`` does when cases sp
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -50,29 +49,65 @@ from trainperf import case_result, lease
 from trainperf.case import Case, label_of
 from trainperf.lease import Owner
 from trainperf.measure.runs import FixedRuns, RunsPolicy, parse_runs, share_steps
+from trainperf.outcome import FAILED_STATUSES, Outcome
 from trainperf.runner import Interrupted, StopFlag, job_directory, run_in_child
 from trainperf.store import Store
+from trainperf.suite import MAX_BATCH, PlannedCase
 
-FAILED_STATUSES = ("oom", "timeout", "crashed", "error")
 FOLLOWER = "this node took part; the node of rank 0 stores the result"
 
 
 @dataclass(frozen=True)
 class SweepItem:
-    """One case of a sweep. ``fields`` is a full case dump whose ``batch_size`` may be
-    ``"max"``; ``key`` identifies it within its suite (None: never resumed)."""
+    """One case of a sweep, validated once where it was asked for (the command line, a
+    suite) and run as it is. ``key`` identifies it within its suite (None: never resumed);
+    ``skip_reason`` says why it will not run."""
 
-    fields: dict[str, Any]
+    case: Case
     key: str | None = None
     skip_reason: str | None = None
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The case as asked for, as its results record it."""
+        return self.case.model_dump()
+
+    @property
+    def label(self) -> str:
+        return self.case.label
+
+
+@dataclass(frozen=True)
+class MaxBatchRequest:
+    """A case asking for the largest batch per device that trains (``batch_size: max``).
+    ``case`` is the case at batch 1: the template of the largest-batch search. The sweep
+    resolves the request into a SweepItem (the stored batch for these settings, or a
+    search) when it first claims the case, so that two sweeps sharing the case never
+    search for it twice; results of a request that fails record ``batch_size: max``."""
+
+    case: Case
+    key: str | None = None
+    skip_reason: str | None = None
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        return self.case.model_dump() | {"batch_size": MAX_BATCH}
 
     @property
     def label(self) -> str:
         return label_of(self.fields)
 
-    @classmethod
-    def of(cls, case: Case) -> SweepItem:
-        return cls(case.model_dump())
+    def resolved(self, batch_size: int) -> SweepItem:
+        return SweepItem(self.case.model_copy(update={"batch_size": batch_size}), self.key)
+
+
+def planned_item(planned: PlannedCase, skip_reason: str | None = None) -> Item:
+    """The sweep's item for a case of a suite."""
+    made = MaxBatchRequest if planned.wants_max_batch else SweepItem
+    return made(planned.template, planned.key, skip_reason)
+
+
+Item = SweepItem | MaxBatchRequest
 
 
 @dataclass
@@ -115,11 +150,10 @@ class _CaseRuns:
     """A case of the running sweep: its policy, its ok runs so far, its result when done."""
 
     index: int
-    item: SweepItem
+    item: Item  # a MaxBatchRequest until its batch is resolved
     policy: RunsPolicy
     runs: list[dict[str, Any]] = field(default_factory=list)
     spent_s: float = 0.0  # wall time of its runs, processes included
-    case: Case | None = None  # the case as it runs (a 'max' batch resolved)
     followed: int = 0  # runs in which this node followed another's rank 0
     held: bool = False  # this sweep holds the case's lease
     result: dict[str, Any] | None = None
@@ -154,7 +188,7 @@ def run_cases(
     order_seed: int | None = None,
 ) -> list[dict[str, Any]]:
     """Measure ``cases`` (each with its runs), storing each run and result at once."""
-    items = [SweepItem.of(case) for case in cases]
+    items = [SweepItem(case) for case in cases]
     return run_sweep(
         items, store, system, events=events, label=label, order_seed=order_seed
     ).results
@@ -165,7 +199,7 @@ def new_order_seed() -> int:
 
 
 def run_sweep(
-    items: Sequence[SweepItem],
+    items: Sequence[Item],
     store: Store,
     system: dict[str, Any],
     *,
@@ -189,7 +223,7 @@ def run_sweep(
     outcome = SweepOutcome(sweep_id=sweep_id, order_seed=order_seed)
     resumable = suite is not None and not fresh
     done = store.finished(system["fingerprint"], suite[1]) if resumable else {}
-    states = [_CaseRuns(i, item, _policy(item.fields)) for i, item in enumerate(items)]
+    states = [_CaseRuns(i, item, _policy(item.case)) for i, item in enumerate(items)]
     with job_directory() as tmp, StopFlag().installed() as stop:
         sweep = _Sweep(store, system, sweep_id, tmp, stop, events, suite, rendezvous)
         if resumable:  # see "Concurrent sweeps" in the module doc
@@ -229,7 +263,7 @@ def _lease_key(state: _CaseRuns, sweep: _Sweep) -> tuple[str, str, str] | None:
     """What identifies the case among sweeps: (system, suite version, case key); None for
     a case that takes no lease (no suite or --fresh, or spanning nodes: every node of it
     must run it, in step)."""
-    if sweep.owner is None or state.item.key is None or state.item.fields.get("nodes", 1) > 1:
+    if sweep.owner is None or state.item.key is None or state.item.case.nodes > 1:
         return None
     return (sweep.system["fingerprint"], sweep.suite[1], state.item.key)
 
@@ -263,9 +297,9 @@ def _pause(stop: StopFlag, seconds: float) -> None:
     stop.raise_if_set()
 
 
-def _policy(fields: dict[str, Any]) -> RunsPolicy:
-    policy = parse_runs(fields.get("runs", "adaptive"))
-    if fields.get("nodes", 1) > 1:  # see "Several nodes" in the module doc
+def _policy(case: Case) -> RunsPolicy:
+    policy = parse_runs(case.runs)
+    if case.nodes > 1:  # see "Several nodes" in the module doc
         return FixedRuns(policy.planned)
     return policy
 
@@ -280,7 +314,7 @@ def interleave(
     if keep_batch_order:
         places: dict[str, list[int]] = {}
         for place, state in enumerate(order):
-            places.setdefault(_without_batch(state.item.fields), []).append(place)
+            places.setdefault(_without_batch(state.item), []).append(place)
         for taken in places.values():
             members = sorted((order[p] for p in taken), key=lambda s: _batch_order(s.item))
             for place, state in zip(taken, members, strict=True):
@@ -288,9 +322,10 @@ def interleave(
     return order
 
 
-def _batch_order(item: SweepItem) -> tuple[int, int]:
-    batch = item.fields["batch_size"]
-    return (1, 0) if not isinstance(batch, int) else (0, batch)  # 'max' after the numbers
+def _batch_order(item: Item) -> tuple[int, int]:
+    if isinstance(item, MaxBatchRequest):
+        return (1, 0)  # after the numbers
+    return (0, item.case.batch_size)
 
 
 def _begin(
@@ -302,7 +337,7 @@ def _begin(
     if item.key in done:
         _finish(state, done[item.key] | {"reused": True}, sweep)
     elif item.skip_reason:
-        _finish(state, case_result.unmeasured(item.fields, "skipped", item.skip_reason), sweep)
+        _finish(state, Outcome.skipped(item.fields, item.skip_reason).document(), sweep)
     elif resumable and item.key is not None and _lease_key(state, sweep) is None:
         _take_stored_runs(state, sweep)  # a leased case takes them with its lease (_claim)
 
@@ -314,8 +349,8 @@ def _take_stored_runs(state: _CaseRuns, sweep: _Sweep) -> None:
     state.runs = sweep.store.pending_runs(fingerprint, sweep.suite[1], item.key)
     state.spent_s = sum(r["metrics"].get("wall_s") or 0.0 for r in state.runs)
     if state.runs and (reason := state.policy.done(_estimates(state), state.spent_s)):
-        batch_size = state.runs[0]["case"]["batch_size"]  # a 'max' batch as resolved
-        state.case = Case.model_validate(item.fields | {"batch_size": batch_size})
+        if isinstance(item, MaxBatchRequest):
+            state.item = item.resolved(state.runs[0]["case"]["batch_size"])  # as it ran
         _finish_ok(state, reason, sweep)
 
 
@@ -325,10 +360,10 @@ def _estimates(state: _CaseRuns) -> list[float]:
 
 def _run_once(state: _CaseRuns, states: list[_CaseRuns], sweep: _Sweep) -> None:
     """One more run of ``state``'s case; finish the case when it needs no more."""
-    if state.case is None and not _resolve(state, sweep):
+    if isinstance(state.item, MaxBatchRequest) and not _resolve(state, sweep):
         _skip_larger_batches(state, states, sweep)
         return
-    case = state.case
+    case = state.item.case
     number = len(state.runs) + state.followed + 1
     left = sum(s.runs_left for s in states if s.result is None)
     sweep.events.on_start(state.index, state.item, number, left)
@@ -339,7 +374,7 @@ def _run_once(state: _CaseRuns, states: list[_CaseRuns], sweep: _Sweep) -> None:
     if run.get("follower"):
         state.followed += 1
         if state.followed >= state.policy.planned:
-            result = case_result.unmeasured(case.model_dump(), "skipped", FOLLOWER)
+            result = Outcome.skipped(case.model_dump(), FOLLOWER).document()
             _finish(state, result | {"follower": True}, sweep)
         return
     run["run_number"] = number
@@ -366,7 +401,7 @@ def _run_once(state: _CaseRuns, states: list[_CaseRuns], sweep: _Sweep) -> None:
 
 
 def _finish_ok(state: _CaseRuns, reason: str, sweep: _Sweep) -> None:
-    result = case_result.combine(state.case.model_dump(), state.runs, reason, state.policy)
+    result = case_result.combine(state.item.case.model_dump(), state.runs, reason, state.policy)
     _add_achievable(result, sweep.store, sweep.system["fingerprint"])
     _finish(state, result | {"runs": state.runs}, sweep)
 
@@ -391,25 +426,24 @@ def _finish(state: _CaseRuns, result: dict[str, Any], sweep: _Sweep) -> None:
 
 
 def _resolve(state: _CaseRuns, sweep: _Sweep) -> bool:
-    """Set the runnable case (a 'max' batch looked up or searched for); on a failure of
-    the search, finish the case with it and return False."""
-    fields = state.item.fields
-    batch_size = fields["batch_size"]
-    if batch_size == "max":
-        batch_size, failure = _resolve_max_batch(state, sweep)
-        if failure:
-            _finish(state, failure, sweep)
-            return False
-    state.case = Case.model_validate(fields | {"batch_size": batch_size})
+    """Resolve the case's MaxBatchRequest into a SweepItem (the batch looked up or searched
+    for); on a failure of the search, finish the case with it and return False."""
+    request = state.item
+    batch_size, failure = _resolve_max_batch(state.index, request, sweep)
+    if failure:
+        _finish(state, failure.document(), sweep)
+        return False
+    state.item = request.resolved(batch_size)
     return True
 
 
-def _resolve_max_batch(state: _CaseRuns, sweep: _Sweep) -> tuple[int, dict[str, Any] | None]:
-    """The stored largest batch for the item's settings, searched for when absent."""
+def _resolve_max_batch(
+    index: int, request: MaxBatchRequest, sweep: _Sweep
+) -> tuple[int, Outcome | None]:
+    """The stored largest batch for the request's settings, searched for when absent."""
     from trainperf import maxbatch
 
-    item = state.item
-    template = Case.model_validate(item.fields | {"batch_size": 1})
+    template = request.case
     key = maxbatch.memory_key(template)
     store, fingerprint = sweep.store, sweep.system["fingerprint"]
     found = store.max_batch(fingerprint, key)
@@ -419,11 +453,11 @@ def _resolve_max_batch(state: _CaseRuns, sweep: _Sweep) -> tuple[int, dict[str, 
                 template,
                 sweep.workdir,
                 stop=sweep.stop,
-                on_probe=lambda probe: sweep.events.on_probe(state.index, probe),
+                on_probe=lambda probe: sweep.events.on_probe(index, probe),
             )
         except maxbatch.SearchFailed as exc:
             message = f"largest-batch search: {exc}"
-            return 0, case_result.unmeasured(item.fields, "error", message, "SearchFailed")
+            return 0, Outcome.unmeasured(request.fields, "error", message, "SearchFailed")
         store.add_max_batch(
             fingerprint,
             key,
@@ -435,7 +469,7 @@ def _resolve_max_batch(state: _CaseRuns, sweep: _Sweep) -> tuple[int, dict[str, 
         found = {"batch_size": search.batch_size, "note": search.note}
     if found["batch_size"] is None:
         message = found["note"] or "no batch size fits"
-        return 0, case_result.unmeasured(item.fields, "oom", message, "OutOfMemory")
+        return 0, Outcome.unmeasured(request.fields, "oom", message, "OutOfMemory")
     return found["batch_size"], None
 
 
@@ -458,9 +492,9 @@ def _add_achievable(result: dict[str, Any], store: Store, fingerprint: str) -> N
     metrics["utilization_of_achievable"] = metrics["achieved_tflops"] / (best * devices)
 
 
-def _without_batch(fields: dict[str, Any]) -> str:
-    rest = {k: v for k, v in fields.items() if k != "batch_size"}
-    return json.dumps(rest, sort_keys=True)
+def _without_batch(item: Item) -> str:
+    """The item's settings but its batch: cases equal in this differ in batch alone."""
+    return item.case.model_dump_json(exclude={"batch_size"})
 
 
 def _skip_larger_batches(state: _CaseRuns, states: list[_CaseRuns], sweep: _Sweep) -> None:
@@ -470,15 +504,14 @@ def _skip_larger_batches(state: _CaseRuns, states: list[_CaseRuns], sweep: _Swee
     batch = result.get("case", {}).get("batch_size")
     if result.get("status") != "oom" or not isinstance(batch, int):
         return
-    setting = _without_batch(state.item.fields)
+    setting = _without_batch(state.item)
     for other in states:
-        larger = other.item.fields["batch_size"]
         if (
             other.result is None
             and not other.runs
-            and isinstance(larger, int)
-            and larger > batch
-            and _without_batch(other.item.fields) == setting
+            and isinstance(other.item, SweepItem)
+            and other.item.case.batch_size > batch
+            and _without_batch(other.item) == setting
         ):
             reason = f"batch {batch} of the same case already ran out of memory"
-            _finish(other, case_result.unmeasured(other.item.fields, "skipped", reason), sweep)
+            _finish(other, Outcome.skipped(other.item.fields, reason).document(), sweep)

@@ -5,9 +5,10 @@ process, and reads RESULT.json back; only the parent touches the database. The r
 written atomically (temporary file, then rename), so a worker killed mid-write leaves no
 half a result: the parent then records the case as crashed from the exit status.
 
-Result statuses decided here: ``ok``, ``oom`` (device or host memory exhausted, detected
-from the exception) and ``error`` (any other exception, with its type, message and
-traceback). ``crashed`` and ``timeout`` can only be seen from outside, by the parent.
+Result statuses decided here (trainperf.outcome makes every result document): ``ok``,
+``oom`` (device or host memory exhausted, detected from the exception) and ``error`` (any
+other exception, with its type, message and traceback). ``crashed`` and ``timeout`` can
+only be seen from outside, by the parent.
 
 The worker dies with its parent (trainperf.parallel.lifeline). Under torchrun (a ddp case) every
 rank runs this module: rank 0 gathers the measurements and writes RESULT.json. A rank that
@@ -24,35 +25,15 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
-import signal
 import sys
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from trainperf.case_result import RUN_SCHEMA
 from trainperf.fileio import write_atomic
 from trainperf.micro import KINDS as MICRO_KINDS
-from trainperf.parallel.lifeline import die_with_parent
-
-# Messages by which PyTorch and the C++ allocators report exhausted memory.
-_OOM_MARKERS = (
-    "out of memory",
-    "can't allocate memory",
-    "not enough memory",
-    "failed to allocate",
-)
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    """Whether ``exc`` says that device or host memory ran out."""
-    import torch
-
-    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
-        return True
-    text = str(exc).lower()
-    return isinstance(exc, RuntimeError) and any(m in text for m in _OOM_MARKERS)
+from trainperf.outcome import Outcome
+from trainperf.parallel.lifeline import STACK_SIGNAL, die_with_parent
 
 
 def measure(
@@ -82,44 +63,22 @@ def guarded(
     case_dict: dict[str, Any], body: Callable[[], dict[str, Any] | None]
 ) -> dict[str, Any] | None:
     """The result document of ``body()`` (its keys merged in, status ok) or of its failure."""
-    result: dict[str, Any] = {"result_schema": RUN_SCHEMA, "case": case_dict}
     try:
         outcome = body()
         if outcome is None:
             return None
-        result |= {"status": "ok", **outcome, "error": None}
+        return Outcome.ok(case_dict, outcome).document()
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a recorded result
         if isinstance(exc, KeyboardInterrupt):
             raise
-        status = "oom" if is_out_of_memory(exc) else "error"
-        result |= {
-            "status": status,
-            "metrics": {},
-            "error": {
-                "type": type(exc).__name__,
-                "message": _oom_sentence(exc) if status == "oom" else _first_line(exc),
-                "traceback": traceback.format_exc()[-8000:],
-            },
-        }
-    return result
+        failure = Outcome.from_exception(case_dict, exc)
+        rank = torchrun_rank()
+        return (failure if rank is None else failure.on_rank(rank)).document()
 
 
-def _oom_sentence(exc: BaseException) -> str:
-    """From the sentence that says memory ran out: allocator messages often start with a
-    C++ assertion ('[enforce fail at alloc_cpu.cpp:117] err == 0. DefaultCPUAllocator: ...')."""
-    line = _first_line(exc)
-    lowered = line.lower()
-    found = [lowered.find(m) for m in _OOM_MARKERS if m in lowered]
-    if not found:
-        return line
-    start = line.rfind(". ", 0, min(found))
-    return line[start + 2 :] if start >= 0 else line
-
-
-def _first_line(exc: BaseException, limit: int = 500) -> str:
-    """The first line of an exception's message, cut to ``limit`` characters."""
-    lines = str(exc).strip().splitlines()
-    return lines[0][:limit] if lines else ""
+def torchrun_rank() -> int | None:
+    """This process's rank when torchrun started it, else None."""
+    return int(os.environ["RANK"]) if "TORCHELASTIC_RUN_ID" in os.environ else None
 
 
 def _micro(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
@@ -189,9 +148,6 @@ def rank_file(result_path: Path, rank: int, kind: str = "") -> Path:
     return result_path.with_name(f"{result_path.name}{infix}.rank{rank}")
 
 
-STACK_SIGNAL = signal.SIGUSR1
-
-
 def dump_stack_on_request(path: Path) -> None:
     """Write this process's Python stack to ``path`` when it receives STACK_SIGNAL."""
     handle = path.open("w")  # kept open for the life of the process
@@ -208,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     die_with_parent()
     case_path, result_path = Path(args[0]), Path(args[1])
     document = json.loads(case_path.read_text())
-    rank = int(os.environ["RANK"]) if "TORCHELASTIC_RUN_ID" in os.environ else None
+    rank = torchrun_rank()
     dump_stack_on_request(
         rank_file(result_path, rank, "stack")
         if rank is not None
@@ -229,9 +185,6 @@ def main(argv: list[str] | None = None) -> int:
             follower = {"follower": True, "rank": rank, "case": document.get("case", document)}
             write_atomically(result_path, follower)
         return 0
-    if result["status"] != "ok":
-        result["error"]["message"] = f"rank {rank}: {result['error']['message']}"
-        result["error"]["rank"] = rank
     write_atomically(result_path if rank == 0 else rank_file(result_path, rank), result)
     # A failed rank must end the job: torchrun stops the other ranks when one exits non-zero.
     return 0 if result["status"] == "ok" else 1

@@ -10,7 +10,7 @@ import pynvml
 import pytest
 
 from trainperf.measure import energy_nvml
-from trainperf.measure.energy import AbsentMeter, Reading, integrate, make_meters, summarize
+from trainperf.measure.energy import AbsentMeter, Reading, integrate, summarize
 from trainperf.measure.energy_nvml import (
     NvmlEnergy,
     NvmlPowerSampler,
@@ -22,6 +22,7 @@ from trainperf.measure.energy_nvml import (
     open_nvml,
 )
 from trainperf.measure.energy_rapl import RaplEnergy
+from trainperf.measure.probes import make_meters
 
 
 class FakeClock:

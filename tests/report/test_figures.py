@@ -7,7 +7,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from report_fixture import HOSTILE_MODEL, build
-from trainperf.report.figures import Figure, all_figures, plain, slug, unique_keys
+from trainperf.report.figure_set import all_figures
+from trainperf.report.figures import Figure, plain, slug, unique_keys
 from trainperf.store import Store
 
 KINDS = (

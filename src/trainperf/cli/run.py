@@ -134,7 +134,7 @@ def run(
     measured again, and a case cut short keeps its finished runs (--fresh measures all).
     """
     from trainperf.suite import SuiteError, resolve
-    from trainperf.sweep import SweepItem
+    from trainperf.sweep import SweepItem, planned_item
 
     given = [
         param.opts[0]
@@ -159,13 +159,13 @@ def run(
             skips = suite.check(capabilities)
         except SuiteError as exc:
             raise BadInput(str(exc)) from None
-        items = [SweepItem(p.fields, p.key, skips.get(p.key)) for p in suite.planned]
+        items = [planned_item(p, skips.get(p.key)) for p in suite.planned]
     else:
         if flags["batch_size"] is None:
             raise BadInput("--model needs --batch-size (a positive integer)")
         fields = {k: v for k, v in flags.items() if k != "devices"}
         items = [
-            SweepItem.of(case_from_flags(capabilities, **fields, devices=devices))
+            SweepItem(case_from_flags(capabilities, **fields, devices=devices))
             for devices in flags["devices"] or [1]
         ]
 
@@ -217,7 +217,7 @@ def _check_runs(runs: str) -> None:
 def _tell_other_nodes(items: list, rdzv_endpoint: str | None, order_seed: int | None) -> int | None:
     """Cases on several nodes need the same command on every node, with the same order of
     runs: print it; return the order seed (one chosen here when none was given)."""
-    nodes = max((item.fields.get("nodes", 1) for item in items), default=1)
+    nodes = max((item.case.nodes for item in items), default=1)
     if nodes == 1:
         return order_seed
     from trainperf.parallel.torchrun import LOOPBACK_ENDPOINT

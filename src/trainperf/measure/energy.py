@@ -28,9 +28,9 @@ A reading the hardware cannot give (no NVML, no counter, RAPL files readable onl
 root) has ``energy_j=None`` and an ``absent_reason``, never 0: a zero would be averaged,
 summed and compared as if it were measured.
 
-Layout: this module holds the readings, the meter protocol, the factory ``make_meters``
-and ``summarize``; the meters live in ``energy_nvml`` (NvmlEnergy, NvmlPowerSampler) and
-``energy_rapl`` (RaplEnergy).
+Layout: this module holds the readings, the meter protocol and ``summarize``; the meters
+live in ``energy_nvml`` (NvmlEnergy, NvmlPowerSampler) and ``energy_rapl`` (RaplEnergy),
+and trainperf.measure.probes chooses them for a case (``make_meters``).
 
 Cost: counters are two reads per window per domain, outside the measured steps. The
 sampling thread exists only for GPUs without the counter; it sleeps on an ``Event`` between
@@ -39,7 +39,6 @@ samples, so it takes no CPU time while the steps run.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -160,36 +159,6 @@ def integrate(samples: Sequence[tuple[float, float]]) -> float:
         (t1 - t0) * (p0 + p1) / 2.0
         for (t0, p0), (t1, p1) in zip(samples, samples[1:], strict=False)
     )
-
-
-def make_meters(
-    device_type: str,
-    device_indices: Sequence[int],
-    nvml: Any = None,
-    rapl_root: str | os.PathLike[str] = RAPL_ROOT,
-    interval_s: float = 0.1,
-) -> list[EnergyMeter]:
-    """The meters for a case: NVML for the CUDA devices on ``cuda``, RAPL for the CPU always.
-
-    ``device_indices`` are CUDA (torch) indices; ``nvml`` defaults to ``pynvml``. Whatever
-    the machine lacks becomes an ``AbsentMeter`` saying why.
-    """
-    from trainperf.measure.energy_nvml import NvmlEnergy, NvmlUnavailable
-    from trainperf.measure.energy_rapl import RaplEnergy
-
-    meters: list[EnergyMeter] = []
-    if device_type == "cuda":
-        try:
-            meters.append(NvmlEnergy(nvml, device_indices, interval_s))
-        except NvmlUnavailable as exc:
-            reason = str(exc)
-            domains = [f"gpu{i}" for i in device_indices] or ["gpu"]
-            meters.extend(AbsentMeter(SOURCE_NVML, d, reason) for d in domains)
-    try:
-        meters.append(RaplEnergy(rapl_root))
-    except Exception as exc:
-        meters.append(AbsentMeter(SOURCE_RAPL, "cpu", f"RAPL discovery failed: {exc}"))
-    return meters
 
 
 # ---------------------------------------------------------------------------- metrics

@@ -19,17 +19,54 @@ GPU clocks, power and clocks-event reasons are sampled during the window by that
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from trainperf.measure.energy import Reading, make_meters, summarize
+from trainperf.measure.energy import (
+    RAPL_ROOT,
+    SOURCE_NVML,
+    SOURCE_RAPL,
+    AbsentMeter,
+    EnergyMeter,
+    Reading,
+    summarize,
+)
+from trainperf.measure.energy_nvml import NvmlEnergy, NvmlUnavailable
 from trainperf.measure.energy_rapl import RaplEnergy
 
 # One NVML read of clock, power and reasons per GPU every 100 ms: the energy sampler's
 # period, fine enough to see a power-cap episode, a few tens of microseconds per read.
 SAMPLE_INTERVAL_S = 0.1
+
+
+def make_meters(
+    device_type: str,
+    device_indices: Sequence[int],
+    nvml: Any = None,
+    rapl_root: str | os.PathLike[str] = RAPL_ROOT,
+    interval_s: float = 0.1,
+) -> list[EnergyMeter]:
+    """The meters for a case: NVML for the CUDA devices on ``cuda``, RAPL for the CPU always.
+
+    ``device_indices`` are CUDA (torch) indices; ``nvml`` defaults to ``pynvml``. Whatever
+    the machine lacks becomes an ``AbsentMeter`` saying why.
+    """
+    meters: list[EnergyMeter] = []
+    if device_type == "cuda":
+        try:
+            meters.append(NvmlEnergy(nvml, device_indices, interval_s))
+        except NvmlUnavailable as exc:
+            reason = str(exc)
+            domains = [f"gpu{i}" for i in device_indices] or ["gpu"]
+            meters.extend(AbsentMeter(SOURCE_NVML, d, reason) for d in domains)
+    try:
+        meters.append(RaplEnergy(rapl_root))
+    except Exception as exc:
+        meters.append(AbsentMeter(SOURCE_RAPL, "cpu", f"RAPL discovery failed: {exc}"))
+    return meters
 
 
 class CaseProbes:

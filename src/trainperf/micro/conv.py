@@ -35,14 +35,12 @@ from torch import nn
 
 from trainperf import models
 from trainperf.micro.harness import CacheFlusher, Timing, dtype_of, measured_on, time_op
+from trainperf.outcome import is_out_of_memory
 
 PASSES = ("fwd", "bwd_data", "bwd_filter")
 
 # conv2d has no float8 kernels; tf32 is float32 storage, its math mode set by the caller.
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
-
-# Messages by which PyTorch and the C++ allocators report exhausted memory.
-_OOM_MARKERS = ("out of memory", "can't allocate memory")
 
 
 @dataclass(frozen=True)
@@ -230,13 +228,6 @@ def run_conv(
     return row
 
 
-def _is_out_of_memory(exc: BaseException) -> bool:
-    if isinstance(exc, torch.OutOfMemoryError):
-        return True
-    text = str(exc).lower()
-    return isinstance(exc, RuntimeError) and any(m in text for m in _OOM_MARKERS)
-
-
 def run(
     shapes: list[ConvShape],
     device: torch.device,
@@ -261,7 +252,7 @@ def run(
         try:
             rows.append(run_conv(shape, device, dtype_name, warmup, iters, flusher))
         except Exception as exc:
-            if not _is_out_of_memory(exc):
+            if not is_out_of_memory(exc):
                 raise
             reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
             rows.append(_row_head(shape, dtype_name) | {"status": "oom", "reason": reason})

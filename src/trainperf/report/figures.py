@@ -21,7 +21,7 @@ from __future__ import annotations
 import io
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -570,25 +570,3 @@ def unique_keys(figures: Iterable[Figure]) -> list[Figure]:
         taken.add(key)
         out.append(figure if key == figure.key else replace(figure, key=key))
     return out
-
-
-def all_figures(
-    results: Sequence[dict[str, Any]],
-    micro_runs: Sequence[dict[str, Any]],
-    hostnames: Mapping[str, str] | None = None,
-) -> list[Figure]:
-    """Every figure the data supports, in report order.
-
-    ``hostnames`` maps system fingerprints to hostnames for the micro runs (which carry
-    only the fingerprint); by default it is taken from the results' system records.
-    """
-    # figures_micro imports this module's helpers, so it is imported here, not at the top.
-    from trainperf.report import figures_micro
-
-    names = {r["system"]["fingerprint"]: hostname(r) for r in results} | dict(hostnames or {})
-    figures = devices_figures(results) + batch_figures(results)
-    figures += figures_micro.profile_figures(micro_runs, names)
-    figures += figures_micro.collective_figures(micro_runs, names)
-    figures += figures_micro.gemm_figures(micro_runs, names)
-    figures += power_figures(results) + energy_figures(results)
-    return unique_keys(figures)

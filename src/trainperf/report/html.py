@@ -174,7 +174,7 @@ def _comparison(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def render(db_path: Path, generated_at: str | None = None) -> tuple[str, ReportSummary]:
     """The report page for the database at ``db_path`` and what it holds."""
-    from trainperf.report.figures import all_figures
+    from trainperf.report.figure_set import all_figures
     from trainperf.report.figures_convergence import convergence_figures
     from trainperf.store import Store
 

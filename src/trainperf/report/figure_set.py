@@ -1,0 +1,37 @@
+"""Every figure a report shows, in report order: the figures of results (trainperf.report.figures)
+and of micro-benchmark runs (trainperf.report.figures_micro), with unique keys."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from trainperf.report import figures_micro
+from trainperf.report.figures import (
+    Figure,
+    batch_figures,
+    devices_figures,
+    energy_figures,
+    hostname,
+    power_figures,
+    unique_keys,
+)
+
+
+def all_figures(
+    results: Sequence[dict[str, Any]],
+    micro_runs: Sequence[dict[str, Any]],
+    hostnames: Mapping[str, str] | None = None,
+) -> list[Figure]:
+    """Every figure the data supports, in report order.
+
+    ``hostnames`` maps system fingerprints to hostnames for the micro runs (which carry
+    only the fingerprint); by default it is taken from the results' system records.
+    """
+    names = {r["system"]["fingerprint"]: hostname(r) for r in results} | dict(hostnames or {})
+    figures = devices_figures(results) + batch_figures(results)
+    figures += figures_micro.profile_figures(micro_runs, names)
+    figures += figures_micro.collective_figures(micro_runs, names)
+    figures += figures_micro.gemm_figures(micro_runs, names)
+    figures += power_figures(results) + energy_figures(results)
+    return unique_keys(figures)
