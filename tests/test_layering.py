@@ -130,9 +130,7 @@ def test_no_import_cycles():
 def test_low_level_modules_never_import_cli_reports_or_launching():
     graph = import_graph(_modules())
     offences = [
-        f"{a} -> {b}"
-        for a, b in graph.edges
-        if _within(a, LOW_LEVEL) and _within(b, LAUNCH_AND_UP)
+        f"{a} -> {b}" for a, b in graph.edges if _within(a, LOW_LEVEL) and _within(b, LAUNCH_AND_UP)
     ]
     assert offences == []
 
