@@ -13,7 +13,7 @@ import torch.distributed as dist
 from trainperf.micro import collective as col
 from trainperf.micro.collective import (
     COLLECTIVES,
-    Peers,
+    Participant,
     Sweep,
     bandwidths,
     format_table,
@@ -149,7 +149,7 @@ def test_unknown_op_lists_the_valid_ones():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("n", [1, 2, 3, 7, 8, 64, 300, 3000])
 def test_sums_are_exact_in_the_dtype(dtype, n):
-    peers = Peers(0, n, CPU, dtype)
+    peers = Participant(0, n, CPU, dtype)
     index = torch.arange(max(50, 2 * n))
     brute = sum(col.value(r, index, peers) for r in range(n))
     assert torch.equal(col.value_sum(index, peers), brute)
@@ -199,7 +199,7 @@ def test_document_round_trip():
 def one_rank():
     """A gloo process group of one rank in this process."""
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    yield Peers(0, 1, CPU, torch.float32)
+    yield Participant(0, 1, CPU, torch.float32)
     dist.destroy_process_group()
 
 
@@ -212,7 +212,7 @@ def test_checking_catches_a_collective_that_does_nothing(one_rank):
 
 
 def test_in_place_buffers_sit_at_nccl_tests_offsets():
-    peers = Peers(1, 4, CPU, torch.float32)
+    peers = Participant(1, 4, CPU, torch.float32)
     gather = col._allocate(layout("all_gather", 1024, 4, 4), peers, in_place=True)
     assert gather.recv.numel() == 256 and gather.send.numel() == 64
     assert gather.send.data_ptr() == gather.recv.data_ptr() + 64 * 4  # rank 1's slice
@@ -263,12 +263,18 @@ def torchrun(tmp_path, nproc, doc):
     doc_path, out_path = tmp_path / "doc.json", tmp_path / "out.json"
     doc_path.write_text(json.dumps(doc))
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    command += ["--nproc-per-node", str(nproc), "-m", "trainperf.micro.collective"]
+    command += ["--nproc-per-node", str(nproc), "-m", "trainperf.worker"]
     done = subprocess.run(
         [*command, str(doc_path), str(out_path)], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(out_path.read_text()), done.stdout
+    result = json.loads(out_path.read_text())
+    assert result["status"] == "ok", result["error"]
+    metrics, device = result["metrics"], result["device"]
+    table = format_table(
+        metrics["rows"], device["world_size"], device["backend"], metrics["skipped"]
+    )
+    return result, table
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])

@@ -213,6 +213,13 @@ def db_option(help: str | None = None, path_type: type = Path) -> Any:
     )
 
 
+def workers_option(default: int, help: str) -> Any:
+    """``--workers``: data-loader processes per device, declared once for every verb."""
+    return click.option(
+        "--workers", type=click.IntRange(min=0), default=default, show_default=True, help=help
+    )
+
+
 def json_option(function: Any) -> Any:
     return click.option(
         "--json", "as_json", is_flag=True, help="print one JSON document on stdout"

@@ -5,7 +5,10 @@ Registered on the main group in trainperf.cli.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +85,57 @@ def _checked_device(device: str, capabilities: dict) -> str:
     if device not in capabilities:
         raise BadInput(f"device '{device}' is not available on this machine")
     return device
+
+
+@dataclass(frozen=True)
+class _OneDevice:
+    """The options every single-device kind shares, given to its command as one value."""
+
+    device: str
+    warmup: int
+    iters: int
+    timeout_s: float
+    db: Path
+    as_json: bool
+    table_format: str
+
+    def open(self) -> tuple[dict, str]:
+        """This machine's record and the checked device (after the output options)."""
+        one_output(self.as_json, self.table_format)
+        record, capabilities = open_machine(self.db)
+        return record, _checked_device(self.device, capabilities)
+
+    def measure(self, record: dict, document: dict[str, Any], table: Any) -> None:
+        """Run ``document`` with these timings, store it, print it with ``table``."""
+        from trainperf.runner import ChildJob
+
+        document = document | {"warmup": self.warmup, "iters": self.iters}
+        result = _execute(document, self.db, record, ChildJob(timeout_s=self.timeout_s))
+        _finish(result, self.as_json, lambda m: show_table(table(m), self.table_format))
+
+
+def _one_device(warmup: int, iters: int) -> Any:
+    """Decorator: the shared options of a single-device kind, passed as ``run``."""
+
+    def decorate(command: Any) -> Any:
+        @functools.wraps(command)
+        def with_run(**options: Any) -> None:
+            shared = {f.name: options.pop(f.name) for f in dataclasses.fields(_OneDevice)}
+            command(run=_OneDevice(**shared), **options)
+
+        shared_options = (
+            device_option,
+            _timing_options(warmup=warmup, iters=iters),
+            _timeout_option,
+            db_option(),
+            json_option,
+            format_option,
+        )
+        for option in reversed(shared_options):
+            with_run = option(with_run)
+        return with_run
+
+    return decorate
 
 
 def _execute(
@@ -162,44 +216,15 @@ def _parse_dtypes(text: str) -> list[str]:
 )
 @click.option("--limit", type=PositiveInt(), help="only the first N shapes")
 @click.option("--no-flush", is_flag=True, help="do not flush the caches between iterations")
-@device_option
-@_timing_options(warmup=3, iters=10)
-@_timeout_option
-@db_option()
-@json_option
-@format_option
-def gemm(
-    dtypes: str,
-    shapes: str,
-    limit: int | None,
-    no_flush: bool,
-    device: str,
-    warmup: int,
-    iters: int,
-    timeout_s: float,
-    db: Path,
-    as_json: bool,
-    table_format: str,
-) -> None:
+@_one_device(warmup=3, iters=10)
+def gemm(dtypes: str, shapes: str, limit: int | None, no_flush: bool, run: _OneDevice) -> None:
     """Matrix multiply TFLOP/s (2·M·N·K / time): mean, median and best per shape."""
     from trainperf.report.micro import gemm_table
-    from trainperf.runner import ChildJob
 
-    one_output(as_json, table_format)
     names = _parse_dtypes(dtypes)
-    record, capabilities = open_machine(db)
-    document = {
-        "kind": "gemm",
-        "device": _checked_device(device, capabilities),
-        "dtypes": names,
-        "shapes": shapes,
-        "limit": limit,
-        "flush": not no_flush,
-        "warmup": warmup,
-        "iters": iters,
-    }
-    result = _execute(document, db, record, ChildJob(timeout_s=timeout_s))
-    _finish(result, as_json, lambda m: show_table(gemm_table(m), table_format))
+    record, device = run.open()
+    document = {"kind": "gemm", "device": device, "dtypes": names, "shapes": shapes}
+    run.measure(record, document | {"limit": limit, "flush": not no_flush}, gemm_table)
 
 
 @micro.command()
@@ -211,12 +236,7 @@ def gemm(
 )
 @click.option("--limit", type=PositiveInt(), help="only the first N shapes")
 @click.option("--no-flush", is_flag=True, help="do not flush the caches between iterations")
-@device_option
-@_timing_options(warmup=2, iters=5)
-@_timeout_option
-@db_option()
-@json_option
-@format_option
+@_one_device(warmup=2, iters=5)
 def conv(
     dtype: str,
     model: str | None,
@@ -224,19 +244,11 @@ def conv(
     batch_size: int,
     limit: int | None,
     no_flush: bool,
-    device: str,
-    warmup: int,
-    iters: int,
-    timeout_s: float,
-    db: Path,
-    as_json: bool,
-    table_format: str,
+    run: _OneDevice,
 ) -> None:
     """Convolution forward, backward-data and backward-filter times and TFLOP/s."""
     from trainperf.report.micro import conv_table
-    from trainperf.runner import ChildJob
 
-    one_output(as_json, table_format)
     if model is not None:
         from trainperf import models
 
@@ -244,8 +256,7 @@ def conv(
             models.look_up(model)  # a user's network runs only in the worker
         except ValueError as exc:
             raise BadInput(str(exc)) from None
-    record, capabilities = open_machine(db)
-    resolved = _checked_device(device, capabilities)
+    record, resolved = run.open()
     if dtype == "tf32" and resolved != "cuda":
         raise BadInput("--dtype tf32 is a CUDA tensor-core mode: on the CPU use fp32, fp16 or bf16")
     document = {
@@ -257,49 +268,23 @@ def conv(
         "batch_size": batch_size,
         "limit": limit,
         "flush": not no_flush,
-        "warmup": warmup,
-        "iters": iters,
     }
-    result = _execute(document, db, record, ChildJob(timeout_s=timeout_s))
-    _finish(result, as_json, lambda m: show_table(conv_table(m), table_format))
+    run.measure(record, document, conv_table)
 
 
 @micro.command()
 @click.option(
     "--size", "size_text", help="buffer size, e.g. 256M (default: 256M on a GPU, 64M on a CPU)"
 )
-@device_option
-@_timing_options(warmup=3, iters=20)
-@_timeout_option
-@db_option()
-@json_option
-@format_option
-def memory(
-    size_text: str | None,
-    device: str,
-    warmup: int,
-    iters: int,
-    timeout_s: float,
-    db: Path,
-    as_json: bool,
-    table_format: str,
-) -> None:
+@_one_device(warmup=3, iters=20)
+def memory(size_text: str | None, run: _OneDevice) -> None:
     """Copy bandwidth: device to device (CPU: memory copy), host to/from device."""
     from trainperf.report.micro import memory_table
-    from trainperf.runner import ChildJob
 
-    one_output(as_json, table_format)
     size_bytes = _buffer_bytes(size_text) if size_text is not None else None
-    record, capabilities = open_machine(db)
-    document = {
-        "kind": "memory",
-        "device": _checked_device(device, capabilities),
-        "size_bytes": size_bytes,
-        "warmup": warmup,
-        "iters": iters,
-    }
-    result = _execute(document, db, record, ChildJob(timeout_s=timeout_s))
-    _finish(result, as_json, lambda m: show_table(memory_table(m), table_format))
+    record, device = run.open()
+    document = {"kind": "memory", "device": device, "size_bytes": size_bytes}
+    run.measure(record, document, memory_table)
 
 
 @micro.command()

@@ -31,6 +31,7 @@ from trainperf.cli.common import (
     show_table,
     stderr,
     stdout,
+    workers_option,
 )
 
 # Flags that describe one case; a suite sets these in its file instead.
@@ -85,13 +86,7 @@ CASE_FLAGS = (
     show_default=True,
     help="synthetic, cifar10:DIR, imagefolder:DIR, tokens:FILE or jpeg-sample",
 )
-@click.option(
-    "--workers",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="data-loader processes per device (real data only)",
-)
+@workers_option(0, "data-loader processes per device (real data only)")
 @db_option()
 @json_option
 @parallel_options

@@ -30,6 +30,7 @@ from trainperf.cli.common import (
     resolve_device,
     stderr,
     stdout,
+    workers_option,
 )
 
 
@@ -248,13 +249,7 @@ def _show_run(run: dict[str, Any]) -> None:
     show_default=True,
     help="processes (one device each) under torchrun with DDP",
 )
-@click.option(
-    "--workers",
-    type=click.IntRange(min=0),
-    default=2,
-    show_default=True,
-    help="data-loader processes per device",
-)
+@workers_option(2, "data-loader processes per device")
 @precision_option
 @device_option
 @click.option("--image-size", type=PositiveInt(), help="image side (imagefolder data)")

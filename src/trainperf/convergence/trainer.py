@@ -48,9 +48,8 @@ from trainperf.models.spec import (
 )
 from trainperf.parallel.peers import Peers
 from trainperf.parallel.wrap import wrap_ddp
+from trainperf.precision import PRECISIONS  # what a case trains in
 from trainperf.training_step import StepOptions, build_model, make_step
-
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 
 
 @dataclass(frozen=True)

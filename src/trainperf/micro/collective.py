@@ -48,15 +48,14 @@ integer the dtype holds exactly (at most 2**24 in fp32, 2**11 in fp16, 2**8 in b
 any order of reduction; the expected result is computed on the CPU in float64, chunk by
 chunk, and compared exactly after casting to the dtype.
 
-Run alone: ``torchrun ... -m trainperf.micro.collective DOC.json OUT.json``.
+Run alone as any job: ``torchrun ... -m trainperf.worker DOC.json OUT.json`` with a document
+of kind ``collective``; rank 0 writes OUT.json (``format_table`` prints its rows).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import statistics
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,7 +77,7 @@ from trainperf.micro.collective_ops import (  # noqa: F401 - re-exported: this m
     Buffers,
     Collective,
     Layout,
-    Peers,
+    Participant,
     bandwidths,
     collective,
     layout,
@@ -159,7 +158,7 @@ class Sweep:
 # ---------------------------------------------------------------- measuring
 
 
-def _allocate(lay: Layout, peers: Peers, in_place: bool) -> Buffers:
+def _allocate(lay: Layout, peers: Participant, in_place: bool) -> Buffers:
     """Separate buffers, or nccl-tests' in-place: the smaller buffer is the rank's slice
     of the larger (the same buffer when both are the same size)."""
 
@@ -183,14 +182,14 @@ def _chunks(elements: int) -> Iterator[tuple[slice, torch.Tensor]]:
         yield slice(start, stop), torch.arange(start, stop)
 
 
-def _fill(op: Collective, buffers: Buffers, lay: Layout, peers: Peers) -> None:
+def _fill(op: Collective, buffers: Buffers, lay: Layout, peers: Participant) -> None:
     """Sentinel in the receive buffer, then this rank's exact inputs in the send buffer."""
     buffers.recv.fill_(SENTINEL)
     for piece, index in _chunks(len(buffers.send)):
         buffers.send[piece].copy_(op.inputs(index, lay, peers).to(peers.dtype))
 
 
-def _wrong(op: Collective, buffers: Buffers, lay: Layout, peers: Peers) -> int:
+def _wrong(op: Collective, buffers: Buffers, lay: Layout, peers: Participant) -> int:
     """Elements of this rank's receive buffer that differ from the exact result."""
     wrong = 0
     for piece, index in _chunks(len(buffers.recv)):
@@ -201,7 +200,7 @@ def _wrong(op: Collective, buffers: Buffers, lay: Layout, peers: Peers) -> int:
     return wrong
 
 
-def _barrier(peers: Peers) -> None:
+def _barrier(peers: Participant) -> None:
     if peers.device.type == "cuda":
         dist.barrier(device_ids=[peers.device.index])
     else:
@@ -209,7 +208,7 @@ def _barrier(peers: Peers) -> None:
 
 
 def measure(
-    op: Collective, lay: Layout, in_place: bool, peers: Peers, warmup: int, iters: int
+    op: Collective, lay: Layout, in_place: bool, peers: Participant, warmup: int, iters: int
 ) -> tuple[float, int]:
     """(seconds per iteration, wrong elements) on this rank, as nccl-tests' BenchTime."""
     buffers = _allocate(lay, peers, in_place)
@@ -235,7 +234,7 @@ def measure(
     return time_s, _wrong(op, buffers, lay, peers)
 
 
-def sweep(spec: Sweep, peers: Peers) -> tuple[list[dict[str, Any]], dict[str, str]]:
+def sweep(spec: Sweep, peers: Participant) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """This rank's rows (``time_s``, ``wrong``) of every op and size, and the ops skipped."""
     rows: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
@@ -294,7 +293,7 @@ def run_document(document: dict[str, Any], workdir: Path) -> dict[str, Any] | No
     with RankGroup(spec.device, spec.timeout_s) as job:
         if spec.device == "cpu":
             torch.set_num_threads(default_threads(job.ranks.local_world_size))
-        peers = Peers(job.ranks.rank, job.ranks.world_size, job.device, dtype_of(spec.dtype))
+        peers = Participant(job.ranks.rank, job.ranks.world_size, job.device, dtype_of(spec.dtype))
         rows, skipped = sweep(spec, peers)
         gathered = job.gather(rows)
         if gathered is None:
@@ -383,36 +382,3 @@ def _table_line(same: list[dict[str, Any]]) -> str:
                 f"  {row['busbw_gbps']:6.2f}  {row['wrong']:5d}"
             )
     return line
-
-
-# ---------------------------------------------------------------- alone under torchrun
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``torchrun ... -m trainperf.micro.collective DOC.json OUT.json``: rank 0 writes OUT."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: python -m trainperf.micro.collective DOC.json OUT.json", file=sys.stderr)
-        return 2
-    from trainperf.parallel.lifeline import die_with_parent
-
-    die_with_parent()
-    doc_path, out_path = Path(args[0]), Path(args[1])
-    result = run_document(json.loads(doc_path.read_text()), out_path.parent)
-    if result is not None:
-        from trainperf.fileio import write_atomic
-
-        write_atomic(out_path, json.dumps(result))
-        metrics = result["metrics"]
-        device = result["device"]
-        print(
-            format_table(
-                metrics["rows"], device["world_size"], device["backend"], metrics["skipped"]
-            ),
-            end="",
-        )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

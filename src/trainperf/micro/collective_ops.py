@@ -89,7 +89,7 @@ def _exchanged(total: int, n: int, elsize: int) -> tuple[int, int, int]:  # n sl
 
 
 @dataclass(frozen=True)
-class Peers:
+class Participant:
     """This rank among the ``n`` of the job, and what its buffers are made of."""
 
     rank: int
@@ -103,7 +103,7 @@ def levels(n: int, dtype: torch.dtype) -> int:
     return min(LEVELS, EXACT_INTEGERS[dtype] // n + 1)
 
 
-def value(rank: int | torch.Tensor, index: torch.Tensor, peers: Peers) -> torch.Tensor:
+def value(rank: int | torch.Tensor, index: torch.Tensor, peers: Participant) -> torch.Tensor:
     """Input of ``rank`` at element ``index`` (float64): (index + rank) mod k, k <= 7 levels.
 
     When even 0/1 values could sum past the exact range (bf16 beyond 256 ranks), exactly
@@ -115,7 +115,7 @@ def value(rank: int | torch.Tensor, index: torch.Tensor, peers: Peers) -> torch.
     return ((index + rank) % k).double()
 
 
-def value_sum(index: torch.Tensor, peers: Peers) -> torch.Tensor:
+def value_sum(index: torch.Tensor, peers: Participant) -> torch.Tensor:
     """Sum over all ranks of ``value(rank, index)``, in closed form.
 
     Over each run of k consecutive ranks the residues (index + rank) mod k take every value
@@ -133,7 +133,7 @@ def value_sum(index: torch.Tensor, peers: Peers) -> torch.Tensor:
 # ---------------------------------------------------------------- the plug-ins
 
 
-Values = Callable[[torch.Tensor, Layout, Peers], torch.Tensor | None]
+Values = Callable[[torch.Tensor, Layout, Participant], torch.Tensor | None]
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,7 @@ class Collective:
     split: Callable[[int, int, int], tuple[int, int, int]]
     factor: Callable[[int], float]
     in_place: tuple[bool, ...]
-    run: Callable[[Buffers, Peers], None]
+    run: Callable[[Buffers, Participant], None]
     inputs: Values
     expected: Values
     redop: str | None = None
@@ -165,11 +165,11 @@ class Collective:
     min_ranks: int = 1
 
 
-def _own(index: torch.Tensor, layout: Layout, peers: Peers) -> torch.Tensor:
+def _own(index: torch.Tensor, layout: Layout, peers: Participant) -> torch.Tensor:
     return value(peers.rank, index, peers)
 
 
-def _send_recv(buffers: Buffers, peers: Peers) -> None:
+def _send_recv(buffers: Buffers, peers: Participant) -> None:
     ops = [
         dist.P2POp(dist.isend, buffers.send, (peers.rank + 1) % peers.n),
         dist.P2POp(dist.irecv, buffers.recv, (peers.rank - 1) % peers.n),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from trainperf.models.spec import ImageClassification, ModelSpec
+from trainperf.models.spec import image_classifier
 
 NATURAL_SIZE = 224
 # Smallest square input for which the three 3x3 stride-2 max poolings still see a window
@@ -61,15 +61,5 @@ def alexnet(num_classes: int = 1000, dropout: float = 0.5) -> AlexNet:
     return AlexNet(num_classes=num_classes, dropout=dropout)
 
 
-SPECS = [
-    ModelSpec(
-        name="alexnet",
-        family="alexnet",
-        task=ImageClassification(num_classes=1000),
-        factory=alexnet,
-        natural_size=NATURAL_SIZE,
-        min_size=MIN_SIZE,
-        optimizer="sgd",
-        description="AlexNet, single tower as in torchvision (Krizhevsky 2014)",
-    )
-]
+DESCRIPTION = "AlexNet, single tower as in torchvision (Krizhevsky 2014)"
+SPECS = [image_classifier("alexnet", alexnet, (NATURAL_SIZE, MIN_SIZE), DESCRIPTION)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from trainperf.models.spec import ImageClassification, ModelSpec
+from trainperf.models.spec import image_classifier
 
 NATURAL_SIZE = 32
 # Smallest square input that survives the three ceil-mode poolings (measured; below it
@@ -59,15 +59,6 @@ def cifarnet(num_classes: int = 10) -> CifarNet:
     return CifarNet(num_classes=num_classes)
 
 
-SPECS = [
-    ModelSpec(
-        name="cifarnet",
-        family="cifarnet",
-        task=ImageClassification(num_classes=10),
-        factory=cifarnet,
-        natural_size=NATURAL_SIZE,
-        min_size=MIN_SIZE,
-        optimizer="sgd",
-        description="CifarNet, Caffe cifar10_full (3 conv 5x5 + LRN, linear 1024->10)",
-    )
-]
+DESCRIPTION = "CifarNet, Caffe cifar10_full (3 conv 5x5 + LRN, linear 1024->10)"
+SIZES = (NATURAL_SIZE, MIN_SIZE)
+SPECS = [image_classifier("cifarnet", cifarnet, SIZES, DESCRIPTION, num_classes=10)]

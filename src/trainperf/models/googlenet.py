@@ -13,7 +13,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from trainperf.models.spec import ImageClassification, ModelSpec
+from trainperf.models.layers import ConvBN, truncated_normal_init
+from trainperf.models.spec import image_classifier
 
 NATURAL_SIZE = 224
 # Smallest square input that survives the four ceil-mode stride-2 poolings (measured on
@@ -23,19 +24,6 @@ MIN_SIZE = 15
 # Weight of each auxiliary head's logits in the single tensor returned in training; the
 # paper weights their losses by 0.3.
 AUX_WEIGHT = 0.3
-
-
-class ConvBN(nn.Module):
-    """Convolution without bias, batch norm (eps 0.001), ReLU."""
-
-    def __init__(self, in_ch: int, out_ch: int, **conv: int) -> None:
-        super().__init__()
-        # A bias would be cancelled by the batch norm's shift.
-        self.conv = nn.Conv2d(in_ch, out_ch, bias=False, **conv)
-        self.bn = nn.BatchNorm2d(out_ch, eps=0.001)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.relu(self.bn(self.conv(x)), inplace=True)
 
 
 class Inception(nn.Module):
@@ -126,17 +114,7 @@ class GoogLeNet(nn.Module):
         self.pool = nn.AdaptiveAvgPool2d((1, 1))
         self.dropout = nn.Dropout(p=0.2)
         self.fc = nn.Linear(1024, num_classes)
-        self._init_weights()
-
-    def _init_weights(self) -> None:
-        # torchvision's scheme: small truncated normals for conv and linear weights,
-        # batch norm as the identity.
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d | nn.Linear):
-                nn.init.trunc_normal_(m.weight, mean=0.0, std=0.01, a=-2.0, b=2.0)
-            elif isinstance(m, nn.BatchNorm2d):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
+        truncated_normal_init(self, std=0.01)
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.inception4a(self.stage3(self.stem(x)))
@@ -156,15 +134,5 @@ def googlenet(num_classes: int = 1000, aux_logits: bool = False) -> GoogLeNet:
     return GoogLeNet(num_classes=num_classes, aux_logits=aux_logits)
 
 
-SPECS = [
-    ModelSpec(
-        name="googlenet",
-        family="googlenet",
-        task=ImageClassification(num_classes=1000),
-        factory=googlenet,
-        natural_size=NATURAL_SIZE,
-        min_size=MIN_SIZE,
-        optimizer="sgd",
-        description="GoogLeNet / Inception v1 with batch norm, as in torchvision (Szegedy 2014)",
-    )
-]
+DESCRIPTION = "GoogLeNet / Inception v1 with batch norm, as in torchvision (Szegedy 2014)"
+SPECS = [image_classifier("googlenet", googlenet, (NATURAL_SIZE, MIN_SIZE), DESCRIPTION)]

@@ -12,7 +12,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from trainperf.models.spec import ImageClassification, ModelSpec, SizeError
+from trainperf.models.layers import ConvBN, truncated_normal_init
+from trainperf.models.spec import SizeError, image_classifier
 
 NATURAL_SIZE = 299
 # Smallest square input for which the trunk's valid convolutions and stride-2 reductions
@@ -25,19 +26,6 @@ AUX_MIN_SIZE = 299
 # Weight of the auxiliary logits in the single tensor returned in training; torchvision's
 # reference training script weights the auxiliary loss by 0.4.
 AUX_WEIGHT = 0.4
-
-
-class ConvBN(nn.Module):
-    """Convolution without bias, batch norm (eps 0.001), ReLU."""
-
-    def __init__(self, in_ch: int, out_ch: int, **conv: int | tuple[int, int]) -> None:
-        super().__init__()
-        # A bias would be cancelled by the batch norm's shift.
-        self.conv = nn.Conv2d(in_ch, out_ch, bias=False, **conv)
-        self.bn = nn.BatchNorm2d(out_ch, eps=0.001)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.relu(self.bn(self.conv(x)), inplace=True)
 
 
 def _avg_pool_3x3(x: Tensor) -> Tensor:
@@ -230,12 +218,7 @@ class InceptionV3(nn.Module):
         # torchvision's scheme: truncated normals of std 0.1, narrower in the auxiliary
         # head (0.01 for its 5x5 conv, 0.001 for its linear layer) so that it starts
         # close to silent; batch norm as the identity.
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d | nn.Linear):
-                nn.init.trunc_normal_(m.weight, mean=0.0, std=0.1, a=-2.0, b=2.0)
-            elif isinstance(m, nn.BatchNorm2d):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
+        truncated_normal_init(self, std=0.1)
         if self.aux is not None:
             nn.init.trunc_normal_(self.aux.conv1.conv.weight, std=0.01, a=-2.0, b=2.0)
             nn.init.trunc_normal_(self.aux.fc.weight, std=0.001, a=-2.0, b=2.0)
@@ -258,15 +241,6 @@ def inception_v3(num_classes: int = 1000, aux_logits: bool = False) -> Inception
     return InceptionV3(num_classes=num_classes, aux_logits=aux_logits)
 
 
-SPECS = [
-    ModelSpec(
-        name="inception_v3",
-        family="inception",
-        task=ImageClassification(num_classes=1000),
-        factory=inception_v3,
-        natural_size=NATURAL_SIZE,
-        min_size=MIN_SIZE,
-        optimizer="sgd",
-        description="Inception v3 as in torchvision (Szegedy 2015, Rethinking the Inception)",
-    )
-]
+DESCRIPTION = "Inception v3 as in torchvision (Szegedy 2015, Rethinking the Inception)"
+SIZES = (NATURAL_SIZE, MIN_SIZE)
+SPECS = [image_classifier("inception_v3", inception_v3, SIZES, DESCRIPTION, family="inception")]

@@ -11,27 +11,14 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
-from trainperf.models.spec import ImageClassification, ModelSpec
+from trainperf.models.layers import ConvBN
+from trainperf.models.spec import image_classifier
 
 NATURAL_SIZE = 299
 # Smallest square input for which the stem's valid convolutions and the two reductions
 # still leave a map (measured on the meta device).
 MIN_SIZE = 75
-
-
-class ConvBN(nn.Module):
-    """Convolution without bias, batch norm (eps 0.001, TF-slim's value), ReLU."""
-
-    def __init__(self, in_ch: int, out_ch: int, **conv: int | tuple[int, int]) -> None:
-        super().__init__()
-        # A bias would be cancelled by the batch norm's shift.
-        self.conv = nn.Conv2d(in_ch, out_ch, bias=False, **conv)
-        self.bn = nn.BatchNorm2d(out_ch, eps=0.001)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.relu(self.bn(self.conv(x)), inplace=True)
 
 
 def _conv_1xk(in_ch: int, out_ch: int, k: int) -> ConvBN:
@@ -191,15 +178,6 @@ def inception_v4(num_classes: int = 1000, dropout: float = 0.0) -> InceptionV4:
     return InceptionV4(num_classes=num_classes, dropout=dropout)
 
 
-SPECS = [
-    ModelSpec(
-        name="inception_v4",
-        family="inception",
-        task=ImageClassification(num_classes=1000),
-        factory=inception_v4,
-        natural_size=NATURAL_SIZE,
-        min_size=MIN_SIZE,
-        optimizer="sgd",
-        description="Inception-v4 as in TF-slim / timm (Szegedy 2016)",
-    )
-]
+DESCRIPTION = "Inception-v4 as in TF-slim / timm (Szegedy 2016)"
+SIZES = (NATURAL_SIZE, MIN_SIZE)
+SPECS = [image_classifier("inception_v4", inception_v4, SIZES, DESCRIPTION, family="inception")]

@@ -12,7 +12,7 @@ from functools import partial
 
 from torch import Tensor, nn
 
-from trainperf.models.spec import ImageClassification, ModelSpec
+from trainperf.models.spec import image_classifier
 
 NATURAL_SIZE = 224
 # Every convolution and the stem's max pool are padded, so even a 1x1 input leaves a 1x1
@@ -141,19 +141,13 @@ def resnet(variant: str, num_classes: int = 1000) -> ResNet:
     return ResNet(block, depths, num_classes)
 
 
+def _description(name: str, block: type[nn.Module]) -> str:
+    version = " v1.5" if block is Bottleneck else ""
+    return f"ResNet-{name.removeprefix('resnet')}{version} as in torchvision (He 2015)"
+
+
+SIZES = (NATURAL_SIZE, MIN_SIZE)
 SPECS = [
-    ModelSpec(
-        name=name,
-        family="resnet",
-        task=ImageClassification(num_classes=1000),
-        factory=partial(resnet, name),
-        natural_size=NATURAL_SIZE,
-        min_size=MIN_SIZE,
-        optimizer="sgd",
-        description=(
-            f"ResNet-{name.removeprefix('resnet')}"
-            f"{' v1.5' if block is Bottleneck else ''} as in torchvision (He 2015)"
-        ),
-    )
+    image_classifier(name, partial(resnet, name), SIZES, _description(name, block), family="resnet")
     for name, (block, _) in VARIANTS.items()
 ]

@@ -186,3 +186,27 @@ class ModelSpec:
 
     def tokens_per_sample(self, size: int | None = None) -> int | None:
         return self.task.tokens_per_sample(self.resolve_size(size))
+
+
+def image_classifier(
+    name: str,
+    factory: Callable[..., nn.Module],
+    sizes: tuple[int, int],
+    description: str,
+    *,
+    family: str | None = None,
+    num_classes: int = 1000,
+) -> ModelSpec:
+    """The spec of a CNN classifier of the zoo: ``sizes`` is (natural, smallest) image size;
+    trained with SGD with momentum, as its paper did; family the name unless given."""
+    natural, smallest = sizes
+    return ModelSpec(
+        name=name,
+        family=family or name,
+        task=ImageClassification(num_classes=num_classes),
+        factory=factory,
+        natural_size=natural,
+        min_size=smallest,
+        optimizer="sgd",
+        description=description,
+    )

@@ -12,7 +12,7 @@ from functools import partial
 
 from torch import Tensor, nn
 
-from trainperf.models.spec import ImageClassification, ModelSpec
+from trainperf.models.spec import image_classifier
 
 NATURAL_SIZE = 224
 # Five 2x2 stride-2 poolings need at least 2**5 pixels (measured on the meta device).
@@ -83,19 +83,13 @@ def vgg(variant: str, num_classes: int = 1000, dropout: float = 0.5) -> VGG:
     return VGG(CONFIGS[variant], num_classes=num_classes, dropout=dropout)
 
 
+def _description(name: str) -> str:
+    number = name.removeprefix("vgg")
+    return f"VGG-{number} without batch norm as in torchvision (Simonyan & Zisserman 2014)"
+
+
+SIZES = (NATURAL_SIZE, MIN_SIZE)
 SPECS = [
-    ModelSpec(
-        name=name,
-        family="vgg",
-        task=ImageClassification(num_classes=1000),
-        factory=partial(vgg, name),
-        natural_size=NATURAL_SIZE,
-        min_size=MIN_SIZE,
-        optimizer="sgd",
-        description=(
-            f"VGG-{name.removeprefix('vgg')} without batch norm as in torchvision "
-            "(Simonyan & Zisserman 2014)"
-        ),
-    )
+    image_classifier(name, partial(vgg, name), SIZES, _description(name), family="vgg")
     for name in CONFIGS
 ]

@@ -34,11 +34,11 @@ from typing import Any
 from trainperf import models
 from trainperf.analysis.flops import count_flops
 from trainperf.models.custom import CustomModelError
+from trainperf.precision import PRECISIONS  # what a case trains in
 from trainperf.predict.comm import LinkCost, bucket_sizes, data_parallel_allreduce_s
 from trainperf.predict.memory import ASSUMPTIONS as MEMORY_ASSUMPTIONS
 from trainperf.predict.memory import memory_breakdown, shape_counts
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 GRAD_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
 SCALINGS = ("weak", "strong")
 MIB = 2**20

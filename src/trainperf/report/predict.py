@@ -8,6 +8,8 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from trainperf.report.tables import add_columns
+
 GIB = 2**30
 
 
@@ -38,22 +40,11 @@ def _title(inputs: dict[str, Any]) -> str:
 def prediction_table(prediction: dict[str, Any]) -> Table:
     """One row per device count of ``trainperf.predict.model.predict``'s answer."""
     table = Table(title=_title(prediction["inputs"]))
-    for name in (
-        "devices",
-        "nodes",
-        "batch/dev",
-        "compute ms",
-        "comm ms",
-        "exposed ms",
-        "step ms",
-        "samples/s",
-        "efficiency",
-        "comm share",
-        "all-reduce",
-        "fits (GiB)",
-    ):
-        justify = "left" if name in ("all-reduce", "fits (GiB)") else "right"
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    add_columns(
+        table,
+        "devices>, nodes>, batch/dev>, compute ms>, comm ms>, exposed ms>, step ms>, "
+        "samples/s>, efficiency>, comm share>, all-reduce, fits (GiB)",
+    )
     for r in prediction["rows"]:
         table.add_row(
             str(r["devices"]),
@@ -83,16 +74,7 @@ def calibration_table(calibration: dict[str, Any]) -> Table:
     """What was fitted, from which stored rows, and how well it reproduces them."""
     cal = calibration
     table = Table(title=escape(f"calibration of {cal['model']} on system {cal['system']}"))
-    for name, justify in (
-        ("result", "right"),
-        ("devices", "right"),
-        ("batch", "right"),
-        ("scaling", "left"),
-        ("measured/s", "right"),
-        ("predicted/s", "right"),
-        ("error", "right"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    add_columns(table, "result>, devices>, batch>, scaling, measured/s>, predicted/s>, error>")
     for r in cal["fit_rows"]:
         predicted = r.get("predicted_samples_per_s")
         table.add_row(

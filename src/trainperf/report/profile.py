@@ -9,6 +9,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from trainperf.report.tables import add_columns
+
 
 def profile_view(m: dict[str, Any], label: str) -> Group:
     header = Text(
@@ -21,14 +23,7 @@ def profile_view(m: dict[str, Any], label: str) -> Group:
         f"oneDNN {'on' if m['mkldnn_enabled'] else 'off'}"
     )
     layers = Table(title="per layer (ms per step)")
-    for name, justify in (
-        ("layer", "left"),
-        ("type", "left"),
-        ("fwd", "right"),
-        ("bwd", "right"),
-        ("share", "right"),
-    ):
-        layers.add_column(name, justify=justify)  # type: ignore[arg-type]
+    add_columns(layers, "layer, type, fwd>, bwd>, share>")
     for layer in m["layers"]:
         layers.add_row(
             escape(layer["name"]),

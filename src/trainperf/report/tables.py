@@ -39,6 +39,15 @@ CSV_COLUMNS = (
 )
 
 
+def add_columns(table: Table, columns: str) -> Table:
+    """Add ``columns`` to ``table``: names separated by ", ", a name ending in ">" is
+    right-justified (as ">" aligns right in Python's format specifications)."""
+    for column in columns.split(", "):
+        right = column.endswith(">")
+        table.add_column(column.removesuffix(">"), justify="right" if right else "left")
+    return table
+
+
 def _si(value: float | None, unit: str = "") -> str:
     if value is None:
         return "-"
@@ -73,28 +82,13 @@ def results_table(results: Iterable[dict[str, Any]], title: str = "trainperf res
     results = list(results)
     with_data = any("data_wait_share" in (r.get("metrics") or {}) for r in results)
     table = Table(title=title)
-    columns = [
-        ("model", "left"),
-        ("batch", "right"),
-        ("size", "right"),
-        ("prec", "left"),
-        ("device", "left"),
-        ("status", "left"),
-        ("samples/s", "right"),
-        ("±CI95", "right"),
-        ("runs", "right"),
-        ("between", "right"),
-        ("tokens/s", "right"),
-        ("MFU", "right"),
-        ("peak mem", "right"),
-        ("steps", "right"),
-        ("runs ended", "left"),
-    ]
-    if with_data:  # workers after the device; the data split after the total samples/s
-        columns[7:7] = [("compute/s", "right"), ("data wait", "right")]
-        columns.insert(5, ("workers", "right"))
-    for name, justify in columns:
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    # With real data: workers after the device, the data split after the total samples/s.
+    workers, split = ("workers>, ", "compute/s>, data wait>, ") if with_data else ("", "")
+    add_columns(
+        table,
+        f"model, batch>, size>, prec, device, {workers}status, samples/s>, {split}±CI95>, "
+        "runs>, between>, tokens/s>, MFU>, peak mem>, steps>, runs ended",
+    )
     for r in results:
         case, m = r["case"], r.get("metrics") or {}
         status = r["status"]
@@ -183,18 +177,11 @@ def scaling_table(rows: Iterable[dict[str, Any]]) -> Table:
         title="scaling: speedup and efficiency against 1 device of the same setting",
         caption="in brackets: 95% interval from the variation between runs (2+ runs a side)",
     )
-    for name, justify in (
-        ("host", "left"),
-        ("setting", "left"),
-        ("scaling", "left"),
-        ("devices", "right"),
-        ("samples/s", "right"),
-        ("speedup", "right"),
-        ("efficiency", "right"),
-        ("exposed comm", "right"),
-        ("rank spread", "right"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    add_columns(
+        table,
+        "host, setting, scaling, devices>, samples/s>, speedup>, efficiency>, exposed comm>, "
+        "rank spread>",
+    )
     for r in rows:
         share = r.get("comm_exposed_share")
         table.add_row(
@@ -213,19 +200,11 @@ def scaling_table(rows: Iterable[dict[str, Any]]) -> Table:
 
 def pareto_table(fronts: dict[str, Any], show_all: bool = False) -> Table:
     table = Table(title="power-performance Pareto front per network")
-    for name, justify in (
-        ("network", "left"),
-        ("host", "left"),
-        ("devices", "right"),
-        ("batch", "right"),
-        ("prec", "left"),
-        ("samples/s", "right"),
-        ("power W", "right"),
-        ("samples/s/W", "right"),
-        ("J/sample", "right"),
-        ("front", "left"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    add_columns(
+        table,
+        "network, host, devices>, batch>, prec, samples/s>, power W>, samples/s/W>, "
+        "J/sample>, front",
+    )
     for group in fronts["fronts"]:
         name = escape(group["model"] + (f" @{group['size']}" if group["size"] else ""))
         for p in group["points"]:
