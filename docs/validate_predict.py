@@ -8,9 +8,20 @@ predictions per point:
     achieved fraction): tests the compute model;
   - N-GPU scaling efficiency given the measured single-GPU throughput
     (--single-device-throughput): tests the communication model alone.
+
+After the table, a summary puts the model beside two trivial guesses (``summary``):
+"scaling is perfect" (efficiency 1, per-GPU throughput at N GPUs = the measured 1-GPU
+throughput) and "the mean of the other rows" (leave-one-out: each row is guessed from the
+others' measured values alone). A model that does not beat both is not yet a model.
+Reported: mean absolute error of efficiency (points) and median absolute relative error of
+per-GPU throughput at N GPUs (rows with a measured 1-GPU and N-GPU throughput).
 """
 
 from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from trainperf.predict.catalog import load_catalog
 from trainperf.predict.model import predict
@@ -46,8 +57,59 @@ POINTS = [
 ]
 
 
+@dataclass(frozen=True)
+class Row:
+    """One point: measured and predicted efficiency, and per-GPU throughput at N GPUs
+    (measured, and predicted by the model; None where the source gives no throughput)."""
+
+    efficiency: float
+    predicted_efficiency: float
+    per_gpu: float | None = None
+    one_gpu: float | None = None  # measured 1-GPU throughput
+    predicted_per_gpu: float | None = None
+
+
+def leave_one_out_means(values: Sequence[float]) -> list[float]:
+    """For each value, the mean of all the others."""
+    total, n = sum(values), len(values)
+    return [(total - v) / (n - 1) for v in values]
+
+
+def mean_absolute(errors: Sequence[float]) -> float:
+    return statistics.fmean(abs(e) for e in errors)
+
+
+def median_absolute(errors: Sequence[float]) -> float:
+    return statistics.median(abs(e) for e in errors)
+
+
+def summary(rows: Sequence[Row]) -> dict[str, dict[str, float]]:
+    """Efficiency MAE (points) and per-GPU throughput median |relative error| of the model
+    and of the two trivial guesses (module docstring)."""
+    measured = [r.efficiency for r in rows]
+    others = leave_one_out_means(measured)
+    efficiency = {
+        "model": mean_absolute([(r.predicted_efficiency - r.efficiency) * 100 for r in rows]),
+        "perfect scaling": mean_absolute([(1 - e) * 100 for e in measured]),
+        "mean of the other rows": mean_absolute(
+            [(o - e) * 100 for o, e in zip(others, measured, strict=True)]
+        ),
+    }
+    rated = [r for r in rows if r.per_gpu is not None and r.one_gpu is not None]
+    per_gpu = [r.per_gpu for r in rated]
+    throughput = {
+        "model": median_absolute([r.predicted_per_gpu / r.per_gpu - 1 for r in rated]),
+        "perfect scaling": median_absolute([r.one_gpu / r.per_gpu - 1 for r in rated]),
+        "mean of the other rows": median_absolute(
+            [o / m - 1 for o, m in zip(leave_one_out_means(per_gpu), per_gpu, strict=True)]
+        ),
+    }
+    return {"efficiency MAE (points)": efficiency, "per-GPU throughput at N, median abs. error": throughput}
+
+
 def main() -> None:
     catalog = load_catalog()
+    rows = []
     print("| id | model | system | measured 1-GPU | predicted 1-GPU | error | measured "
           "efficiency | predicted efficiency | error (points) |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -69,6 +131,16 @@ def main() -> None:
         print(f"| `{key}` | {model} {precision} b{batch} | {system} | {one_text} | "
               f"{predicted_one:,.0f} | {error} | {measured_eff:.1%} | {predicted_eff:.1%} | "
               f"{(predicted_eff - measured_eff) * 100:+.1f} |")
+        per_gpu = many / n if many else None
+        predicted_per_gpu = one * predicted_eff if one else None
+        rows.append(Row(measured_eff, predicted_eff, per_gpu, one, predicted_per_gpu))
+    print()
+    print("| over the rows | model | perfect scaling | mean of the other rows |")
+    print("| --- | ---: | ---: | ---: |")
+    for name, scores in summary(rows).items():
+        unit = "{:.1f}" if "points" in name else "{:.1%}"
+        cells = " | ".join(unit.format(v) for v in scores.values())
+        print(f"| {name} | {cells} |")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,57 @@
+"""The summary of docs/validate_predict.py: the model beside the two trivial guesses, on
+rows whose answers are known by hand."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).parents[2] / "docs" / "validate_predict.py"
+
+
+@pytest.fixture(scope="module")
+def validate():
+    spec = importlib.util.spec_from_file_location("validate_predict", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_leave_one_out_means(validate):
+    assert validate.leave_one_out_means([1.0, 2.0, 3.0]) == [2.5, 2.0, 1.5]
+
+
+def test_summary_on_rows_with_known_errors(validate):
+    row = validate.Row
+    rows = [
+        # efficiency 0.9 predicted 0.95; per GPU 90 of 100 on one GPU, predicted 95
+        row(0.9, 0.95, per_gpu=90.0, one_gpu=100.0, predicted_per_gpu=95.0),
+        row(0.7, 0.8, per_gpu=70.0, one_gpu=100.0, predicted_per_gpu=80.0),
+        row(0.8, 0.8),  # efficiency only: no throughput from its source
+    ]
+    scores = validate.summary(rows)
+    efficiency = scores["efficiency MAE (points)"]
+    assert efficiency["model"] == pytest.approx((5 + 10 + 0) / 3)
+    assert efficiency["perfect scaling"] == pytest.approx((10 + 30 + 20) / 3)
+    # leave-one-out means: 0.75, 0.85, 0.8 -> errors 15, 15, 0 points
+    assert efficiency["mean of the other rows"] == pytest.approx(10.0)
+    throughput = scores["per-GPU throughput at N, median abs. error"]
+    assert throughput["model"] == pytest.approx((95 / 90 - 1 + 80 / 70 - 1) / 2)
+    assert throughput["perfect scaling"] == pytest.approx((100 / 90 - 1 + 100 / 70 - 1) / 2)
+    assert throughput["mean of the other rows"] == pytest.approx(
+        (70 / 90 * -1 + 1 + 90 / 70 - 1) / 2
+    )
+
+
+def test_a_perfect_model_scores_zero(validate):
+    rows = [
+        validate.Row(e, e, per_gpu=e * 10, one_gpu=10.0, predicted_per_gpu=e * 10)
+        for e in (0.5, 0.9)
+    ]
+    scores = validate.summary(rows)
+    assert scores["efficiency MAE (points)"]["model"] == 0
+    assert scores["per-GPU throughput at N, median abs. error"]["model"] == 0
