@@ -7,6 +7,7 @@ import pytest
 from trainperf import case_result
 from trainperf.measure.hierarchy import mean_interval
 from trainperf.measure.runs import AdaptiveRuns, FixedRuns
+from trainperf.outcome import Outcome
 
 CASE = {"model": "cifarnet", "batch_size": 8, "steps": "fixed:1:30", "runs": 3}
 
@@ -127,11 +128,11 @@ def test_a_failed_run_ends_the_case_and_names_the_run():
         "error": {"type": "crashed", "message": "killed by signal SIGKILL"},
         "run_number": 3,
     }
-    result = case_result.failed(CASE, RUNS[:2], crash)
+    result = Outcome.failed_run(CASE, RUNS[:2], crash).document()
     assert result["status"] == "crashed" and result["metrics"] == {}
     assert result["error"]["message"] == "killed by signal SIGKILL (run 3; 2 earlier runs ok)"
     assert result["error"]["run"] == 3
-    first = case_result.failed(CASE, [], crash | {"run_number": 1})
+    first = Outcome.failed_run(CASE, [], crash | {"run_number": 1}).document()
     assert first["error"]["message"] == "killed by signal SIGKILL"
 
 

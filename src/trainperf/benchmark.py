@@ -78,8 +78,8 @@ def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -
     """
     if case.mode == "ddp":
         raise ValueError(
-            "a ddp case is measured on every rank of a torchrun job: "
-            "trainperf.parallel.rank_case.run_distributed_case"
+            "a ddp case runs on every rank of a torchrun job: measure it with `trainperf run`, "
+            "or call trainperf.parallel.rank_case.run_distributed_case on each rank"
         )
     if case.threads:
         torch.set_num_threads(case.threads)

@@ -336,13 +336,6 @@ def instability(
     return reasons
 
 
-def failed(
-    case: dict[str, Any], ok_runs: Sequence[dict[str, Any]], failure: dict[str, Any]
-) -> dict[str, Any]:
-    """The result of a case whose run ``failure`` failed after ``ok_runs`` went well."""
-    return Outcome.failed_run(case, ok_runs, failure).document()
-
-
 def legacy_run_uid(result_uid: str) -> str:
     """The uid of the run made of a result stored before runs existed: derived from the
     result's, so that a migrated database and an old export of it agree on it (an import

@@ -82,10 +82,6 @@ class Outcome:
         for name in ("case", "device", "metrics", "error", "extra"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
 
-    @property
-    def failed(self) -> bool:
-        return self.status in FAILED_STATUSES
-
     def document(self) -> dict[str, Any]:
         """The record as the JSON document the worker writes and the store keeps."""
         document = {

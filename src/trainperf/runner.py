@@ -223,7 +223,7 @@ def run_job(
                 _kill_tree(child)
     if returncode is None:
         message = f"no result after {job.timeout_s:g} s: killed" + _where_stuck(result_path)
-        return _failure(what, "timeout", message, stderr_path)
+        return _failure(Outcome.timeout, what, message, stderr_path)
     if job.torchrun and returncode != 0:
         # The first rank that failed is the cause; the others fail after it (their peer is
         # gone), and rank 0 may have written that second-hand error as RESULT.json.
@@ -233,13 +233,13 @@ def run_job(
             own = result_path if rank == 0 else result_path.with_name(f"result.json.rank{rank}")
             if own.exists() and code >= 0:
                 return json.loads(own.read_text())
-            return _failure(what, "crashed", _rank_ended(rank, code), stderr_path)
+            return _failure(Outcome.crashed, what, _rank_ended(rank, code), stderr_path)
     if result_path.exists():
         return json.loads(result_path.read_text())
     failed_ranks = sorted(workdir.glob("result.json.rank*"), key=lambda p: int(p.suffix[5:]))
     if failed_ranks:
         return json.loads(failed_ranks[0].read_text())
-    return _failure(what, "crashed", _how_it_ended(returncode), stderr_path)
+    return _failure(Outcome.crashed, what, _how_it_ended(returncode), stderr_path)
 
 
 def _how_it_ended(returncode: int) -> str:
@@ -354,8 +354,13 @@ def _kill_tree(child: subprocess.Popen) -> None:
     psutil.wait_procs(descendants, timeout=10)
 
 
-def _failure(case: dict[str, Any], status: str, message: str, stderr_path: Path) -> dict[str, Any]:
-    """The document of a child that ended ``status`` (crashed or timeout) without a result."""
+def _failure(
+    made: Callable[[dict[str, Any], str, str], Outcome],
+    case: dict[str, Any],
+    message: str,
+    stderr_path: Path,
+) -> dict[str, Any]:
+    """The document of a child that ended without a result: ``made`` is Outcome.crashed or
+    Outcome.timeout, given the tail of the child's stderr."""
     tail = stderr_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
-    made = Outcome.timeout if status == "timeout" else Outcome.crashed
     return made(case, message, tail).document()

@@ -390,7 +390,7 @@ def _run_once(state: _CaseRuns, states: list[_CaseRuns], sweep: _Sweep) -> None:
     )
     sweep.events.on_run(state.index, run)
     if run["status"] != "ok":
-        result = case_result.failed(case.model_dump(), state.runs, run)
+        result = Outcome.failed_run(case.model_dump(), state.runs, run).document()
         _finish(state, result | {"runs": [*state.runs, run]}, sweep)
         _skip_larger_batches(state, states, sweep)
         return

@@ -39,13 +39,12 @@ CSV_COLUMNS = (
 )
 
 
-def add_columns(table: Table, columns: str) -> Table:
+def add_columns(table: Table, columns: str) -> None:
     """Add ``columns`` to ``table``: names separated by ", ", a name ending in ">" is
     right-justified (as ">" aligns right in Python's format specifications)."""
     for column in columns.split(", "):
         right = column.endswith(">")
         table.add_column(column.removesuffix(">"), justify="right" if right else "left")
-    return table
 
 
 def _si(value: float | None, unit: str = "") -> str:
