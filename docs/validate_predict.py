@@ -1,20 +1,29 @@
 """Predictions of `trainperf predict` against published measurements (docs/predict.md).
 
-Run: .venv/bin/python docs/validate_predict.py  (prints the Markdown rows of the table)
+Run: .venv/bin/python docs/validate_predict.py  (prints the Markdown tables of predict.md)
 
-Each point is a measurement listed, with its source, in docs/predict-sources.md. Two
-predictions per point:
+Each point is a measurement listed, with its source, in docs/predict-sources.md: every row
+there whose network is in the zoo, whose device and links are in the catalog and which
+gives an efficiency. Two predictions per point:
   - per-GPU throughput from the catalog alone (data-sheet peak x the catalog's default
     achieved fraction): tests the compute model;
   - N-GPU scaling efficiency given the measured single-GPU throughput
-    (--single-device-throughput): tests the communication model alone.
+    (--single-device-throughput): tests the data-parallel model (communication,
+    stragglers, overhead).
+
+Three parameters of the data-parallel model cannot come from a data sheet, so they are
+fitted to these rows by least squares of the efficiency (``fit``): the relative step-time
+noise of a rank (straggler term), the per-step synchronisation overhead, and the
+efficiency of TCP Ethernet links. The catalog holds the fit over all rows. Every
+efficiency in the table is predicted out of sample (``leave_one_out``): the parameters
+fitted to all the other rows, then the held-out row predicted.
 
 After the table, a summary puts the model beside two trivial guesses (``summary``):
 "scaling is perfect" (efficiency 1, per-GPU throughput at N GPUs = the measured 1-GPU
 throughput) and "the mean of the other rows" (leave-one-out: each row is guessed from the
-others' measured values alone). A model that does not beat both is not yet a model.
-Reported: mean absolute error of efficiency (points) and median absolute relative error of
-per-GPU throughput at N GPUs (rows with a measured 1-GPU and N-GPU throughput).
+others' measured values alone). Reported: mean absolute error of efficiency (points) and
+median absolute relative error of per-GPU throughput at N GPUs (rows with a measured 1-GPU
+and N-GPU throughput).
 """
 
 from __future__ import annotations
@@ -23,38 +32,157 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trainperf.predict.catalog import load_catalog
-from trainperf.predict.model import predict
+from scipy.optimize import least_squares
 
-# id, model, size, device, precision, batch/GPU, GPUs, per node, intra, inter,
-# measured 1-GPU throughput, measured N-GPU throughput (None: efficiency given instead),
-# measured efficiency
+from trainperf.predict.catalog import Catalog, load_catalog
+from trainperf.predict.model import predict
+from trainperf.predict.terms import Overhead, StepNoise
+
+
+@dataclass(frozen=True)
+class Point:
+    """One published measurement (docs/predict-sources.md)."""
+
+    id: str
+    model: str
+    size: int
+    device: str
+    precision: str
+    batch: int  # per GPU
+    gpus: int
+    per_node: int
+    intra: str
+    inter: str | None
+    one_gpu: float | None  # measured 1-GPU throughput, samples/s
+    n_gpu: float | None  # measured N-GPU throughput; None: the source gives an efficiency
+    efficiency: float | None = None
+    one_gpu_borrowed: bool = False  # 1-GPU throughput from the same cluster's other table
+
+    @property
+    def measured_efficiency(self) -> float:
+        if self.efficiency is not None:
+            return self.efficiency
+        return self.n_gpu / (self.gpus * self.one_gpu)
+
+
+def _p(*args, **kwargs) -> Point:
+    return Point(*args, **kwargs)
+
+
+RN, V16, R101, I3 = "resnet50", "vgg16", "resnet101", "inception_v3"
+P100, V100P = "p100-pcie-16gb", "v100-pcie-16gb"
+# Horovod's 128- and 512-GPU charts give efficiencies only; their clusters are described
+# as the 16-GPU one ("4 Pascal GPUs" per server, "RoCE-capable 25 Gbit/s"), whose
+# single-GPU throughputs are borrowed for the compute time (marked one_gpu_borrowed).
+HVD_ONE = {I3: 134.4, R101: 119.4, V16: 130.9}
+
 POINTS = [
-    ("dle-tf-rn50-dgx1-fp32", "resnet50", 224, "v100-sxm2-16gb", "fp32", 128, 8, 8,
-     "nvlink2", None, 412, 3170, None),
-    ("dle-tf-rn50-dgx1-amp", "resnet50", 224, "v100-sxm2-16gb", "fp16", 256, 8, 8,
-     "nvlink2", None, 1270, 9510, None),
-    ("dle-tf-rn50-dgx2-amp", "resnet50", 224, "v100-sxm2-32gb", "fp16", 256, 16, 16,
-     "nvswitch-v100", None, 1300, 17250, None),
-    ("dle-pyt-rn50-dgxa100-tf32", "resnet50", 224, "a100-sxm4-80gb", "tf32", 256, 8, 8,
-     "nvlink3", None, 938, 7248, None),
-    ("dle-pyt-rn50-dgxa100-amp", "resnet50", 224, "a100-sxm4-80gb", "fp16", 256, 8, 8,
-     "nvlink3", None, 2470, 16621, None),
-    ("goyal17-rn50-bigbasin", "resnet50", 224, "p100-sxm2-16gb", "fp32", 32, 256, 8,
-     "nvlink1", "ethernet-50g", None, None, 0.90),
-    ("horovod17-16gpu-rdma-resnet101", "resnet101", 224, "p100-pcie-16gb", "fp32", 64, 16, 4,
-     "pcie3", "roce-25g", 119.4, 1746.2, None),
-    ("horovod17-16gpu-rdma-vgg16", "vgg16", 224, "p100-pcie-16gb", "fp32", 64, 16, 4,
-     "pcie3", "roce-25g", 130.9, 1787.4, None),
-    ("horovod17-16gpu-tcp-vgg16", "vgg16", 224, "p100-pcie-16gb", "fp32", 64, 16, 4,
-     "pcie3", "ethernet-25g", 130.9, 1308.7, None),
-    ("horovod17-64gpu-40g-inception3", "inception_v3", 299, "p100-pcie-16gb", "fp32", 64, 64, 4,
-     "pcie3", "ethernet-40g", 148.8, 7932.1, None),
-    ("horovod17-64gpu-40g-vgg16", "vgg16", 224, "p100-pcie-16gb", "fp32", 64, 64, 4,
-     "pcie3", "ethernet-40g", 149.6, 6084.2, None),
-    ("dell-readyai-32gpu-tf-fp32", "resnet50", 224, "v100-pcie-16gb", "fp32", 64, 32, 4,
-     "pcie3", "ib-edr", None, None, 0.688),
+    _p("dle-tf-rn50-dgx1-fp32", RN, 224, "v100-sxm2-16gb", "fp32", 128, 8, 8, "nvlink2", None, 412, 3170),
+    _p("dle-tf-rn50-dgx1-amp", RN, 224, "v100-sxm2-16gb", "fp16", 256, 8, 8, "nvlink2", None, 1270, 9510),
+    _p("dle-tf-rn50-dgx2-fp32", RN, 224, "v100-sxm2-32gb", "fp32", 128, 16, 16, "nvswitch-v100", None, 432, 6500),
+    _p("dle-tf-rn50-dgx2-amp", RN, 224, "v100-sxm2-32gb", "fp16", 256, 16, 16, "nvswitch-v100", None, 1300, 17250),
+    _p("dle-tf-rn50-dgxa100-tf32", RN, 224, "a100-sxm4-40gb", "tf32", 256, 8, 8, "nvlink3", None, 909, 7000),
+    _p("dle-tf-rn50-dgxa100-amp", RN, 224, "a100-sxm4-40gb", "fp16", 256, 8, 8, "nvlink3", None, 2375, 17400),
+    _p("dle-pyt-rn50-dgx1-fp32", RN, 224, "v100-sxm2-16gb", "fp32", 112, 8, 8, "nvlink2", None, 367, 2855),
+    _p("dle-pyt-rn50-dgx1-amp", RN, 224, "v100-sxm2-16gb", "fp16", 256, 8, 8, "nvlink2", None, 1200, 8322),
+    _p("dle-pyt-rn50-dgxa100-tf32", RN, 224, "a100-sxm4-80gb", "tf32", 256, 8, 8, "nvlink3", None, 938, 7248),
+    _p("dle-pyt-rn50-dgxa100-amp", RN, 224, "a100-sxm4-80gb", "fp16", 256, 8, 8, "nvlink3", None, 2470, 16621),
+    _p("dle-mx-rn50-dgx1-fp32", RN, 224, "v100-sxm2-16gb", "fp32", 96, 8, 8, "nvlink2", None, 384, 3005),
+    _p("dle-mx-rn50-dgx1-amp", RN, 224, "v100-sxm2-16gb", "fp16", 192, 8, 8, "nvlink2", None, 1376, 10723),
+    _p("dle-mx-rn50-dgx2-fp32", RN, 224, "v100-sxm2-32gb", "fp32", 128, 16, 16, "nvswitch-v100", None, 417, 6338),
+    _p("dle-mx-rn50-dgx2-amp", RN, 224, "v100-sxm2-32gb", "fp16", 256, 16, 16, "nvswitch-v100", None, 1492, 21484),
+    _p("dle-mx-rn50-dgxa100-tf32", RN, 224, "a100-sxm4-80gb", "tf32", 256, 8, 8, "nvlink3", None, 1022, 8001),
+    _p("dle-mx-rn50-dgxa100-amp", RN, 224, "a100-sxm4-80gb", "fp16", 256, 8, 8, "nvlink3", None, 2180, 16925),
+    _p("goyal17-rn50-bigbasin", RN, 224, "p100-sxm2-16gb", "fp32", 32, 256, 8, "nvlink1", "ethernet-50g", None, None, 0.90),
+    _p("horovod17-16gpu-rdma-inception3", I3, 299, P100, "fp32", 64, 16, 4, "pcie3", "roce-25g", 134.4, 2022.6),
+    _p("horovod17-16gpu-rdma-resnet101", R101, 224, P100, "fp32", 64, 16, 4, "pcie3", "roce-25g", 119.4, 1746.2),
+    _p("horovod17-16gpu-rdma-vgg16", V16, 224, P100, "fp32", 64, 16, 4, "pcie3", "roce-25g", 130.9, 1787.4),
+    _p("horovod17-16gpu-tcp-vgg16", V16, 224, P100, "fp32", 64, 16, 4, "pcie3", "ethernet-25g", 130.9, 1308.7),
+    _p("horovod17-64gpu-40g-inception3", I3, 299, P100, "fp32", 64, 64, 4, "pcie3", "ethernet-40g", 148.8, 7932.1),
+    _p("horovod17-64gpu-40g-resnet101", R101, 224, P100, "fp32", 64, 64, 4, "pcie3", "ethernet-40g", 136.0, 7741.6),
+    _p("horovod17-64gpu-40g-vgg16", V16, 224, P100, "fp32", 64, 64, 4, "pcie3", "ethernet-40g", 149.6, 6084.2),
+    *(
+        _p(f"horovod-{n}gpu-25g-{short}", model, size, P100, "fp32", 64, n, 4, "pcie3", "roce-25g",
+           HVD_ONE[model], None, eff, one_gpu_borrowed=True)
+        for n, effs in ((128, (0.90, 0.90, 0.79)), (512, (0.90, 0.90, 0.68)))
+        for (short, model, size), eff in zip(
+            (("inception3", I3, 299), ("resnet101", R101, 224), ("vgg16", V16, 224)), effs
+        )
+    ),
+    _p("dell-readyai-32gpu-tf-fp32", RN, 224, V100P, "fp32", 64, 32, 4, "pcie3", "ib-edr", None, None, 0.688),
+    _p("dell-readyai-32gpu-tf-fp16", RN, 224, V100P, "fp16", 64, 32, 4, "pcie3", "ib-edr", None, None, 0.741),
 ]
+
+# The catalog's TCP Ethernet links whose efficiency is fitted here (RDMA and NVLink keep
+# their data-sheet-derived figures).
+TCP_LINKS = ("ethernet-10g", "ethernet-25g", "ethernet-40g", "ethernet-50g")
+
+
+@dataclass(frozen=True)
+class Params:
+    """The fitted parameters: relative step noise, overhead (s), TCP link efficiency."""
+
+    step_noise_cv: float
+    sync_overhead_s: float
+    tcp_efficiency: float
+
+    @classmethod
+    def from_catalog(cls, catalog: Catalog) -> Params:
+        tcp = {catalog.link(i).efficiency for i in TCP_LINKS}
+        if len(tcp) != 1:
+            raise ValueError(f"the TCP links {TCP_LINKS} disagree on their efficiency: {tcp}")
+        dp = catalog.data_parallel
+        return cls(dp.step_noise_cv, dp.sync_overhead_ms * 1e-3, tcp.pop())
+
+
+@dataclass(frozen=True)
+class Prediction:
+    efficiency: float
+    comm_share: float  # exposed communication / step at N GPUs
+    one_gpu: float  # 1-GPU throughput from the catalog alone
+
+
+def predict_point(point: Point, params: Params, catalog: Catalog) -> Prediction:
+    device = catalog.device(point.device)
+    intra = catalog.link(point.intra)
+    inter = catalog.link(point.inter) if point.inter else None
+    if inter is not None and inter.id in TCP_LINKS:
+        inter = inter.model_copy(update={"efficiency": params.tcp_efficiency})
+    common = dict(per_node=point.per_node, intra=intra, inter=inter,
+                  batch_size=point.batch, precision=point.precision, size=point.size)
+    alone = predict(point.model, device, [1], **common)["rows"][0]["samples_per_s"]
+    scaled = predict(
+        point.model, device, [1, point.gpus], **common,
+        single_device_throughput=point.one_gpu or alone,
+        noise=StepNoise(cv=params.step_noise_cv, source="fitted"),
+        overhead=Overhead(params.sync_overhead_s, 0.0, "fitted"),
+    )["rows"][-1]
+    return Prediction(scaled["efficiency"], scaled["comm_fraction"], alone)
+
+
+def fit(points: Sequence[Point], catalog: Catalog) -> Params:
+    """Least squares of predicted − measured efficiency over ``points``."""
+
+    def residuals(x: Sequence[float]) -> list[float]:
+        params = Params(*x)
+        return [predict_point(p, params, catalog).efficiency - p.measured_efficiency
+                for p in points]
+
+    start = Params.from_catalog(catalog)
+    found = least_squares(
+        residuals,
+        [start.step_noise_cv, start.sync_overhead_s, start.tcp_efficiency],
+        bounds=([0.0, 0.0, 0.05], [0.5, 1.0, 1.0]),
+    )
+    return Params(*(float(v) for v in found.x))
+
+
+def leave_one_out(points: Sequence[Point], catalog: Catalog) -> list[Prediction]:
+    """Each point predicted with the parameters fitted to all the others."""
+    return [
+        predict_point(p, fit([*points[:i], *points[i + 1:]], catalog), catalog)
+        for i, p in enumerate(points)
+    ]
 
 
 @dataclass(frozen=True)
@@ -104,43 +232,59 @@ def summary(rows: Sequence[Row]) -> dict[str, dict[str, float]]:
             [o / m - 1 for o, m in zip(leave_one_out_means(per_gpu), per_gpu, strict=True)]
         ),
     }
-    return {"efficiency MAE (points)": efficiency, "per-GPU throughput at N, median abs. error": throughput}
+    return {"efficiency MAE (points)": efficiency,
+            "per-GPU throughput at N, median abs. error": throughput}
 
 
 def main() -> None:
     catalog = load_catalog()
-    rows = []
+    out_of_sample = leave_one_out(POINTS, catalog)
+    rows, compute_errors = [], []
     print("| id | model | system | measured 1-GPU | predicted 1-GPU | error | measured "
-          "efficiency | predicted efficiency | error (points) |")
-    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for (key, model, size, device_id, precision, batch, n, per_node, intra_id, inter_id,
-         one, many, efficiency) in POINTS:
-        device = catalog.device(device_id)
-        intra = catalog.link(intra_id)
-        inter = catalog.link(inter_id) if inter_id else None
-        alone = predict(model, device, [1], per_node, intra, inter, batch, precision, size=size)
-        predicted_one = alone["rows"][0]["samples_per_s"]
-        measured_eff = efficiency if efficiency is not None else many / (n * one)
-        scaled = predict(model, device, [1, n], per_node, intra, inter, batch, precision,
-                         single_device_throughput=one or predicted_one, size=size)
-        predicted_eff = scaled["rows"][-1]["efficiency"]
-        system = f"{n} x {device_id}, {per_node}/node, {intra_id}" + (
-            f" + {inter_id}" if inter_id else "")
-        one_text = f"{one:,.0f}" if one else "-"
-        error = f"{predicted_one / one - 1:+.0%}" if one else "-"
-        print(f"| `{key}` | {model} {precision} b{batch} | {system} | {one_text} | "
-              f"{predicted_one:,.0f} | {error} | {measured_eff:.1%} | {predicted_eff:.1%} | "
-              f"{(predicted_eff - measured_eff) * 100:+.1f} |")
-        per_gpu = many / n if many else None
-        predicted_per_gpu = one * predicted_eff if one else None
-        rows.append(Row(measured_eff, predicted_eff, per_gpu, one, predicted_per_gpu))
+          "efficiency | predicted efficiency (out of sample) | error (points) | "
+          "predicted exposed comm |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for point, pred in zip(POINTS, out_of_sample, strict=True):
+        measured = point.measured_efficiency
+        system = f"{point.gpus} x {point.device}, {point.per_node}/node, {point.intra}" + (
+            f" + {point.inter}" if point.inter else "")
+        one = point.one_gpu
+        one_text = "-" if one is None else f"{one:,.0f}" + ("*" if point.one_gpu_borrowed else "")
+        error = "-"
+        if one is not None and not point.one_gpu_borrowed:
+            compute_errors.append(pred.one_gpu / one - 1)
+            error = f"{compute_errors[-1]:+.0%}"
+        print(f"| `{point.id}` | {point.model} {point.precision} b{point.batch} | {system} | "
+              f"{one_text} | {pred.one_gpu:,.0f} | {error} | {measured:.1%} | "
+              f"{pred.efficiency:.1%} | {(pred.efficiency - measured) * 100:+.1f} | "
+              f"{pred.comm_share:.1%} |")
+        rated = point.n_gpu is not None
+        rows.append(Row(measured, pred.efficiency,
+                        point.n_gpu / point.gpus if rated else None,
+                        one if rated else None,
+                        one * pred.efficiency if rated else None))
     print()
-    print("| over the rows | model | perfect scaling | mean of the other rows |")
+    print(f"{len(POINTS)} rows; * the 1-GPU throughput of the same cluster's 16-GPU table. "
+          f"Per-GPU throughput from the catalog alone: median |error| "
+          f"{median_absolute(compute_errors):.0%} over the {len(compute_errors)} rows with a "
+          "measured 1-GPU throughput.")
+    print()
+    print("| over the rows | model (out of sample) | perfect scaling | mean of the other rows |")
     print("| --- | ---: | ---: | ---: |")
     for name, scores in summary(rows).items():
         unit = "{:.1f}" if "points" in name else "{:.1%}"
         cells = " | ".join(unit.format(v) for v in scores.values())
         print(f"| {name} | {cells} |")
+    print()
+    every = fit(POINTS, catalog)
+    held = Params.from_catalog(catalog)
+    print("| parameter | fitted to all rows | in the catalog |")
+    print("| --- | ---: | ---: |")
+    print(f"| step-time noise of a rank (cv) | {every.step_noise_cv:.3f} | {held.step_noise_cv:.3f} |")
+    print(f"| per-step synchronisation overhead | {every.sync_overhead_s * 1e3:.1f} ms | "
+          f"{held.sync_overhead_s * 1e3:.1f} ms |")
+    print(f"| TCP Ethernet link efficiency | {every.tcp_efficiency:.2f} | "
+          f"{held.tcp_efficiency:.2f} |")
 
 
 if __name__ == "__main__":

@@ -99,6 +99,8 @@ def test_buckets():
     assert bucket_sizes(250, 100) == [100, 100, 50]
     assert bucket_sizes(200, 100) == [100, 100]
     assert bucket_sizes(30, 100) == [30]
+    assert bucket_sizes(250, 100, first_bytes=20) == [20, 100, 100, 30]  # DDP's small first
+    assert bucket_sizes(60 * 2**20, 25 * 2**20) == [2**20, 25 * 2**20, 25 * 2**20, 9 * 2**20]
     assert math.fsum(bucket_sizes(1e9 + 7, 25 * 2**20)) == 1e9 + 7
 
 

@@ -110,6 +110,15 @@ def _apply(options: tuple[Any, ...], function: Any) -> Any:
     return function
 
 
+grad_compression_option = click.option(
+    "--grad-compression",
+    type=click.Choice(["none", "fp16", "bf16"]),
+    default="none",
+    show_default=True,
+    help="DDP communication hook compressing gradients",
+)
+
+
 def parallel_options(function: Any) -> Any:
     """Flags of data-parallel cases (torch.distributed)."""
     options = (
@@ -138,13 +147,7 @@ def parallel_options(function: Any) -> Any:
             type=click.FloatRange(min=0, min_open=True),
             help="DDP gradient bucket size in MiB (PyTorch's default: 25)",
         ),
-        click.option(
-            "--grad-compression",
-            type=click.Choice(["none", "fp16", "bf16"]),
-            default="none",
-            show_default=True,
-            help="DDP communication hook compressing gradients",
-        ),
+        grad_compression_option,
         click.option("--static-graph", is_flag=True, help="DDP static_graph=True"),
         click.option(
             "--grad-accum",

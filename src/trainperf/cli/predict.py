@@ -16,6 +16,7 @@ from trainperf.cli.common import (
     PositiveInt,
     emit_json,
     format_option,
+    grad_compression_option,
     json_option,
     one_output,
     show_table,
@@ -83,12 +84,14 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
     show_default=True,
     help="DDP gradient bucket size in MiB",
 )
+@grad_compression_option
 @click.option(
     "--calibrate",
     "calibrate_db",
     type=click.Path(path_type=Path),
-    help="results database of this machine: fit the achieved fraction (or throughput) "
-    "and, for a link flag left out, α and β from `micro collective`",
+    help="results database of this machine: fit the achieved fraction (or throughput), "
+    "the step-time noise, the data-parallel overhead and, for a link flag left out, "
+    "the link from `micro collective`",
 )
 @click.option(
     "--calibrate-device",
@@ -147,13 +150,14 @@ def predict(
             intra = _fitted_link(calibration, "intra")
         if inter is None and max(devices) > per_node:
             inter = _fitted_link(calibration, "inter")
+    terms, term_notes = _data_parallel_terms(catalog, calibration)
     try:
         prediction = run_model(
-            model, device, devices, per_node, intra, inter, **_model_options(options)
+            model, device, devices, per_node, intra, inter, **_model_options(options), **terms
         )
     except PredictError as exc:
         raise BadInput(str(exc)) from None
-    prediction["assumptions"] += notes
+    prediction["assumptions"] += notes + term_notes
     prediction["inputs"]["catalog_digest"] = catalog.digest
     prediction["calibration"] = calibration.as_dict() if calibration else None
     _show(prediction, as_json, table_format)
@@ -169,8 +173,23 @@ def _fitted_link(calibration: Any, scope: str) -> Any:
 
 def _model_options(options: dict[str, Any]) -> dict[str, Any]:
     keys = ("batch_size", "precision", "scaling", "single_device_throughput")
-    keys += ("achieved_fraction", "bucket_mb", "size")
+    keys += ("achieved_fraction", "bucket_mb", "size", "grad_compression")
     return {key: options[key] for key in keys}
+
+
+def _data_parallel_terms(catalog: Any, calibration: Any) -> tuple[dict[str, Any], list[str]]:
+    """Step noise and per-step overhead: measured where the calibration has them, else
+    the catalog's (fitted to published runs); the notes say which is which."""
+    noise = calibration.noise if calibration is not None else None
+    overhead = calibration.overhead if calibration is not None else None
+    notes = []
+    if noise is None:
+        noise = catalog.data_parallel.noise()
+        notes.append("step-time noise: the catalog's (fitted to published runs)")
+    if overhead is None:
+        overhead = catalog.data_parallel.overhead()
+        notes.append("data-parallel overhead: the catalog's (fitted to published runs)")
+    return {"noise": noise, "overhead": overhead}, notes
 
 
 def _calibrate(
@@ -207,7 +226,14 @@ def _calibrate(
             f"calibration: single-device throughput measured at batch {cal.throughput_batch}"
         )
     if cal.alpha_s is not None:
-        notes.append("calibration: a link flag left out takes the fitted α and β")
+        notes.append(
+            "calibration: a link flag left out takes the measured bus-bandwidth curve "
+            "(α and β fitted beside it)"
+        )
+    if cal.noise is not None:
+        notes.append(f"calibration: step-time noise from {cal.noise.source}")
+    if cal.overhead is not None:
+        notes.append(f"calibration: data-parallel overhead {cal.overhead.source}")
     notes += [f"calibration: {k} absent: {reason}" for k, reason in cal.absent.items()]
     return cal, notes
 

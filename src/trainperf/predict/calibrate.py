@@ -3,22 +3,33 @@
 From a results database (``trainperf.store``):
 
 (a) compute: the newest ok single-device result of the model (preferring the batch size and
-    model size asked for) gives the achieved fraction of peak (its throughput is the mean
-    over its independent runs, and its 95% interval over them travels with the source),
-        fraction = achieved_tflops × 10¹² / peak FLOP/s of the named catalog device,
-    and, whatever the device, the measured throughput X (samples/s at that batch), which the
-    model can use instead (t_compute = B / X): the way for a CPU with no catalog entry;
-(b) link: every ok ``trainperf micro collective`` all_reduce row (size n bytes, time t on p
-    ranks) of the same system fits
+    model size asked for) gives the measured throughput X (samples/s at that batch; the
+    mean over its independent runs, its 95% interval over them travelling with the
+    source), which the model uses as t_compute = B / X: the way for a CPU with no catalog
+    entry; and, for a named catalog device, the achieved fraction f of peak that makes the
+    roofline of ``trainperf.predict.model.compute_rate`` take exactly B / X (solved by
+    ``scipy.optimize.brentq``), which carries over to another device's peak;
+(b) stragglers: the step times of that result's runs, each divided by its run's mean (the
+    noise within a process, not between processes), are the distribution the N ranks draw
+    from (``trainperf.predict.terms.StepNoise``);
+(c) link: every ok ``trainperf micro collective`` all_reduce row (size n bytes, time t on p
+    ranks) of the same system gives the bus-bandwidth curve busbw(n) the model times
+    all-reduces with (``terms.BusBandwidthCurve``), and fits
         t = 2(p−1)·α + 2(p−1)/p · n · (1/β)
-    by least squares (``numpy.linalg.lstsq``) in the two unknowns α and 1/β. Each row is
-    divided by its own t, so the fit minimises relative errors: small messages (latency)
-    and large ones (bandwidth) weigh alike. A negative α or 1/β is refused with the reason:
-    such measurements do not follow the α–β model. The link is an intra-node one when
-    every run was on one node, an inter-node one otherwise;
-(c) check: every stored ok result of the model on that system (one or several devices) is
+    by least squares (``numpy.linalg.lstsq``) in the two unknowns α and 1/β, reported
+    beside it. Each row is divided by its own t, so the fit minimises relative errors:
+    small messages (latency) and large ones (bandwidth) weigh alike. A negative α or 1/β is
+    refused with the reason: such measurements do not follow the α–β model. The link is an
+    intra-node one when every run was on one node, an inter-node one otherwise;
+(d) overhead: every stored ok result of the model on N ≥ 2 devices gives
+        o(N) = measured median step − the model's step without overhead
+    (compute from (a), stragglers from (b), communication on the link of (c)), and
+    ``terms.fit_overhead`` fits o(N) = a + b·log2 N to them;
+(e) check: every stored ok result of the model on that system (one or several devices) is
     predicted again with the calibrated parameters; the error is (predicted − measured) /
-    measured.
+    measured. Results on N ≥ 2 devices were used by (d), so their check is in sample.
+
+Whatever cannot be measured stays with the catalog (``Calibration.absent`` says why).
 """
 
 from __future__ import annotations
@@ -29,10 +40,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.optimize import brentq
 
 from trainperf import models
 from trainperf.parallel.scaling import device_count
-from trainperf.predict.model import PredictError, predict
+from trainperf.predict.model import PredictError, compute_rate, predict
+from trainperf.predict.terms import BusBandwidthCurve, Overhead, StepNoise, fit_overhead
 from trainperf.store import Store, StoreError
 
 
@@ -64,6 +77,7 @@ class MeasuredLink:
     scope: str
     bytes_per_s: float
     latency_s: float
+    curve: BusBandwidthCurve | None = None
 
 
 @dataclass
@@ -77,6 +91,9 @@ class Calibration:
     alpha_s: float | None = None
     beta_bytes_per_s: float | None = None
     link_scope: str | None = None
+    busbw_curve: BusBandwidthCurve | None = None
+    noise: StepNoise | None = None
+    overhead: Overhead | None = None
     measured_device: MeasuredDevice | None = None
     fit_rows: list[dict[str, Any]] = field(default_factory=list)
     sources: dict[str, Any] = field(default_factory=dict)
@@ -87,10 +104,19 @@ class Calibration:
         one node, "inter" otherwise), else None: one scope does not stand for the other."""
         if self.alpha_s is None or self.beta_bytes_per_s is None or scope != self.link_scope:
             return None
-        return MeasuredLink("measured", scope, self.beta_bytes_per_s, self.alpha_s)
+        return MeasuredLink(
+            "measured", scope, self.beta_bytes_per_s, self.alpha_s, self.busbw_curve
+        )
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        document = asdict(self)
+        if self.noise is not None:  # thousands of step times: their summary only
+            document["noise"] = {
+                "steps": len(self.noise.samples),
+                "cv": self.noise.sigma(1.0),
+                "source": self.noise.source,
+            }
+        return document
 
 
 def fit_alpha_beta(rows: list[tuple[int, float, float]]) -> tuple[float, float, float]:
@@ -166,7 +192,9 @@ def calibrate(
         _compute(cal, singles, device, batch_size, size)
     else:
         cal.absent["compute"] = f"no ok single-device result of {model} in {path}"
+        cal.absent["noise"] = "no single-device result to take step times from"
     _link(cal, runs, system, device_type)
+    _overhead(cal, [r for r in results if device_count(r["case"]) > 1], device)
     _check(cal, results, device)
     return cal
 
@@ -202,21 +230,55 @@ def _compute(
     cal.measured_device = MeasuredDevice(
         f"measured ({info.get('name', kind)})", info.get("name", kind), kind, memory
     )
-    peak = device.peak_flops(cal.precision) if device is not None else None
+    cal.noise = _step_noise(chosen)
+    if cal.noise is None:
+        cal.absent["noise"] = f"result {chosen['id']} has fewer than 2 step times"
     if device is None:
         cal.absent["achieved_fraction"] = "no catalog device named for this machine"
-    elif not peak:
+    elif not device.peak_flops(cal.precision):
         cal.absent["achieved_fraction"] = f"{device.id} has no {cal.precision} peak"
-    elif metrics.get("achieved_tflops") is None:
-        cal.absent["achieved_fraction"] = f"result {chosen['id']} has no achieved_tflops"
     else:
-        cal.achieved_fraction = metrics["achieved_tflops"] * 1e12 / peak
+        _solve_fraction(cal, device, case["batch_size"], _size(chosen))
+
+
+def _step_noise(result: dict[str, Any]) -> StepNoise | None:
+    """Each run's step times over its own mean, pooled (module docstring, (b))."""
+    relative = []
+    for run in result.get("runs", []):
+        steps = [float(t) for t in run["metrics"].get("step_s", [])]
+        if len(steps) >= 2:
+            mean = float(np.mean(steps))
+            relative += [t / mean for t in steps]
+    if len(relative) < 2:
+        return None
+    runs = len(result.get("runs", []))
+    return StepNoise(
+        samples=tuple(relative),
+        source=f"{len(relative)} measured steps of result {result['id']} ({runs} runs)",
+    )
+
+
+def _solve_fraction(cal: Calibration, device: Any, batch: int, size: int | None) -> None:
+    """The f at which the roofline's step equals the measured one (module docstring, (a))."""
+    measured = batch / cal.single_device_throughput
+
+    def excess(fraction: float) -> float:
+        rate = compute_rate(cal.model, device, cal.precision, None, fraction, size)
+        return rate.seconds(batch) - measured
+
+    if excess(1.0) > 0:
+        cal.absent["achieved_fraction"] = (
+            f"the roofline of {device.id} at full peak is slower than the measured step: "
+            "its memory-bound ops alone take longer"
+        )
+        return
+    cal.achieved_fraction = float(brentq(excess, 1e-6, 1.0, xtol=1e-12))
 
 
 def _link(
     cal: Calibration, runs: list[dict[str, Any]], system: str | None, device_type: str | None
 ) -> None:
-    rows, used, local = [], [], []
+    rows, used, local, busbw = [], [], [], []
     for run in runs:
         if run["status"] != "ok" or run["system"] != system:
             continue
@@ -224,13 +286,17 @@ def _link(
             continue
         info = run.get("device") or {}
         ranks = run["metrics"].get("world_size") or info.get("world_size")
-        found = [
-            (int(ranks), float(r["size_bytes"]), float(r["time_us"]) * 1e-6)
+        usable = [
+            r
             for r in run["metrics"].get("rows", [])
             if r.get("op") == "all_reduce" and not r.get("wrong") and r.get("time_us")
         ]
+        found = [(int(ranks), float(r["size_bytes"]), float(r["time_us"]) * 1e-6) for r in usable]
         if ranks and found:
             rows += found
+            busbw += [
+                (int(ranks), float(r["size_bytes"]), float(r["busbw_gbps"]) * 1e9) for r in usable
+            ]
             used.append(run["id"])
             local.append(info.get("local_world_size", ranks) == ranks)
     if not rows:
@@ -243,6 +309,7 @@ def _link(
         return
     cal.alpha_s, cal.beta_bytes_per_s = alpha, beta
     cal.link_scope = "intra" if all(local) else "inter"
+    cal.busbw_curve = BusBandwidthCurve.from_rows(busbw, f"micro collective {used}")
     cal.sources["link"] = {
         "micro_ids": used,
         "rows": len(rows),
@@ -251,38 +318,82 @@ def _link(
     }
 
 
-def _check(cal: Calibration, results: list[dict[str, Any]], device: Any | None) -> None:
-    """(c): predict every stored ok result again; the error of each."""
+def _compute_inputs(cal: Calibration, device: Any | None) -> tuple[dict[str, Any], Any] | None:
+    """The compute arguments of ``predict`` and the device they go with, or None."""
     if cal.achieved_fraction is not None:
-        compute: dict[str, Any] = {"achieved_fraction": cal.achieved_fraction}
-    elif cal.single_device_throughput is not None:
-        compute, device = {"single_device_throughput": cal.single_device_throughput}, None
-    else:
+        return {"achieved_fraction": cal.achieved_fraction}, device
+    if cal.single_device_throughput is not None:
+        return {"single_device_throughput": cal.single_device_throughput}, cal.measured_device
+    return None
+
+
+def _predicted(
+    cal: Calibration, result: dict[str, Any], device: Any | None, overhead: Overhead
+) -> dict[str, Any]:
+    """``result``'s case predicted with the calibration (raises PredictError)."""
+    compute, device = _compute_inputs(cal, device) or ({}, device)
+    case, nodes = result["case"], result["case"].get("nodes", 1)
+    return predict(
+        model=cal.model,
+        device=device if device is not None else cal.measured_device,
+        devices=[device_count(case)],
+        per_node=case.get("devices", 1),
+        intra=cal.link("intra") if case.get("devices", 1) > 1 else None,
+        inter=cal.link("inter") if nodes > 1 else None,
+        batch_size=case["batch_size"],
+        precision=case["precision"],
+        scaling=case.get("scaling", "weak"),
+        bucket_mb=case.get("bucket_mb") or 25.0,
+        size=_size(result),
+        grad_compression=case.get("grad_compression") or "none",
+        noise=cal.noise or StepNoise(),
+        overhead=overhead,
+        **compute,
+    )["rows"][0]
+
+
+def _overhead(cal: Calibration, multi: list[dict[str, Any]], device: Any | None) -> None:
+    """(d): o(N) = measured median step − the model's step without overhead."""
+    if _compute_inputs(cal, device) is None:
+        cal.absent["overhead"] = "no compute calibration to subtract from the measured steps"
         return
-    device = device if device is not None else cal.measured_device
+    points, used = [], []
+    for result in multi:
+        if cal.precision is not None and result["case"].get("precision") != cal.precision:
+            continue
+        try:
+            modelled = _predicted(cal, result, device, Overhead())
+        except PredictError:
+            continue
+        measured = result["metrics"].get("step_s_median")
+        if measured:
+            points.append((device_count(result["case"]), measured - modelled["step_s"]))
+            used.append(result["id"])
+    if not points:
+        cal.absent["overhead"] = f"no ok result of {cal.model} on 2 or more devices"
+        return
+    cal.overhead = fit_overhead(points, f"fitted to results {used}")
+    cal.sources["overhead"] = {
+        "result_ids": used,
+        "points": [{"devices": n, "overhead_s": o} for n, o in points],
+    }
+
+
+def _check(cal: Calibration, results: list[dict[str, Any]], device: Any | None) -> None:
+    """(e): predict every stored ok result again; the error of each."""
+    if _compute_inputs(cal, device) is None:
+        return
     for result in results:
         if cal.precision is not None and result["case"].get("precision") != cal.precision:
             continue
         case, measured = result["case"], result["metrics"]["samples_per_s_median"]
-        count, nodes = device_count(case), case.get("nodes", 1)
+        count = device_count(case)
         row = {"result_id": result["id"], "devices": count, "batch_size": case["batch_size"]}
         row |= {"scaling": case.get("scaling", "weak"), "measured_samples_per_s": measured}
         row["measured_ci95"] = result["metrics"].get("samples_per_s_ci95")
         try:
-            predicted = predict(
-                model=cal.model,
-                device=device,
-                devices=[count],
-                per_node=case.get("devices", 1),
-                intra=cal.link("intra") if case.get("devices", 1) > 1 else None,
-                inter=cal.link("inter") if nodes > 1 else None,
-                batch_size=case["batch_size"],
-                precision=case["precision"],
-                scaling=case.get("scaling", "weak"),
-                bucket_mb=case.get("bucket_mb") or 25.0,
-                size=_size(result),
-                **compute,
-            )["rows"][0]["samples_per_s"]
+            predicted = _predicted(cal, result, device, cal.overhead or Overhead())
+            predicted = predicted["samples_per_s"]
         except PredictError as exc:
             cal.fit_rows.append(row | {"predicted_samples_per_s": None, "reason": str(exc)})
             continue

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, cast
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from trainperf.predict.terms import Overhead, StepNoise
+
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
 PRECISIONS: tuple[Precision, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8")
 TERA = 1e12
@@ -165,13 +167,32 @@ class Link(_Sourced):
         return self.latency_us * 1e-6
 
 
+class DataParallel(_Sourced):
+    """The terms of a data-parallel step the model cannot derive from a data sheet
+    (``trainperf.predict.terms``), fitted to published measurements where nothing of the
+    machine has been measured: calibration from a results database replaces them."""
+
+    step_noise_cv: Annotated[float, Field(ge=0, lt=1)]
+    sync_overhead_ms: Annotated[float, Field(ge=0)]
+    sources: dict[str, str]
+
+    _SCALARS: ClassVar[tuple[str, ...]] = ("step_noise_cv", "sync_overhead_ms")
+
+    def noise(self) -> StepNoise:
+        return StepNoise(cv=self.step_noise_cv, source=f"the catalog's cv {self.step_noise_cv:g}")
+
+    def overhead(self) -> Overhead:
+        return Overhead(self.sync_overhead_ms * 1e-3, 0.0, "the catalog's")
+
+
 class Catalog(BaseModel):
-    """Devices and links keyed by id."""
+    """Devices and links keyed by id, and the defaults of the data-parallel terms."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     devices: dict[str, Device]
     links: dict[str, Link]
+    data_parallel: DataParallel
 
     @model_validator(mode="before")
     @classmethod

@@ -31,6 +31,12 @@ bandwidth (bytes/s per direction). For an all-reduce of n bytes over p ranks:
       t = t_rs(n, G; intra) + t_allreduce(n/G, N; α_inter, β_inter/G) + t_ag(n, G; intra)
 
   With N = 1 it is the intra ring all-reduce; with G = 1 the inter all-reduce.
+
+- **measured**: a link with a bus-bandwidth curve from `trainperf micro collective`
+  (``trainperf.predict.terms.BusBandwidthCurve``) times an all-reduce as
+  n · 2(p−1)/p / busbw(n) instead of α–β, and a reduce-scatter or all-gather as half of
+  that (each is one of the all-reduce's two ring phases). Shared by ``ways`` users, its
+  time is multiplied by ``ways`` (the bandwidth divided).
 """
 
 from __future__ import annotations
@@ -39,30 +45,38 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-RING, TREE = "ring", "tree"
+from trainperf.predict.terms import BusBandwidthCurve
+
+RING, TREE, MEASURED = "ring", "tree", "measured"
 
 
 @dataclass(frozen=True)
 class LinkCost:
-    """α (s per message) and β (bytes/s per direction) of one link."""
+    """α (s per message) and β (bytes/s per direction) of one link, or its measured
+    bus-bandwidth curve; ``ways`` concurrent users share it."""
 
     alpha_s: float
     beta_bytes_per_s: float
+    curve: BusBandwidthCurve | None = None
+    ways: int = 1
 
     @classmethod
     def of(cls, link: Any) -> LinkCost:
-        """From a catalog ``Link`` (or anything with ``latency_s`` and ``bytes_per_s``)."""
-        return cls(float(link.latency_s), float(link.bytes_per_s))
+        """From a catalog ``Link`` (or anything with ``latency_s`` and ``bytes_per_s``, and
+        optionally a measured ``curve``)."""
+        return cls(float(link.latency_s), float(link.bytes_per_s), getattr(link, "curve", None))
 
     def shared(self, ways: int) -> LinkCost:
         """The same link divided between ``ways`` concurrent users (bandwidth only)."""
-        return LinkCost(self.alpha_s, self.beta_bytes_per_s / ways)
+        return LinkCost(self.alpha_s, self.beta_bytes_per_s / ways, self.curve, self.ways * ways)
 
 
 def ring_allreduce_s(n_bytes: float, p: int, link: LinkCost) -> float:
     """2(p−1)·α + 2(p−1)/p · n/β (Thakur et al. 2005; Patarasuk & Yuan 2009)."""
     if p <= 1:
         return 0.0
+    if link.curve is not None:
+        return link.curve.allreduce_s(n_bytes, p) * link.ways
     return 2 * (p - 1) * link.alpha_s + 2 * (p - 1) / p * n_bytes / link.beta_bytes_per_s
 
 
@@ -77,6 +91,8 @@ def ring_reduce_scatter_s(n_bytes: float, p: int, link: LinkCost) -> float:
     """(p−1)·α + (p−1)/p · n/β; the ring all-gather costs the same."""
     if p <= 1:
         return 0.0
+    if link.curve is not None:
+        return link.curve.allreduce_s(n_bytes, p) * link.ways / 2
     return (p - 1) * link.alpha_s + (p - 1) / p * n_bytes / link.beta_bytes_per_s
 
 
@@ -84,7 +100,10 @@ ring_all_gather_s = ring_reduce_scatter_s
 
 
 def allreduce_s(n_bytes: float, p: int, link: LinkCost) -> tuple[float, str]:
-    """(time, "ring" or "tree"): the faster algorithm for this message, as NCCL's tuner picks."""
+    """(time, "ring" or "tree"): the faster algorithm for this message, as NCCL's tuner picks;
+    (time, "measured") on a link with a measured curve."""
+    if link.curve is not None:
+        return ring_allreduce_s(n_bytes, p, link), MEASURED
     ring, tree = ring_allreduce_s(n_bytes, p, link), tree_allreduce_s(n_bytes, p, link)
     return (tree, TREE) if tree < ring else (ring, RING)
 
@@ -133,9 +152,22 @@ def _needed(link: LinkCost | None, scope: str) -> LinkCost:
     return link
 
 
-def bucket_sizes(total_bytes: float, bucket_bytes: float) -> list[float]:
-    """DDP's buckets in the order they become ready: full ones, then the remainder."""
+FIRST_BUCKET_BYTES = 2**20  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
+
+
+def bucket_sizes(
+    total_bytes: float, bucket_bytes: float, first_bytes: float = FIRST_BUCKET_BYTES
+) -> list[float]:
+    """DDP's buckets in the order they become ready.
+
+    DDP fills buckets from the last layer back (the order gradients appear) and caps the
+    first at 1 MiB so communication starts early; then buckets of ``bucket_bytes``, and
+    the remainder (the first layers' gradients) last: that bucket is ready only when the
+    backward pass ends, so its all-reduce can never overlap (PyTorch
+    ``DistributedDataParallel``, ``bucket_cap_mb`` and ``_DEFAULT_FIRST_BUCKET_BYTES``).
+    """
     if total_bytes <= 0:
         return []
-    full, rest = divmod(total_bytes, bucket_bytes)
-    return [float(bucket_bytes)] * int(full) + ([float(rest)] if rest > 0 else [])
+    first = min(first_bytes, bucket_bytes, total_bytes)
+    full, rest = divmod(total_bytes - first, bucket_bytes)
+    return [float(first)] + [float(bucket_bytes)] * int(full) + ([float(rest)] if rest > 0 else [])

@@ -8,15 +8,24 @@ Per step and device, with B the batch per device:
    from a measured single-device throughput X (samples/s at that batch), t_compute = B / X.
    Forward and backward take 1/3 and 2/3 of it (the backward computes the gradients of both
    activations and weights: about twice the forward's FLOPs).
-2. **Communication**: the gradients, 4 bytes per trainable parameter in fp32/tf32 and 2 in
-   fp16/bf16, are all-reduced in the α–β model of ``trainperf.predict.comm``.
+2. **Communication**: the gradients are all-reduced in the α–β model of
+   ``trainperf.predict.comm`` (or on a link's measured bus-bandwidth curve). They are fp32,
+   4 bytes per trainable parameter, in every precision: automatic mixed precision keeps
+   fp32 parameters, so their gradients are fp32 too; 2 bytes only with a 16-bit DDP
+   communication hook (``grad_compression`` fp16 or bf16: ``fp16_compress_hook``,
+   ``bf16_compress_hook`` of torch.distributed.algorithms.ddp_comm_hooks).
 3. **Overlap** (PyTorch DDP; Li et al., "PyTorch Distributed: experiences on accelerating
    data parallel training", VLDB 2020): gradients go in buckets of ``bucket_mb`` MiB in
    reverse layer order; gradients appear uniformly over the backward pass, so a bucket is
    ready at t_fwd + (bytes up to and including it / all bytes) · t_bwd (k/K for equal
    buckets). All-reduces run one at a time: start_k = max(ready_k, end_{k−1}),
-   end_k = start_k + t_allreduce(bucket_k). Step = max(t_fwd + t_bwd, end_K);
-   comm = Σ t_allreduce; exposed = step − compute; comm share = exposed / step.
+   end_k = start_k + t_allreduce(bucket_k). The first bucket is DDP's 1 MiB one, the last
+   (the first layers' gradients, ready when the backward ends) never overlaps.
+   t_sync = max(t_fwd + t_bwd, end_K); comm = Σ t_allreduce.
+   Then the terms of ``trainperf.predict.terms``: stragglers s(N) = E[max of N step
+   times] − E[one] and the per-step overhead o(N) = a + b·log2 N:
+   step = t_sync + s(N) + o(N); exposed communication = t_sync − compute; comm share =
+   exposed / step.
 4. **Scaling**: weak keeps the batch per device, strong splits the global batch.
    Throughput = global batch / step; efficiency(p) = throughput(p) / (p · throughput(1)),
    throughput(1) from the same model on one device (for strong scaling the whole batch on
@@ -36,10 +45,14 @@ from trainperf.analysis.flops import count_flops
 from trainperf.models.custom import CustomModelError
 from trainperf.precision import PRECISIONS  # what a case trains in
 from trainperf.predict.comm import LinkCost, bucket_sizes, data_parallel_allreduce_s
+from trainperf.predict.memory import ACTIVATION_BYTES, memory_breakdown, shape_counts
 from trainperf.predict.memory import ASSUMPTIONS as MEMORY_ASSUMPTIONS
-from trainperf.predict.memory import memory_breakdown, shape_counts
+from trainperf.predict.roofline import op_profile, roofline_seconds_per_sample
+from trainperf.predict.terms import NO_NOISE, NO_OVERHEAD, Overhead, StepNoise
 
-GRAD_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
+# Bytes per gradient element all-reduced: fp32 (AMP keeps fp32 parameters and gradients)
+# unless a 16-bit communication hook compresses them.
+COMPRESSION_BYTES = {"none": 4, "fp16": 2, "bf16": 2}
 SCALINGS = ("weak", "strong")
 MIB = 2**20
 FORWARD_SHARE = 1 / 3  # forward : backward = 1 : 2
@@ -60,12 +73,41 @@ def available_precisions(device: Any) -> list[str]:
     return [p for p in PRECISIONS if device.peak_flops(p)]
 
 
+# Fraction of the data-sheet DRAM bandwidth that streaming kernels (element-wise ops,
+# normalization, pooling) reach. Assumption: STREAM-like copy and triad kernels on NVIDIA
+# data-centre GPUs reach about 0.8-0.9 of the data sheet; the lower end is taken because
+# framework kernels are less regular than STREAM.
+MEMORY_FRACTION = 0.8
+
+
 @dataclass(frozen=True)
 class Compute:
-    """Seconds of forward + backward per sample on one device, and where they come from."""
+    """Seconds of forward + backward on one device per batch, and where they come from:
+    a measured throughput X (t = B / X) or the roofline of ``trainperf.predict.roofline``."""
 
-    seconds_per_sample: float
     source: str
+    throughput: float | None = None
+    roofline: dict[str, Any] | None = None  # keyword arguments of the roofline time
+
+    def seconds(self, batch: int) -> float:
+        if self.throughput is not None:
+            return batch / self.throughput
+        assert self.roofline is not None
+        time = roofline_seconds_per_sample(**self.roofline, batch=batch)
+        return batch * time.seconds_per_sample
+
+    def memory_bound_share(self, batch: int) -> float | None:
+        """The share of the step in memory-bound ops (roofline only)."""
+        if self.roofline is None:
+            return None
+        return roofline_seconds_per_sample(**self.roofline, batch=batch).memory_bound_share
+
+
+def winograd_applies(device: Any, precision: str) -> bool:
+    """cuDNN computes 3×3 stride-1 convolutions with Winograd transforms when it runs them
+    on CUDA cores (fp32); on tensor cores (tf32, fp16, bf16) it mostly uses implicit GEMM,
+    so direct FLOPs stand. CPUs: not assumed (oneDNN's Winograd is opt-in)."""
+    return getattr(device, "kind", "gpu") == "gpu" and precision == "fp32"
 
 
 def compute_rate(
@@ -75,8 +117,16 @@ def compute_rate(
     single_device_throughput: float | None = None,
     achieved_fraction: float | None = None,
     size: int | None = None,
+    winograd: bool | None = None,
 ) -> Compute:
-    """t_compute per sample: 1/X from a measured throughput, else FLOPs / (peak × fraction)."""
+    """t_compute: B/X from a measured throughput, else the per-op roofline
+
+        t = Σ_ops max(F_i / (peak · f), Q_i / (bandwidth · m))
+
+    with f the achieved fraction of peak of compute-bound ops (given, or the catalog's
+    default for the device and precision) and m = MEMORY_FRACTION; ``winograd`` divides
+    the FLOPs of 3×3 stride-1 convolutions by 2.25 (None: ``winograd_applies``).
+    """
     name = getattr(device, "id", "the device")
     allowed = available_precisions(device)
     if allowed and precision not in allowed:
@@ -87,8 +137,8 @@ def compute_rate(
                 f"single-device throughput must be > 0, got {single_device_throughput}"
             )
         return Compute(
-            1 / single_device_throughput,
             f"one device trains {single_device_throughput:g} samples/s",
+            throughput=single_device_throughput,
         )
     peak = device.peak_flops(precision)
     if not peak:
@@ -105,11 +155,27 @@ def compute_rate(
         )
     if not 0 < fraction <= 1:
         raise PredictError(f"achieved fraction must be in (0, 1], got {fraction}")
-    flops = train_flops_per_sample(model, size)
+    bandwidth = getattr(device, "memory_bytes_per_s", None)
+    if not bandwidth:
+        raise PredictError(f"{name} has no memory bandwidth: give a single-device throughput")
+    if winograd is None:
+        winograd = winograd_applies(device, precision)
+    profile = op_profile(model, size)
+    arguments = {
+        "profile": profile,
+        "peak_flops": peak,
+        "memory_bytes_per_s": bandwidth,
+        "compute_fraction": fraction,
+        "memory_fraction": MEMORY_FRACTION,
+        "activation_bytes": ACTIVATION_BYTES[precision],
+        "winograd": winograd,
+    }
+    flops = profile.flops_per_sample()
     return Compute(
-        flops / (peak * fraction),
-        f"{flops / 1e9:.3g} GFLOP/sample at {fraction:.1%}{source} of "
-        f"{peak / 1e12:.4g} TFLOP/s {precision} peak",
+        f"roofline per op: {flops / 1e9:.3g} GFLOP/sample at {fraction:.1%}{source} of "
+        f"{peak / 1e12:.4g} TFLOP/s {precision} peak, bytes at {MEMORY_FRACTION:.0%} of "
+        f"{bandwidth / 1e9:.4g} GB/s" + (", Winograd 3×3 convolutions" if winograd else ""),
+        roofline=arguments,
     )
 
 
@@ -181,6 +247,10 @@ def predict(
     achieved_fraction: float | None = None,
     bucket_mb: float = 25.0,
     size: int | None = None,
+    winograd: bool | None = None,
+    grad_compression: str = "none",
+    noise: StepNoise = NO_NOISE,
+    overhead: Overhead = NO_OVERHEAD,
 ) -> dict[str, Any]:
     """One row per device count; see the module docstring for every formula.
 
@@ -191,6 +261,11 @@ def predict(
         raise PredictError(f"unknown precision '{precision}': allowed {', '.join(PRECISIONS)}")
     if bucket_mb <= 0:
         raise PredictError(f"bucket size must be > 0 MiB, got {bucket_mb}")
+    if grad_compression not in COMPRESSION_BYTES:
+        raise PredictError(
+            f"unknown gradient compression '{grad_compression}': "
+            f"allowed {', '.join(COMPRESSION_BYTES)}"
+        )
     counts = sorted(set(devices))
     _check_placement(counts, per_node, intra, inter)
     batches = _device_batches(batch_size, counts, scaling)
@@ -199,24 +274,27 @@ def predict(
     except (models.UnknownModelError, models.SizeError, CustomModelError) as exc:
         raise PredictError(str(exc)) from None
     compute = compute_rate(
-        model, device, precision, single_device_throughput, achieved_fraction, shapes.size
+        model, device, precision, single_device_throughput, achieved_fraction, shapes.size, winograd
     )
     links = {
         k: LinkCost.of(v) if v is not None else None
         for k, v in (("intra", intra), ("inter", inter))
     }
-    grad_bytes = shapes.trainable_params * GRAD_BYTES[precision]
+    grad_bytes = shapes.trainable_params * COMPRESSION_BYTES[grad_compression]
     buckets = bucket_sizes(grad_bytes, bucket_mb * MIB)
     gpu = getattr(device, "kind", "gpu") != "cpu"
 
     def row(count: int, device_batch: int) -> dict[str, Any]:
-        t_compute = device_batch * compute.seconds_per_sample
+        t_compute = compute.seconds(device_batch)
         t_fwd = FORWARD_SHARE * t_compute
 
         def allreduce(n: float) -> float:
             return data_parallel_allreduce_s(n, count, per_node, links["intra"], links["inter"])[0]
 
-        step, comm = ddp_step(t_fwd, t_compute - t_fwd, buckets, allreduce)
+        synced, comm = ddp_step(t_fwd, t_compute - t_fwd, buckets, allreduce)
+        straggler = noise.straggler_s(count, t_compute)
+        sync_overhead = overhead.seconds(count)
+        step = synced + straggler + sync_overhead
         algorithm = data_parallel_allreduce_s(
             max(buckets, default=0.0), count, per_node, links["intra"], links["inter"]
         )[1]
@@ -230,10 +308,12 @@ def predict(
             "global_batch": device_batch * count,
             "compute_s": t_compute,
             "comm_s": comm,
-            "comm_exposed_s": step - t_compute,
+            "comm_exposed_s": synced - t_compute,
+            "straggler_s": straggler,
+            "overhead_s": sync_overhead,
             "step_s": step,
             "samples_per_s": device_batch * count / step,
-            "comm_fraction": (step - t_compute) / step,
+            "comm_fraction": (synced - t_compute) / step,
             "fits": memory.fits,
             "memory": memory.as_dict(),
             "algorithm": algorithm,
@@ -247,7 +327,9 @@ def predict(
         rows.append(r)
     return {
         "rows": rows,
-        "assumptions": _assumptions(compute, precision, bucket_mb, scaling, batch_size),
+        "assumptions": _assumptions(
+            compute, grad_compression, bucket_mb, scaling, batch_size, noise, overhead
+        ),
         "inputs": {
             "model": model,
             "size": shapes.size,
@@ -259,11 +341,13 @@ def predict(
             "intra": getattr(intra, "id", None),
             "inter": getattr(inter, "id", None),
             "bucket_mb": bucket_mb,
+            "grad_compression": grad_compression,
             "params": shapes.params,
             "trainable_params": shapes.trainable_params,
             "grad_bytes": grad_bytes,
             "buckets": len(buckets),
-            "compute_s_per_sample": compute.seconds_per_sample,
+            "compute_s_per_sample": compute.seconds(batch_size) / batch_size,
+            "memory_bound_share": compute.memory_bound_share(batch_size),
             "baseline": {
                 k: baseline[k] for k in ("device_batch", "samples_per_s", "step_s", "fits")
             },
@@ -272,20 +356,40 @@ def predict(
 
 
 def _assumptions(
-    compute: Compute, precision: str, bucket_mb: float, scaling: str, batch_size: int
+    compute: Compute,
+    grad_compression: str,
+    bucket_mb: float,
+    scaling: str,
+    batch_size: int,
+    noise: StepNoise,
+    overhead: Overhead,
 ) -> list[str]:
-    bits = GRAD_BYTES[precision] * 8
+    size = COMPRESSION_BYTES[grad_compression]
     return [
-        f"compute: {compute.source}; time linear in the batch; forward:backward = 1:2",
-        f"gradients all-reduced in {bits}-bit ({GRAD_BYTES[precision]} B/param"
-        + (", as with a 16-bit communication hook or 16-bit gradients" if bits == 16 else "")
+        f"compute: {compute.source}; "
+        + (
+            "time linear in the batch"
+            if compute.roofline is None
+            else "weights move once per step, activations once per sample"
+        )
+        + "; forward:backward = 1:2",
+        f"gradients all-reduced in {size * 8}-bit ({size} B/param"
+        + (
+            f", a {grad_compression} communication hook"
+            if grad_compression != "none"
+            else "; mixed precision keeps fp32 gradients"
+        )
         + ")",
-        f"DDP buckets of {bucket_mb:g} MiB in reverse layer order, gradients produced "
-        "uniformly over the backward pass, all-reduces one at a time overlapping it",
-        "all-reduce: α–β model, the faster of ring and double binary tree per bucket; "
-        "above one node hierarchical (reduce-scatter in node, all-reduce across nodes "
-        "sharing the node's link, all-gather in node); no contention or congestion, no "
-        "stragglers, no data-loading or optimizer-step time",
+        f"DDP buckets of {bucket_mb:g} MiB in reverse layer order after a 1 MiB first one, "
+        "gradients produced uniformly over the backward pass, all-reduces one at a time "
+        "overlapping it, the last bucket after the backward",
+        "all-reduce: on a measured bus-bandwidth curve where given, else the α–β model, the "
+        "faster of ring and double binary tree per bucket; above one node hierarchical "
+        "(reduce-scatter in node, all-reduce across nodes sharing the node's link, "
+        "all-gather in node); no congestion beyond that sharing, no data-loading time",
+        f"stragglers: E[max of N step times] − E[one step], noise from {noise.source}",
+        f"per-step data-parallel overhead o(N) = {overhead.base_s * 1e3:.3g} ms + "
+        f"{overhead.per_doubling_s * 1e3:.3g} ms · log2 N ({overhead.source})",
         (
             f"weak scaling: {batch_size} samples per device"
             if scaling == "weak"

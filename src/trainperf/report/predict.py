@@ -42,8 +42,8 @@ def prediction_table(prediction: dict[str, Any]) -> Table:
     table = Table(title=_title(prediction["inputs"]))
     add_columns(
         table,
-        "devices>, nodes>, batch/dev>, compute ms>, comm ms>, exposed ms>, step ms>, "
-        "samples/s>, efficiency>, comm share>, all-reduce, fits (GiB)",
+        "devices>, nodes>, batch/dev>, compute ms>, comm ms>, exposed ms>, stragglers ms>, "
+        "overhead ms>, step ms>, samples/s>, efficiency>, comm share>, all-reduce, fits (GiB)",
     )
     for r in prediction["rows"]:
         table.add_row(
@@ -53,6 +53,8 @@ def prediction_table(prediction: dict[str, Any]) -> Table:
             _ms(r["compute_s"]),
             _ms(r["comm_s"]),
             _ms(r["comm_exposed_s"]),
+            _ms(r["straggler_s"]),
+            _ms(r["overhead_s"]),
             _ms(r["step_s"]),
             f"{r['samples_per_s']:,.1f}",
             f"{r['efficiency']:.1%}",

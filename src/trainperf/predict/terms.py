@@ -1,0 +1,210 @@
+"""The terms of a data-parallel step beyond compute and the α–β all-reduce, each measurable.
+
+A synchronous data-parallel step on N ranks lasts (``trainperf.predict.model``)
+
+    t_step(N) = E[max over N ranks of t_compute] + exposed communication + o(N)
+
+and this module gives the two terms around the communication, and the measured link curve:
+
+- **stragglers**: every step waits for its slowest rank, so a rank's step-time noise costs
+  E[max of N draws] − E[one draw] per step. It grows with N (Hoefler, Schneider &
+  Lumsdaine, "Characterizing the influence of system noise on large-scale applications by
+  simulation", SC 2010): noise costs more at 512 ranks than at 8. From a measured
+  distribution of step times x_1 ≤ … ≤ x_m (resampled, i.e. the N ranks draw independently
+  from the empirical distribution), the order statistic is exact:
+
+      E[max of N] = Σ_k x_(k) · ((k/m)^N − ((k−1)/m)^N)
+
+  and from a standard deviation σ alone, for normal noise: E[max of N] − μ = σ · e_N, with
+  e_N = ∫ x · N φ(x) Φ(x)^(N−1) dx (e_2 = 1/√π ≈ 0.564, e_8 ≈ 1.424, grows like √(2 ln N)).
+  The empirical form cannot exceed the largest step it saw; for N far above the number of
+  steps measured, the normal form extrapolates.
+
+- **per-step overhead** o(N) of data parallelism that is neither compute nor the modelled
+  all-reduce: gradient hooks and bucket copies, the launch and wait of each collective,
+  the synchronisation itself, optimizer bookkeeping on flattened buckets. Modelled as
+
+      o(1) = 0,   o(N) = a + b · log2(N)  for N ≥ 2
+
+  (a: the cost of turning synchronisation on; b: what each doubling of the ranks adds, as
+  the depth of a tree barrier grows with log2 N). Fitted by least squares to measured
+  (N, o) pairs: ``fit_overhead``; with one device count, b = 0.
+
+- **a measured link curve**: nccl-tests' bus bandwidth is defined so that it does not
+  depend on the rank count (busbw = algbw · 2(p−1)/p for all-reduce; "Performance
+  reported by NCCL tests", nccl-tests doc/PERFORMANCE.md), so an all-reduce of n bytes on
+  p ranks takes t = n · 2(p−1)/p / busbw(n), with busbw(n) interpolated (log-log) between
+  the message sizes `trainperf micro collective` measured, the largest size's busbw above
+  them, and the smallest size's time below them (latency-bound); the curve of the nearest
+  measured rank count is read, since latency does not cancel from busbw.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from scipy import integrate, stats
+
+
+@lru_cache(maxsize=256)
+def expected_max_standard_normal(n: int) -> float:
+    """e_n = E[max of n independent N(0, 1)]: 0 for n = 1, 1/√π for n = 2."""
+    if n < 1:
+        raise ValueError(f"rank count must be >= 1, got {n}")
+    if n == 1:
+        return 0.0
+
+    def density(x: float) -> float:
+        return x * n * stats.norm.pdf(x) * stats.norm.cdf(x) ** (n - 1)
+
+    value, _ = integrate.quad(density, -12.0, 12.0, limit=200)
+    return float(value)
+
+
+def expected_max_empirical(samples: Sequence[float], n: int) -> float:
+    """E[max of n draws with replacement from ``samples``] (exact order statistic)."""
+    if n < 1:
+        raise ValueError(f"rank count must be >= 1, got {n}")
+    x = np.sort(np.asarray(samples, dtype=float))
+    if x.size == 0:
+        raise ValueError("no step times to draw from")
+    k = np.arange(1, x.size + 1) / x.size
+    weights = k**n - (k - 1 / x.size) ** n
+    return float(np.dot(x, weights))
+
+
+@dataclass(frozen=True)
+class StepNoise:
+    """A rank's step-time noise: a measured sample of step times, or a standard deviation.
+
+    ``samples`` (seconds) when stored runs give them; else ``sigma_s`` (seconds), or
+    ``cv`` (σ as a fraction of the mean step, when the mean is only known at prediction).
+    """
+
+    samples: tuple[float, ...] = ()
+    sigma_s: float | None = None
+    cv: float | None = None
+    source: str = ""
+
+    def straggler_s(self, ranks: int, mean_step_s: float) -> float:
+        """E[max of ``ranks`` steps] − E[one step], seconds, around a mean step of
+        ``mean_step_s``; 0 on one rank or without noise.
+
+        A measured sample is used relative to its own mean (its noise scales with the step,
+        exact when the prediction is at the measured batch); beyond 4× as many ranks as it
+        has steps, its coefficient of variation goes through the normal form instead.
+        """
+        if ranks <= 1:
+            return 0.0
+        if len(self.samples) >= 2:
+            mean = float(np.mean(self.samples))
+            if ranks <= 4 * len(self.samples):
+                relative = expected_max_empirical(self.samples, ranks) / mean - 1
+                return relative * mean_step_s
+        return self.sigma(mean_step_s) * expected_max_standard_normal(ranks)
+
+    def sigma(self, mean_step_s: float) -> float:
+        """σ in seconds around a mean step of ``mean_step_s``."""
+        if len(self.samples) >= 2:
+            return float(np.std(self.samples, ddof=1) / np.mean(self.samples)) * mean_step_s
+        if self.sigma_s is not None:
+            return self.sigma_s
+        if self.cv is not None:
+            return self.cv * mean_step_s
+        return 0.0
+
+
+NO_NOISE = StepNoise(source="no step-time noise assumed")
+
+
+@dataclass(frozen=True)
+class Overhead:
+    """o(N) = a + b·log2(N) seconds per step for N ≥ 2, 0 for N = 1 (module docstring)."""
+
+    base_s: float = 0.0
+    per_doubling_s: float = 0.0
+    source: str = "none assumed"
+
+    def seconds(self, ranks: int) -> float:
+        if ranks <= 1:
+            return 0.0
+        return max(0.0, self.base_s + self.per_doubling_s * math.log2(ranks))
+
+
+NO_OVERHEAD = Overhead()
+
+
+def fit_overhead(points: Sequence[tuple[int, float]], source: str = "") -> Overhead:
+    """Least-squares a, b of o(N) = a + b·log2 N from measured (N ≥ 2, o seconds) pairs.
+
+    One distinct N gives b = 0 and a = the mean o. A negative b (more ranks cost less,
+    which is noise) is refused by fitting b = 0.
+    """
+    usable = [(n, o) for n, o in points if n >= 2]
+    if not usable:
+        raise ValueError("no measured step overhead on 2 or more ranks")
+    ranks = np.array([n for n, _ in usable], dtype=float)
+    over = np.array([o for _, o in usable], dtype=float)
+    if len(set(ranks.tolist())) < 2:
+        return Overhead(float(over.mean()), 0.0, source)
+    design = np.column_stack([np.ones_like(ranks), np.log2(ranks)])
+    (a, b), *_ = np.linalg.lstsq(design, over, rcond=None)
+    if b < 0:
+        return Overhead(float(over.mean()), 0.0, source)
+    return Overhead(float(a), float(b), source)
+
+
+@dataclass(frozen=True)
+class BusBandwidthCurve:
+    """busbw (bytes/s) per rank count and all-reduce message size, as `micro collective`
+    measured it. busbw is meant not to depend on the rank count, but its latency-bound
+    part does (2(p−1)·α against 2(p−1)/p), so each rank count keeps its own curve and a
+    prediction reads the curve of the nearest measured rank count."""
+
+    curves: tuple[tuple[int, tuple[float, ...], tuple[float, ...]], ...]  # (p, sizes, busbw)
+    source: str = ""
+
+    @classmethod
+    def from_rows(
+        cls, rows: Sequence[tuple[int, float, float]], source: str = ""
+    ) -> BusBandwidthCurve:
+        """From (ranks, size bytes, busbw bytes/s) rows; rows of one size are averaged."""
+        table: dict[int, dict[float, list[float]]] = {}
+        for ranks, size, busbw in rows:
+            if ranks >= 2 and size > 0 and busbw > 0:
+                table.setdefault(int(ranks), {}).setdefault(float(size), []).append(float(busbw))
+        if not table:
+            raise ValueError("no all_reduce row on 2 or more ranks with a positive bandwidth")
+        curves = tuple(
+            (p, tuple(sorted(by_size)), tuple(float(np.mean(by_size[s])) for s in sorted(by_size)))
+            for p, by_size in sorted(table.items())
+        )
+        return cls(curves, source)
+
+    @property
+    def ranks(self) -> list[int]:
+        return [p for p, _, _ in self.curves]
+
+    def _curve(self, ranks: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        _, sizes, busbw = min(self.curves, key=lambda c: (abs(c[0] - ranks), -c[0]))
+        return sizes, busbw
+
+    def busbw(self, n_bytes: float, ranks: int) -> float:
+        """Log-log interpolation in size; the largest size's busbw above the measured range."""
+        sizes, busbw = self._curve(ranks)
+        if len(sizes) == 1 or n_bytes >= sizes[-1]:
+            return busbw[-1]
+        if n_bytes <= sizes[0]:
+            return busbw[0]
+        return float(np.exp(np.interp(np.log(n_bytes), np.log(sizes), np.log(busbw))))
+
+    def allreduce_s(self, n_bytes: float, ranks: int) -> float:
+        """t = n · 2(p−1)/p / busbw(n); below the smallest size, that size's time."""
+        if ranks <= 1 or n_bytes <= 0:
+            return 0.0
+        n = max(n_bytes, self._curve(ranks)[0][0])
+        return n * 2 * (ranks - 1) / ranks / self.busbw(n, ranks)
