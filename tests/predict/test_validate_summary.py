@@ -4,10 +4,13 @@ rows whose answers are known by hand."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
 import pytest
+
+from trainperf.predict.catalog import load_catalog
 
 SCRIPT = Path(__file__).parents[2] / "docs" / "validate_predict.py"
 
@@ -55,3 +58,26 @@ def test_a_perfect_model_scores_zero(validate):
     scores = validate.summary(rows)
     assert scores["efficiency MAE (points)"]["model"] == 0
     assert scores["per-GPU throughput at N, median abs. error"]["model"] == 0
+
+
+def test_every_published_row_is_predicted_or_excluded_with_a_reason(validate):
+    """docs/predict-sources.md's table, row by row: a point or an exclusion, never silence."""
+    sources = (SCRIPT.parent / "predict-sources.md").read_text()
+    ids = re.findall(r"^\| `([a-z0-9-]+)`", sources, flags=re.MULTILINE)
+    points = {p.id for p in validate.POINTS}
+    split = {key for key in validate.EXCLUDED if "split into" in validate.EXCLUDED[key]}
+    assert len(ids) == len(set(ids)) > 30
+    assert set(ids) == (points - {p for p in points if p.rsplit("-", 1)[0] in split}) | set(
+        validate.EXCLUDED
+    )
+    assert all(validate.EXCLUDED[key].strip() for key in validate.EXCLUDED)
+
+
+def test_the_catalog_holds_the_fit_over_all_rows(validate):
+    """The fitted terms in catalog.yaml are what docs/validate_predict.py fits (rounded)."""
+    catalog = load_catalog()
+    fitted = validate.fit(validate.POINTS, catalog)
+    held = validate.Params.from_catalog(catalog)
+    assert held.step_noise_cv == pytest.approx(fitted.step_noise_cv, abs=5e-4)
+    assert held.sync_overhead_s == pytest.approx(fitted.sync_overhead_s, abs=5e-5)
+    assert held.tcp_efficiency == pytest.approx(fitted.tcp_efficiency, abs=5e-3)
