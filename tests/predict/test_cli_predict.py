@@ -67,6 +67,11 @@ def test_strong_scaling_and_given_throughput(run_cli):
         ("--scaling strong --devices 1,128", "does not split evenly over 128 devices"),
         ("--json --format md", "choose one of --json and --format md"),
         ("--achieved-fraction 1.5", "1.5"),
+        ("--pcie-uplink pcie3", "give LINK:K, K a positive integer"),
+        ("--pcie-uplink ib-edr:4", "--pcie-uplink ib-edr is an inter-node link"),
+        ("--pcie-uplink pcie9:4", "unknown link 'pcie9'"),
+        ("--pcie-uplink pcie3:16", "between 1 and the 8 per node, got 16"),
+        ("--grad-compression int8", "'int8' is not one of"),
     ],
 )
 def test_bad_inputs_exit_2(run_cli, args, message):

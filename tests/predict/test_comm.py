@@ -11,6 +11,7 @@ from trainperf.predict.comm import (
     bucket_sizes,
     data_parallel_allreduce_s,
     hierarchical_allreduce_s,
+    ring_all_gather_s,
     ring_allreduce_s,
     ring_reduce_scatter_s,
     tree_allreduce_s,
@@ -109,3 +110,16 @@ def test_missing_link_is_refused():
         data_parallel_allreduce_s(1e6, 4, 8, None, None)
     with pytest.raises(ValueError, match="inter"):
         data_parallel_allreduce_s(1e6, 16, 8, LINK, None)
+
+
+def test_a_shared_pcie_uplink_caps_each_gpus_path_to_the_nic():
+    intra, inter = LinkCost(5e-6, 1e10), LinkCost(1e-5, 1.2e10)  # NIC: 3e9 each of 4
+    plain, _ = data_parallel_allreduce_s(1e8, 16, 4, intra, inter)
+    roomy, _ = data_parallel_allreduce_s(1e8, 16, 4, intra, inter, (LinkCost(0, 1.2e10), 2))
+    assert roomy == plain  # 6e9 per GPU through the switch: the NIC's 3e9 binds
+    shared, _ = data_parallel_allreduce_s(1e8, 16, 4, intra, inter, (LinkCost(0, 1.2e10), 4))
+    slow, _ = data_parallel_allreduce_s(1e8, 16, 4, intra, inter, (LinkCost(0, 4e9), 4))
+    assert shared == plain  # 3e9 either way
+    inside = ring_reduce_scatter_s(1e8, 4, intra) + ring_all_gather_s(1e8, 4, intra)
+    across = allreduce_s(1e8 / 4, 4, LinkCost(1e-5, 1e9))[0]  # 4e9 / 4 GPUs = 1e9
+    assert slow == pytest.approx(inside + across)

@@ -86,6 +86,12 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
 )
 @grad_compression_option
 @click.option(
+    "--pcie-uplink",
+    metavar="LINK:K",
+    help="the K GPUs behind one PCIe switch reach the NIC through one LINK uplink "
+    "(e.g. pcie3:4); default: every GPU has its own path to the NIC",
+)
+@click.option(
     "--calibrate",
     "calibrate_db",
     type=click.Path(path_type=Path),
@@ -138,6 +144,7 @@ def predict(
     except CatalogError as exc:
         raise _catalog_error(exc) from None
     intra, inter = _link(catalog, intra_id, "intra"), _link(catalog, inter_id, "inter")
+    uplink = _uplink(catalog, options.pop("pcie_uplink"))
 
     calibration, notes = None, []
     if calibrate_db is not None:
@@ -153,7 +160,15 @@ def predict(
     terms, term_notes = _data_parallel_terms(catalog, calibration)
     try:
         prediction = run_model(
-            model, device, devices, per_node, intra, inter, **_model_options(options), **terms
+            model,
+            device,
+            devices,
+            per_node,
+            intra,
+            inter,
+            **_model_options(options),
+            **terms,
+            pcie_uplink=uplink,
         )
     except PredictError as exc:
         raise BadInput(str(exc)) from None
@@ -161,6 +176,24 @@ def predict(
     prediction["inputs"]["catalog_digest"] = catalog.digest
     prediction["calibration"] = calibration.as_dict() if calibration else None
     _show(prediction, as_json, table_format)
+
+
+def _uplink(catalog: Any, text: str | None) -> tuple[Any, int] | None:
+    """``LINK:K`` of --pcie-uplink: a catalog intra-node link and a GPU count."""
+    if text is None:
+        return None
+    link_id, _, count = text.partition(":")
+    if not count.isdigit() or int(count) < 1:
+        raise BadInput(f"--pcie-uplink {text}: give LINK:K, K a positive integer (e.g. pcie3:4)")
+    from trainperf.predict.catalog import CatalogError
+
+    try:
+        link = catalog.link(link_id)
+    except CatalogError as exc:
+        raise _catalog_error(exc) from None
+    if link.scope != "intra":
+        raise BadInput(f"--pcie-uplink {link_id} is an inter-node link: give one like pcie3:4")
+    return link, int(count)
 
 
 def _fitted_link(calibration: Any, scope: str) -> Any:

@@ -31,6 +31,9 @@ bandwidth (bytes/s per direction). For an all-reduce of n bytes over p ranks:
       t = t_rs(n, G; intra) + t_allreduce(n/G, N; α_inter, β_inter/G) + t_ag(n, G; intra)
 
   With N = 1 it is the intra ring all-reduce; with G = 1 the inter all-reduce.
+  Where the GPUs reach the NIC through PCIe switches, K GPUs behind one switch share its
+  uplink (β_up): each then sees min(β_inter/G, β_up/K) in the inter-node phase
+  (``uplink``: the uplink's cost and K).
 
 - **measured**: a link with a bus-bandwidth curve from `trainperf micro collective`
   (``trainperf.predict.terms.BusBandwidthCurve``) times an all-reduce as
@@ -109,14 +112,26 @@ def allreduce_s(n_bytes: float, p: int, link: LinkCost) -> tuple[float, str]:
 
 
 def hierarchical_allreduce_s(
-    n_bytes: float, per_node: int, nodes: int, intra: LinkCost, inter: LinkCost
+    n_bytes: float,
+    per_node: int,
+    nodes: int,
+    intra: LinkCost,
+    inter: LinkCost,
+    uplink: tuple[LinkCost, int] | None = None,
 ) -> tuple[float, str]:
     """Reduce-scatter in the node, all-reduce of n/G across nodes, all-gather in the node.
 
-    The algorithm named is the one the inter-node all-reduce picks.
+    The algorithm named is the one the inter-node all-reduce picks. ``uplink`` (a PCIe
+    switch's uplink and the K GPUs sharing it) caps each GPU's inter-node bandwidth.
     """
     g = per_node
-    across, algorithm = allreduce_s(n_bytes / g, nodes, inter.shared(g))
+    nic = inter.shared(g)
+    if uplink is not None:
+        link, sharing = uplink
+        through_switch = link.beta_bytes_per_s / sharing
+        if through_switch < nic.beta_bytes_per_s:
+            nic = LinkCost(nic.alpha_s, through_switch, nic.curve, nic.ways)
+    across, algorithm = allreduce_s(n_bytes / g, nodes, nic)
     inside = ring_reduce_scatter_s(n_bytes, g, intra) + ring_all_gather_s(n_bytes, g, intra)
     return inside + across, algorithm
 
@@ -127,6 +142,7 @@ def data_parallel_allreduce_s(
     per_node: int,
     intra: LinkCost | None,
     inter: LinkCost | None,
+    uplink: tuple[LinkCost, int] | None = None,
 ) -> tuple[float, str]:
     """All-reduce of ``n_bytes`` over ``devices`` placed ``per_node`` to a node.
 
@@ -141,7 +157,7 @@ def data_parallel_allreduce_s(
     if per_node == 1:
         return allreduce_s(n_bytes, nodes, _needed(inter, "inter"))
     t, algorithm = hierarchical_allreduce_s(
-        n_bytes, per_node, nodes, _needed(intra, "intra"), _needed(inter, "inter")
+        n_bytes, per_node, nodes, _needed(intra, "intra"), _needed(inter, "inter"), uplink
     )
     return t, f"hierarchical/{algorithm}"
 

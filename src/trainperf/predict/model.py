@@ -251,11 +251,14 @@ def predict(
     grad_compression: str = "none",
     noise: StepNoise = NO_NOISE,
     overhead: Overhead = NO_OVERHEAD,
+    pcie_uplink: tuple[Any, int] | None = None,
 ) -> dict[str, Any]:
     """One row per device count; see the module docstring for every formula.
 
     ``device`` is a catalog ``Device`` (or alike), ``intra``/``inter`` catalog ``Link``s
-    (or alike). Returns ``{"rows", "assumptions", "inputs"}``; raises ``PredictError``.
+    (or alike). ``pcie_uplink`` = (link, K): the K GPUs behind one PCIe switch reach the
+    NIC through that one link (``comm.hierarchical_allreduce_s``). Returns ``{"rows",
+    "assumptions", "inputs"}``; raises ``PredictError``.
     """
     if precision not in PRECISIONS:
         raise PredictError(f"unknown precision '{precision}': allowed {', '.join(PRECISIONS)}")
@@ -280,6 +283,14 @@ def predict(
         k: LinkCost.of(v) if v is not None else None
         for k, v in (("intra", intra), ("inter", inter))
     }
+    uplink = None
+    if pcie_uplink is not None:
+        uplink_link, sharing = pcie_uplink
+        if not 1 <= sharing <= per_node:
+            raise PredictError(
+                f"GPUs per PCIe switch must be between 1 and the {per_node} per node, got {sharing}"
+            )
+        uplink = (LinkCost.of(uplink_link), sharing)
     grad_bytes = shapes.trainable_params * COMPRESSION_BYTES[grad_compression]
     buckets = bucket_sizes(grad_bytes, bucket_mb * MIB)
     gpu = getattr(device, "kind", "gpu") != "cpu"
@@ -289,7 +300,9 @@ def predict(
         t_fwd = FORWARD_SHARE * t_compute
 
         def allreduce(n: float) -> float:
-            return data_parallel_allreduce_s(n, count, per_node, links["intra"], links["inter"])[0]
+            return data_parallel_allreduce_s(
+                n, count, per_node, links["intra"], links["inter"], uplink
+            )[0]
 
         synced, comm = ddp_step(t_fwd, t_compute - t_fwd, buckets, allreduce)
         straggler = noise.straggler_s(count, t_compute)
@@ -342,6 +355,11 @@ def predict(
             "inter": getattr(inter, "id", None),
             "bucket_mb": bucket_mb,
             "grad_compression": grad_compression,
+            "pcie_uplink": (
+                None
+                if pcie_uplink is None
+                else {"link": getattr(pcie_uplink[0], "id", None), "gpus": pcie_uplink[1]}
+            ),
             "params": shapes.params,
             "trainable_params": shapes.trainable_params,
             "grad_bytes": grad_bytes,
