@@ -5,9 +5,11 @@ from dataclasses import dataclass
 import pytest
 
 import report_fixture
+from trainperf import models
+from trainperf.analysis.flops import count_flops
 from trainperf.predict.calibrate import CalibrationError, calibrate, fit_alpha_beta
 from trainperf.predict.comm import LinkCost, ring_allreduce_s
-from trainperf.predict.model import compute_rate, predict, train_flops_per_sample
+from trainperf.predict.model import compute_rate, predict
 from trainperf.store import Store
 
 ALPHA, BETA = 20e-6, 5e9
@@ -80,7 +82,7 @@ def _result(devices, batch, samples_per_s, flops):
 def synthetic_db(tmp_path_factory):
     """Measurements made by the model itself: α, β, and the achieved fraction known."""
     path = tmp_path_factory.mktemp("cal") / "synthetic.db"
-    flops = train_flops_per_sample("cifarnet", 32)
+    flops = count_flops(models.get("cifarnet"), 32).train_flops_per_sample
     link = MeasuredLink()
     with Store(path) as store:
         sweep_id = store.start_sweep(SYSTEM)

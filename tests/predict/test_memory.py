@@ -92,7 +92,6 @@ def test_zoo_counts_cached_and_attention_only_differs_for_transformers():
     assert counts.params == counts.trainable_params == 89_578
     assert counts.optimizer == "sgd"
     assert counts.gpu_activations == counts.cpu_activations  # no attention
-    assert counts.activation_elements_per_sample == counts.gpu_activations.elements
     assert shape_counts("cifarnet") is counts  # natural size, cached
     gpt2 = shape_counts("gpt2-small", 64)
     assert gpt2.optimizer == "adamw"

@@ -29,15 +29,19 @@ def _catalog_error(exc: Exception) -> BadInput:
     return BadInput(str(exc.args[0]) if exc.args else str(exc))
 
 
-def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
+def _catalog_link(catalog: Any, link_id: str) -> Any:
     from trainperf.predict.catalog import CatalogError
 
-    if link_id is None:
-        return None
     try:
-        link = catalog.link(link_id)
+        return catalog.link(link_id)
     except CatalogError as exc:
         raise _catalog_error(exc) from None
+
+
+def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
+    if link_id is None:
+        return None
+    link = _catalog_link(catalog, link_id)
     if link.scope != scope:
         raise BadInput(
             f"--{scope} {link_id} is an {link.scope}-node link: give it as --{link.scope}"
@@ -185,12 +189,7 @@ def _uplink(catalog: Any, text: str | None) -> tuple[Any, int] | None:
     link_id, _, count = text.partition(":")
     if not count.isdigit() or int(count) < 1:
         raise BadInput(f"--pcie-uplink {text}: give LINK:K, K a positive integer (e.g. pcie3:4)")
-    from trainperf.predict.catalog import CatalogError
-
-    try:
-        link = catalog.link(link_id)
-    except CatalogError as exc:
-        raise _catalog_error(exc) from None
+    link = _catalog_link(catalog, link_id)
     if link.scope != "intra":
         raise BadInput(f"--pcie-uplink {link_id} is an inter-node link: give one like pcie3:4")
     return link, int(count)

@@ -45,7 +45,7 @@ from scipy.optimize import brentq
 from trainperf import models
 from trainperf.parallel.scaling import device_count
 from trainperf.predict.model import PredictError, compute_rate, predict
-from trainperf.predict.terms import BusBandwidthCurve, Overhead, StepNoise, fit_overhead
+from trainperf.predict.terms import NO_NOISE, BusBandwidthCurve, Overhead, StepNoise, fit_overhead
 from trainperf.store import Store, StoreError
 
 
@@ -330,12 +330,13 @@ def _compute_inputs(cal: Calibration, device: Any | None) -> tuple[dict[str, Any
 def _predicted(
     cal: Calibration, result: dict[str, Any], device: Any | None, overhead: Overhead
 ) -> dict[str, Any]:
-    """``result``'s case predicted with the calibration (raises PredictError)."""
-    compute, device = _compute_inputs(cal, device) or ({}, device)
+    """``result``'s case predicted with the calibration (raises PredictError); the caller
+    has checked that ``_compute_inputs`` gives something."""
+    compute, device = _compute_inputs(cal, device)
     case, nodes = result["case"], result["case"].get("nodes", 1)
     return predict(
         model=cal.model,
-        device=device if device is not None else cal.measured_device,
+        device=device,
         devices=[device_count(case)],
         per_node=case.get("devices", 1),
         intra=cal.link("intra") if case.get("devices", 1) > 1 else None,
@@ -346,7 +347,7 @@ def _predicted(
         bucket_mb=case.get("bucket_mb") or 25.0,
         size=_size(result),
         grad_compression=case.get("grad_compression") or "none",
-        noise=cal.noise or StepNoise(),
+        noise=cal.noise or NO_NOISE,
         overhead=overhead,
         **compute,
     )["rows"][0]

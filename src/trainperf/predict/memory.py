@@ -108,11 +108,6 @@ class ShapeCounts:
     gpu_activations: SavedTensors  # attention through a fused kernel
     cpu_activations: SavedTensors  # attention through the math path
 
-    @property
-    def activation_elements_per_sample(self) -> float:
-        """Floating-point elements autograd saves per sample on a GPU."""
-        return self.gpu_activations.elements
-
 
 def saved_for_backward(model: nn.Module, step: Callable[[], Any]) -> SavedTensors:
     """What autograd saves while ``step()`` runs (forward + loss), ``model``'s state excluded.

@@ -35,19 +35,18 @@ Per step and device, with B the batch per device:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import partial
 from typing import Any
 
 from trainperf import models
-from trainperf.analysis.flops import count_flops
 from trainperf.models.custom import CustomModelError
 from trainperf.precision import PRECISIONS  # what a case trains in
 from trainperf.predict.comm import LinkCost, bucket_sizes, data_parallel_allreduce_s
 from trainperf.predict.memory import ACTIVATION_BYTES, memory_breakdown, shape_counts
 from trainperf.predict.memory import ASSUMPTIONS as MEMORY_ASSUMPTIONS
-from trainperf.predict.roofline import op_profile, roofline_seconds_per_sample
+from trainperf.predict.roofline import RooflineTime, op_profile, roofline_seconds_per_sample
 from trainperf.predict.terms import NO_NOISE, NO_OVERHEAD, Overhead, StepNoise
 
 # Bytes per gradient element all-reduced: fp32 (AMP keeps fp32 parameters and gradients)
@@ -60,13 +59,6 @@ FORWARD_SHARE = 1 / 3  # forward : backward = 1 : 2
 
 class PredictError(ValueError):
     """Inputs the model cannot use; the message is one line for the user."""
-
-
-@lru_cache(maxsize=64)
-def train_flops_per_sample(model: str, size: int | None = None) -> float:
-    """Training FLOPs per sample (forward + backward), counted once per model and size."""
-    spec = models.get(model)
-    return count_flops(spec, spec.resolve_size(size)).train_flops_per_sample
 
 
 def available_precisions(device: Any) -> list[str]:
@@ -87,20 +79,16 @@ class Compute:
 
     source: str
     throughput: float | None = None
-    roofline: dict[str, Any] | None = None  # keyword arguments of the roofline time
+    roofline: Callable[..., RooflineTime] | None = None  # called with batch=B
 
     def seconds(self, batch: int) -> float:
-        if self.throughput is not None:
+        if self.roofline is None:
             return batch / self.throughput
-        assert self.roofline is not None
-        time = roofline_seconds_per_sample(**self.roofline, batch=batch)
-        return batch * time.seconds_per_sample
+        return batch * self.roofline(batch=batch).seconds_per_sample
 
     def memory_bound_share(self, batch: int) -> float | None:
         """The share of the step in memory-bound ops (roofline only)."""
-        if self.roofline is None:
-            return None
-        return roofline_seconds_per_sample(**self.roofline, batch=batch).memory_bound_share
+        return None if self.roofline is None else self.roofline(batch=batch).memory_bound_share
 
 
 def winograd_applies(device: Any, precision: str) -> bool:
@@ -161,21 +149,22 @@ def compute_rate(
     if winograd is None:
         winograd = winograd_applies(device, precision)
     profile = op_profile(model, size)
-    arguments = {
-        "profile": profile,
-        "peak_flops": peak,
-        "memory_bytes_per_s": bandwidth,
-        "compute_fraction": fraction,
-        "memory_fraction": MEMORY_FRACTION,
-        "activation_bytes": ACTIVATION_BYTES[precision],
-        "winograd": winograd,
-    }
+    roofline = partial(
+        roofline_seconds_per_sample,
+        profile,
+        peak,
+        bandwidth,
+        compute_fraction=fraction,
+        memory_fraction=MEMORY_FRACTION,
+        activation_bytes=ACTIVATION_BYTES[precision],
+        winograd=winograd,
+    )
     flops = profile.flops_per_sample()
     return Compute(
         f"roofline per op: {flops / 1e9:.3g} GFLOP/sample at {fraction:.1%}{source} of "
         f"{peak / 1e12:.4g} TFLOP/s {precision} peak, bytes at {MEMORY_FRACTION:.0%} of "
         f"{bandwidth / 1e9:.4g} GB/s" + (", Winograd 3×3 convolutions" if winograd else ""),
-        roofline=arguments,
+        roofline=roofline,
     )
 
 

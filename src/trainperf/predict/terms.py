@@ -79,14 +79,13 @@ def expected_max_empirical(samples: Sequence[float], n: int) -> float:
 
 @dataclass(frozen=True)
 class StepNoise:
-    """A rank's step-time noise: a measured sample of step times, or a standard deviation.
+    """A rank's step-time noise: a measured sample of step times, or a coefficient of variation.
 
-    ``samples`` (seconds) when stored runs give them; else ``sigma_s`` (seconds), or
-    ``cv`` (σ as a fraction of the mean step, when the mean is only known at prediction).
+    ``samples`` when stored runs give them (only their spread relative to their mean
+    counts); else ``cv``, σ as a fraction of the mean step.
     """
 
     samples: tuple[float, ...] = ()
-    sigma_s: float | None = None
     cv: float | None = None
     source: str = ""
 
@@ -111,8 +110,6 @@ class StepNoise:
         """σ in seconds around a mean step of ``mean_step_s``."""
         if len(self.samples) >= 2:
             return float(np.std(self.samples, ddof=1) / np.mean(self.samples)) * mean_step_s
-        if self.sigma_s is not None:
-            return self.sigma_s
         if self.cv is not None:
             return self.cv * mean_step_s
         return 0.0
