@@ -1,6 +1,7 @@
 # Two entry points for a fresh machine: `make run` and `make test`.
 # Both create .venv, install torch==2.13.0 first (DESIGN.md "Installing PyTorch"),
-# then the package with its dependencies, so pip never fetches another torch.
+# then the package with its dependencies, so pip never fetches another torch; the jax
+# extra is the JAX backend's CPU wheels (framework jax).
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -16,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH)
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,jax]'
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -107,19 +107,7 @@ def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -
     info = device_info(device)
     if case.mode == "dp":
         info["devices"] = case.devices
-    metrics = derive_metrics(
-        spec, case, training.size, record, policy.ci_target, info["name"], case.replicas
-    )
-    samples = len(record.step_s) * case.global_batch
-    metrics |= probe_metrics(
-        probes.readings,
-        samples,
-        record.measure_elapsed_s,
-        probes.start_contexts,
-        probes.end_contexts,
-        device.type,
-    )
-    flag_throttling(metrics)
+    metrics = case_metrics(spec, case, training.size, record, probes, info["name"])
     peak = read_peak(device, indices)
     metrics |= {"mem_peak_bytes": peak.mem_peak_bytes, "mem_peak_source": peak.source}
     if peak.mem_reserved_peak_bytes is not None:
@@ -130,6 +118,32 @@ def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -
     if training.loaders is not None:
         metrics["data_train_samples"] = training.loaders.train_samples
     return {"device": info, "metrics": metrics}
+
+
+def case_metrics(
+    spec: models.ModelSpec,
+    case: Case,
+    size: int,
+    record: StepRecord,
+    probes: CaseProbes,
+    device_name: str,
+) -> dict[str, Any]:
+    """Every metric of a measured case but its memory: throughput and its statistics,
+    FLOP rate and MFU over the case's replicas, energy and the devices' context (both
+    frameworks derive them here, so their results have one shape)."""
+    ci_target = parse_policy(case.steps).ci_target
+    metrics = derive_metrics(spec, case, size, record, ci_target, device_name, case.replicas)
+    samples = len(record.step_s) * case.global_batch
+    metrics |= probe_metrics(
+        probes.readings,
+        samples,
+        record.measure_elapsed_s,
+        probes.start_contexts,
+        probes.end_contexts,
+        probes.device.type,
+    )
+    flag_throttling(metrics)
+    return metrics
 
 
 def flag_throttling(metrics: dict[str, Any]) -> None:

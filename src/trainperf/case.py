@@ -9,6 +9,7 @@ The case travels to the worker as JSON (``case.model_dump()``) and is stored wit
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -21,7 +22,7 @@ from trainperf.measure.policy import PolicyError, default_timeout_s, parse_polic
 from trainperf.measure.runs import ALLOWED as RUNS_ALLOWED
 from trainperf.measure.runs import RunsError, parse_runs
 from trainperf.models.custom import CustomModelError
-from trainperf.precision import Precision
+from trainperf.precision import JAX_PRECISIONS, Precision
 
 # TF32 tensor-core math exists from compute capability 8.0 (Ampere) on.
 TF32_MIN_CAPABILITY = (8, 0)
@@ -50,6 +51,8 @@ class Case(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     model: str
+    # The library that trains the case; jax: trainperf.jax (a Flax model, a jax.jit step).
+    framework: Literal["pytorch", "jax"] = "pytorch"
     # Counts are at most MAX_COUNT and floats finite (trainperf.limits: what every reader
     # of the store, torch included, can handle).
     batch_size: int = Field(
@@ -67,8 +70,9 @@ class Case(BaseModel):
     workers: int = Field(
         default=0, ge=0, le=MAX_COUNT, description="data-loader processes per device"
     )
-    # Data parallelism: auto is ddp above one device, none otherwise.
-    parallel: Literal["auto", "none", "ddp", "dp"] = "auto"
+    # Data parallelism: auto is ddp above one device (mesh with framework jax), none
+    # otherwise. mesh: jax.sharding over the devices of one process (trainperf.jax.step).
+    parallel: Literal["auto", "none", "ddp", "dp", "mesh"] = "auto"
     scaling: Literal["weak", "strong"] = "weak"
     bucket_mb: float | None = Field(
         default=None, gt=0, allow_inf_nan=False, description="DDP gradient bucket size"
@@ -149,7 +153,9 @@ class Case(BaseModel):
     @property
     def replicas(self) -> int:
         """Model replicas working on one step's data (devices in data parallelism)."""
-        return {"ddp": self.devices * self.nodes, "dp": self.devices}.get(self.mode, 1)
+        return {"ddp": self.devices * self.nodes, "dp": self.devices, "mesh": self.devices}.get(
+            self.mode, 1
+        )
 
     @property
     def device_batch(self) -> int:
@@ -163,11 +169,14 @@ class Case(BaseModel):
 
 
 def parallel_mode(fields: dict) -> str:
-    """``parallel`` of a case dict with ``auto`` resolved: ddp above one device."""
+    """``parallel`` of a case dict with ``auto`` resolved: above one device ddp, or mesh
+    (one process over all devices) with framework jax."""
     mode = fields.get("parallel", "auto")
     if mode != "auto":
         return mode
-    return "ddp" if fields.get("devices", 1) * fields.get("nodes", 1) > 1 else "none"
+    if fields.get("devices", 1) * fields.get("nodes", 1) == 1:
+        return "none"
+    return "mesh" if fields.get("framework", "pytorch") == "jax" else "ddp"
 
 
 def label_of(fields: dict) -> str:
@@ -177,6 +186,8 @@ def label_of(fields: dict) -> str:
     if size:
         parts.append(f"@{size}")
     parts += [fields.get("precision", "fp32"), fields.get("device", "cpu")]
+    if (framework := fields.get("framework", "pytorch")) != "pytorch":
+        parts.append(framework)
     devices, nodes = fields.get("devices", 1), fields.get("nodes", 1)
     mode = parallel_mode(fields)
     if devices * nodes > 1 or mode != "none":
@@ -256,6 +267,8 @@ def check_case(case: Case, capabilities: dict[str, DeviceKind]) -> models.ModelS
         spec = models.look_up(case.model)
     except ValueError as exc:  # UnknownModelError, CustomModelError
         raise CaseError(str(exc)) from None
+    if case.framework == "jax":
+        _check_jax(case)
     if case.workers and case.data == "synthetic":
         raise CaseError(
             "workers (data-loader processes) need a real data set (data cifar10:DIR, "
@@ -305,8 +318,53 @@ def _check_model(case: Case, spec: models.ModelSpec) -> None:
         raise CaseError(str(exc)) from None
 
 
+def _check_jax(case: Case) -> None:
+    """What a case with framework jax can ask for: a model of the Flax zoo, synthetic data,
+    the precisions of trainperf.jax.step, data parallelism over one node's devices (mesh),
+    and none of PyTorch's own switches."""
+    if models.is_custom_reference(case.model):
+        raise CaseError("a network of your own (module:function) runs with framework pytorch")
+    if not all(importlib.util.find_spec(name) for name in ("jax", "flax", "optax")):
+        raise CaseError(
+            "framework jax needs jax, flax and optax: pip install 'trainperf[jax]' "
+            "(on a CUDA machine also 'jax[cuda12]')"
+        )
+    from trainperf.jax.models import NoFlaxModel, check_model
+
+    try:
+        check_model(case.model)
+    except NoFlaxModel as exc:
+        raise CaseError(str(exc)) from None
+    if case.precision not in JAX_PRECISIONS:
+        raise CaseError(
+            f"precision {case.precision} is not available with framework jax: "
+            f"allowed {', '.join(JAX_PRECISIONS)}"
+        )
+    if case.data != "synthetic":
+        raise CaseError("framework jax trains on synthetic data only: use data synthetic")
+    if case.mode not in ("none", "mesh"):
+        raise CaseError(f"framework jax runs parallel mesh (or auto, none), not {case.mode}")
+    if case.nodes > 1:
+        raise CaseError(
+            "framework jax runs on the devices of one node here; for several nodes see "
+            "docs/jax.md (jax.distributed.initialize)"
+        )
+    pytorch_only = {
+        "compile": case.compile,  # jax.jit always compiles with XLA
+        "channels_last": case.channels_last,  # JAX's convolutions are NHWC already
+        "threads": case.threads,
+        "mkldnn false": not case.mkldnn,
+        "cudnn_benchmark false": not case.cudnn_benchmark,  # XLA autotunes on its own
+    }
+    for name, given in pytorch_only.items():
+        if given:
+            raise CaseError(f"{name} applies to framework pytorch, not jax")
+
+
 def _check_parallel(case: Case) -> None:
     mode, world = case.mode, case.devices * case.nodes
+    if mode == "mesh" and case.framework != "jax":
+        raise CaseError("parallel mesh (jax.sharding) needs framework jax; pytorch uses ddp or dp")
     if mode == "none" and world > 1:
         raise CaseError(f"{world} devices need parallel ddp or dp (or auto), not none")
     if mode == "dp" and (case.device != "cuda" or case.nodes > 1):

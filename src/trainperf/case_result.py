@@ -19,7 +19,8 @@ Metrics of an ok result (each run r has its estimate y_r = samples_per_s_median 
 - ``runs``, ``runs_policy``, ``runs_stop_reason``: how many runs, under which policy, and
   what ended them; ``steps_measured``, ``steps_warmup``, ``measure_elapsed_s`` summed;
 - throughput-derived numbers (tokens/s, achieved TFLOP/s, MFU, compute-only samples/s,
-  exposed communication, rank spread): means over the runs; peak memory: the largest;
+  exposed communication, rank spread) and a JAX case's ``compile_s``: means over the runs;
+  peak memory and a JAX case's compilation counts: the largest;
 - energy: the joules of the runs with a reading over their samples and seconds, with
   ``run_average_power_w`` per run and ``average_power_w_ci95`` over the runs;
 - ``unstable`` with ``unstable_reasons`` (``instability``): the between-run interval wider
@@ -68,7 +69,9 @@ SAME_IN_RUNS = (
     "mfu_peak_source",
     "mfu_absent_reason",
     "mem_peak_source",
+    "mem_peak_absent_reason",
     "data_train_samples",
+    "xla_flops_per_step",
 )
 # Rates and times of a run: the result gives their mean over the runs.
 MEAN_OVER_RUNS = (
@@ -83,10 +86,18 @@ MEAN_OVER_RUNS = (
     "rank_spread",
     "sm_clock_mhz_mean",
     "gpu_power_w_mean",
+    "compile_s",
 )
 # GPU window means (trainperf.measure.probes): absent with the reason unless every run has them.
 WINDOW_MEANS = ("sm_clock_mhz_mean", "gpu_power_w_mean")
-MAX_OVER_RUNS = ("mem_peak_bytes", "mem_reserved_peak_bytes")
+# The most of any run: peak memory; XLA compilations (JAX cases) before and inside the
+# measured window, so a single run that compiled while measured shows.
+MAX_OVER_RUNS = (
+    "mem_peak_bytes",
+    "mem_reserved_peak_bytes",
+    "compilations_before_measuring",
+    "compilations_while_measuring",
+)
 
 
 def run_estimate(run: dict[str, Any]) -> float:

@@ -72,6 +72,10 @@ def memory_key(case: Case | dict[str, Any]) -> str:
     """16 hex of SHA-256 over the fields that decide a step's memory."""
     fields = case.model_dump() if isinstance(case, Case) else case
     identity = {name: fields.get(name) for name in MEMORY_FIELDS}
+    # The framework decides the memory too; PyTorch's keys stay those stored before the
+    # field existed.
+    if (framework := fields.get("framework", "pytorch")) != "pytorch":
+        identity["framework"] = framework
     canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 

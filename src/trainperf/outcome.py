@@ -37,12 +37,13 @@ RESULT_SCHEMA = 2
 
 Status = Literal["ok", "oom", "error", "crashed", "timeout", "skipped"]
 FAILED_STATUSES: tuple[Status, ...] = ("oom", "timeout", "crashed", "error")
-# Messages by which PyTorch and the C++ allocators report exhausted memory.
+# Messages by which PyTorch, XLA and the C++ allocators report exhausted memory.
 OOM_MARKERS = (
     "out of memory",
     "can't allocate memory",
     "not enough memory",
     "failed to allocate",
+    "resource_exhausted",  # XLA's status code (JAX), whatever the message after it
 )
 TRACEBACK_CHARS = 8000
 MESSAGE_CHARS = 500

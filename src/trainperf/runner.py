@@ -146,12 +146,21 @@ class ChildJob:
     nodes: int = 1
     timeout_s: float | None = None
     job_id: str = "trainperf"  # the rendezvous id: the same on every node of one job
+    # Variables added to the child's environment (a JAX case's platform and CPU devices).
+    env: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of_case(cls, case: Case) -> ChildJob:
+        from trainperf.jax.environment import worker_environment
+
         digest = hashlib.sha256(case.model_dump_json().encode()).hexdigest()[:12]
         return cls(
-            case.mode == "ddp", case.devices, case.nodes, case.run_timeout_s, f"trainperf-{digest}"
+            case.mode == "ddp",
+            case.devices,
+            case.nodes,
+            case.run_timeout_s,
+            f"trainperf-{digest}",
+            tuple(worker_environment(case).items()),
         )
 
 
@@ -203,7 +212,7 @@ def run_job(
         stale.unlink()
     deadline = time.monotonic() + job.timeout_s if job.timeout_s else None
     what = document.get("case", document)  # what a failure result describes
-    env = os.environ | {PARENT_PID_ENV: str(os.getpid())}
+    env = os.environ | dict(job.env) | {PARENT_PID_ENV: str(os.getpid())}
     with stderr_path.open("wb") as stderr:
         # A new session makes the child the leader of its own process group, so a hung
         # case can be killed with everything it started (compiler workers, loaders).

@@ -11,6 +11,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 
+# Case fields added after results were first stored, with the value every result stored
+# before them had (trainperf.case.Case's default): a stored case lacking one reads as that,
+# so old and new results of one workload meet in comparisons and scaling baselines.
+ADDED_CASE_FIELDS: dict[str, Any] = {"framework": "pytorch"}
+
+
+def as_stored_now(case: dict[str, Any]) -> dict[str, Any]:
+    """A stored case with the fields added since it was stored (``ADDED_CASE_FIELDS``)."""
+    return ADDED_CASE_FIELDS | case
+
+
 def now() -> str:
     """The time a row is written: UTC, ISO 8601, to the second."""
     return datetime.now(UTC).isoformat(timespec="seconds")
@@ -82,7 +93,7 @@ def result_document(row: sqlite3.Row) -> dict[str, Any]:
         "created_at": row["created_at"],
         "status": row["status"],
         "result_schema": row["result_schema"],
-        "case": json.loads(row["case_json"]),
+        "case": as_stored_now(json.loads(row["case_json"])),
         "device": maybe_json(row["device_json"]),
         "metrics": json.loads(row["metrics_json"]),
         "error": maybe_json(row["error_json"]),

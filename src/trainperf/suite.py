@@ -64,6 +64,7 @@ BUILTIN = (
     "scaling",
     "cpu-engines",
     "loader-workers",
+    "frameworks",
 )
 
 # Bounds on what one suite file may ask of the loader (module docstring; README).

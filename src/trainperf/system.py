@@ -28,11 +28,15 @@ those are recorded but two records that differ only in them share a fingerprint.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
 import re
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +66,20 @@ _ENV_KEYS = (
     "KMP_AFFINITY",
     "KMP_BLOCKTIME",
     "PYTORCH_CUDA_ALLOC_CONF",
+    "XLA_FLAGS",
+    "JAX_PLATFORMS",
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION",
 )
+# The JAX backend's packages (the optional extra trainperf[jax]).
+JAX_PACKAGES = ("jax", "jaxlib", "flax", "optax")
+# Lists JAX's devices in a child process: importing jax here would start its backends in
+# trainperf's own process (and, on a GPU, reserve most of the GPU's memory).
+_JAX_DEVICES_SCRIPT = (
+    "import json, jax; print(json.dumps([{'id': d.id, 'platform': d.platform, "
+    "'kind': d.device_kind} for d in jax.devices()]))"
+)
+JAX_DEVICES_TIMEOUT_S = 120
 
 # nvmlGpuTopologyLevel_t (nvml.h) -> the names `nvidia-smi topo -m` prints.
 _SYS_CPU = Path("/sys/devices/system/cpu")
@@ -273,7 +290,34 @@ def software_versions() -> dict[str, Any]:
     set_or_absent(software, "mkl_version", mkl and mkl.group(1), "not in torch.__config__")
     software["num_threads"] = torch.get_num_threads()
     software["num_interop_threads"] = torch.get_num_interop_threads()
+    for package in JAX_PACKAGES:
+        try:
+            software[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            software[f"{package}_absent_reason"] = "not installed (pip install 'trainperf[jax]')"
     return software
+
+
+def jax_devices(timeout_s: float = JAX_DEVICES_TIMEOUT_S) -> dict[str, Any]:
+    """``{"jax_devices": [{id, platform, kind}, ...]}`` as JAX's default backend sees them
+    (its GPUs when jaxlib has CUDA, else the CPU), or ``jax_devices_absent_reason``."""
+    if importlib.util.find_spec("jax") is None:
+        return {"jax_devices_absent_reason": "jax is not installed (pip install 'trainperf[jax]')"}
+    env = os.environ | {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _JAX_DEVICES_SCRIPT],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=env,
+        )
+    except subprocess.TimeoutExpired:
+        return {"jax_devices_absent_reason": f"jax did not list its devices in {timeout_s:g} s"}
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return {"jax_devices_absent_reason": f"jax failed to start: {last}"}
+    return {"jax_devices": json.loads(done.stdout)}
 
 
 def environment() -> dict[str, str]:
@@ -284,8 +328,9 @@ def environment() -> dict[str, str]:
 # --- the record -------------------------------------------------------------------------
 
 
-def collect(nvml: Any = None) -> dict[str, Any]:
-    """The system record of this machine, with its ``fingerprint``."""
+def collect(nvml: Any = None, with_jax_devices: bool = False) -> dict[str, Any]:
+    """The system record of this machine, with its ``fingerprint``; with its JAX devices
+    when asked (``trainperf system``: it takes a child process and a second or two)."""
     memory = memory_section()
     ports, no_ports = infiniband_ports()
     record: dict[str, Any] = {
@@ -302,6 +347,8 @@ def collect(nvml: Any = None) -> dict[str, Any]:
     }
     if no_ports:
         record["infiniband_absent_reason"] = no_ports
+    if with_jax_devices:
+        record |= jax_devices()
     record["fingerprint"] = fingerprint(record)
     return record
 

@@ -48,6 +48,10 @@ def measure(
         from trainperf.case import Case
 
         case = Case.model_validate(case_dict)
+        if case.framework == "jax":
+            from trainperf.jax.benchmark import run_jax_case
+
+            return run_jax_case(case, on_phase)
         if case.mode == "ddp":
             from trainperf.parallel.rank_case import run_distributed_case
 

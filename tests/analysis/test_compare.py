@@ -204,3 +204,72 @@ def test_fixture_system_b_is_speedup_times_faster_on_one_device(tmp_path):
     assert {e["decision"] for e in one_device} == {"faster"}
     statuses = {e["status"] for c in doc["cases"] for e in c["per_system"].values()}
     assert {"oom", "timeout", "crashed", "error", "not run"} <= statuses
+
+
+def test_across_framework_puts_the_engines_of_one_system_side_by_side():
+    """--across framework,compile: one column per engine, cases matched without those
+    fields, JAX's mesh meeting PyTorch's ddp; the baseline picked by a column's label."""
+    pytorch = result("a", runs(100.0, seed=1), devices=2, parallel="auto")
+    compiled = result("a", runs(130.0, seed=2), devices=2, compile=True)
+    jax_mesh = result("a", runs(150.0, seed=3), devices=2, framework="jax", parallel="mesh")
+    doc = compare(
+        [pytorch, compiled, jax_mesh],
+        baseline="framework=pytorch, compile=False",
+        group_by=(),
+        across=("framework", "compile"),
+    )
+    labels = [row["label"] for row in doc["systems"]]
+    assert labels == [
+        "framework=jax, compile=False",
+        "framework=pytorch, compile=False",
+        "framework=pytorch, compile=True",
+    ]
+    (case,) = doc["cases"]  # one workload, three engines
+    assert "framework" not in case["case"] and "compile" not in case["case"]
+    by_label = {row["label"]: row["id"] for row in doc["systems"]}
+    jax_entry = case["per_system"][by_label["framework=jax, compile=False"]]
+    assert jax_entry["ratio"] == pytest.approx(
+        np.mean(jax_mesh["metrics"]["run_samples_per_s"])
+        / np.mean(pytorch["metrics"]["run_samples_per_s"])
+    )
+    assert jax_entry["decision"] == "faster"
+    assert doc["across"] == ["framework", "compile"]
+
+
+def test_across_keeps_systems_apart_and_refuses_a_field_also_grouped():
+    doc = compare(
+        [
+            result("a", [10.0] * 3),
+            result("a", [12.0] * 3, framework="jax"),
+            result("b", [20.0] * 3),
+        ],
+        across=("framework",),
+        group_by=(),
+    )
+    assert sorted(row["label"] for row in doc["systems"]) == [
+        "a framework=jax",
+        "a framework=pytorch",
+        "b framework=pytorch",
+    ]
+    with pytest.raises(UnknownField, match="cannot group by and compare across framework"):
+        compare([result("a", [1.0] * 3)], group_by=("framework",), across=("framework",))
+    with pytest.raises(UnknownField, match="cannot compare across 'colour'"):
+        compare([result("a", [1.0] * 3)], across=("colour",))
+
+
+def test_group_by_framework_between_systems():
+    doc = compare(
+        [
+            result("a", [10.0] * 3),
+            result("b", [20.0] * 3),
+            result("a", [10.0] * 3, framework="jax"),
+            result("b", [40.0] * 3, framework="jax"),
+        ],
+        baseline="a",
+        group_by=("framework",),
+    )
+    geomeans = {
+        row["label"]: row["per_system"]["b-fingerprint"]["geomean_ratio"] for row in doc["groups"]
+    }
+    assert geomeans["framework=pytorch"] == pytest.approx(2)
+    assert geomeans["framework=jax"] == pytest.approx(4)

@@ -19,7 +19,8 @@ come out "no significant difference" about 95% of the time.
 Averages are geometric means of the ratios over the cases of a group (ratios multiply: a
 case twice as fast and one half as fast average to 1), counting only cases ok on both sides.
 
-``compare`` lines up the systems of one database; ``compare_sources`` two sources (exported
+``compare`` lines up the systems of one database (and, ``across`` case fields, the values of
+those fields on each: PyTorch against JAX on one machine); ``compare_sources`` two sources (exported
 files or databases, ``trainperf compare A B``), A the baseline, whatever systems they hold:
 the way to ask whether a change (a driver, a setting, a node) made training faster.
 """
@@ -97,20 +98,44 @@ def compare(
     results: Iterable[dict[str, Any]],
     baseline: str | None = None,
     group_by: Sequence[str] = ("devices",),
+    across: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The comparison document (``trainperf compare --json``) of the systems of stored
     ``results``: one column per system, ``baseline`` a hostname or fingerprint (default:
-    the system with the most ok cases)."""
-    _check_group_by(group_by)
-    newest: dict[str, dict[str, Any]] = {}  # case key -> fingerprint -> result
+    the system with the most ok cases).
+
+    ``across``: case fields whose values become columns too (``framework``, ``compile``):
+    one column per system and combination of their values, and a case is the workload
+    without them, so PyTorch, PyTorch compiled and JAX on one machine stand side by side.
+    ``baseline`` may then also be a column's label (``framework=jax``)."""
+    _check_fields(group_by, "group by")
+    _check_fields(across, "compare across")
+    if overlap := set(group_by) & set(across):
+        raise UnknownField(f"cannot group by and compare across {', '.join(sorted(overlap))}")
+    newest: dict[str, dict[str, Any]] = {}  # case key -> column -> result
     hosts: dict[str, str] = {}
+    columns: dict[str, tuple[str, dict[str, Any]]] = {}  # column -> (fingerprint, values)
     for result in results:  # oldest first: later ones replace earlier ones
         fingerprint = result["system"]["fingerprint"]
         hosts.setdefault(fingerprint, result["system"].get("hostname"))
-        newest.setdefault(case_key(result["case"]), {})[fingerprint] = result
-    rows = _systems(hosts, newest)
+        fields = case_fields(result["case"])
+        values = {field: fields[field] for field in across}
+        column = fingerprint + "".join(f"|{k}={v}" for k, v in values.items())
+        columns.setdefault(column, (fingerprint, values))
+        newest.setdefault(_workload_key(fields, across), {})[column] = result
+    rows = _systems(hosts, newest, columns)
     chosen = _choose(rows, baseline)
-    return _document(rows, chosen, CHOSEN_GIVEN if baseline else CHOSEN_MOST_OK, newest, group_by)
+    how = CHOSEN_GIVEN if baseline else CHOSEN_MOST_OK
+    return _document(rows, chosen, how, newest, group_by, across)
+
+
+def _workload_key(fields: dict[str, Any], across: Sequence[str]) -> str:
+    """The case key of a workload with the ``across`` fields taken out. Across frameworks,
+    PyTorch's ddp and JAX's mesh are the same data parallelism (a replica per device)."""
+    kept = {k: v for k, v in fields.items() if k not in across}
+    if "framework" in across and kept.get("parallel") == "mesh":
+        kept["parallel"] = "ddp"
+    return json.dumps(kept, sort_keys=True)
 
 
 def compare_sources(
@@ -119,7 +144,7 @@ def compare_sources(
 ) -> dict[str, Any]:
     """The comparison document of two (or more) sources, each (name, its results): one
     column per source, the first the baseline, cases matched whatever system ran them."""
-    _check_group_by(group_by)
+    _check_fields(group_by, "group by")
     newest: dict[str, dict[str, Any]] = {}  # case key -> source id -> result
     rows = []
     for index, (name, results) in enumerate(sources):
@@ -134,6 +159,7 @@ def compare_sources(
                 fingerprint=column,
                 hostname=", ".join(hostnames),
                 label=f"{column}: {name}",
+                across={},
                 source=name,
                 ok_cases=statuses.count("ok"),
                 cases=len(statuses),
@@ -142,11 +168,11 @@ def compare_sources(
     return _document(rows, rows[0], CHOSEN_FIRST, newest, group_by)
 
 
-def _check_group_by(group_by: Sequence[str]) -> None:
-    for field in group_by:
+def _check_fields(fields: Sequence[str], verb: str) -> None:
+    for field in fields:
         if field not in GROUP_FIELDS:
             allowed = ", ".join(GROUP_FIELDS)
-            raise UnknownField(f"cannot group by '{field}': allowed {allowed}, or none")
+            raise UnknownField(f"cannot {verb} '{field}': allowed {allowed}, or none")
 
 
 def _document(
@@ -155,40 +181,56 @@ def _document(
     how: str,
     newest: dict[str, dict[str, Any]],
     group_by: Sequence[str],
+    across: Sequence[str] = (),
 ) -> dict[str, Any]:
     for row in rows:
         row["baseline"] = row is chosen
     columns = [row["id"] for row in rows]
     cases = [
-        _case(key, by_column, chosen["id"], columns, group_by) for key, by_column in newest.items()
+        _case(key, by_column, chosen["id"], columns, group_by, across)
+        for key, by_column in newest.items()
     ]
     cases.sort(key=lambda c: (c["case"]["model"], c["label"]))
     return {
         "baseline": chosen | {"chosen": how},
         "systems": rows,
         "group_by": list(group_by),
+        "across": list(across),
         "cases": cases,
         "groups": _groups(cases, [r["id"] for r in rows if not r["baseline"]], group_by),
     }
 
 
-def _systems(hosts: dict[str, str], newest: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The systems in order of first result, labelled by hostname (short id when shared)."""
+def _systems(
+    hosts: dict[str, str],
+    newest: dict[str, dict[str, Any]],
+    columns: dict[str, tuple[str, dict[str, Any]]],
+) -> list[dict[str, Any]]:
+    """The columns: the systems in order of first result, labelled by hostname (short id
+    when shared); with ``across`` values, each system's combinations in sorted order,
+    labelled by them too."""
     short = _short_ids(list(hosts))
     rows = []
     for fingerprint, hostname in hosts.items():
         shared = list(hosts.values()).count(hostname) > 1
-        statuses = [by[fingerprint]["status"] for by in newest.values() if fingerprint in by]
-        rows.append(
-            dict(
-                id=fingerprint,
-                fingerprint=fingerprint,
-                hostname=hostname,
-                label=f"{hostname} ({short[fingerprint]})" if shared else str(hostname),
-                ok_cases=statuses.count("ok"),
-                cases=len(statuses),
+        system = f"{hostname} ({short[fingerprint]})" if shared else str(hostname)
+        mine = [(c, values) for c, (f, values) in columns.items() if f == fingerprint]
+        mine.sort(key=lambda item: [(type(v).__name__, str(v)) for v in item[1].values()])
+        for column, values in mine:
+            statuses = [by[column]["status"] for by in newest.values() if column in by]
+            across = ", ".join(f"{k}={v}" for k, v in values.items())
+            label = across if across and len(hosts) == 1 else f"{system} {across}".rstrip()
+            rows.append(
+                dict(
+                    id=column,
+                    fingerprint=fingerprint,
+                    hostname=hostname,
+                    label=label,
+                    across=values,
+                    ok_cases=statuses.count("ok"),
+                    cases=len(statuses),
+                )
             )
-        )
     return rows
 
 
@@ -201,12 +243,12 @@ def _short_ids(fingerprints: list[str], length: int = 8) -> dict[str, str]:
 def _choose(rows: list[dict[str, Any]], wanted: str | None) -> dict[str, Any]:
     if wanted is None:  # rows are in order of first result: max keeps the first of a tie
         return max(rows, key=lambda row: row["ok_cases"])
-    found = [r for r in rows if wanted in (r["fingerprint"], r["hostname"])]
+    found = [r for r in rows if wanted in (r["fingerprint"], r["hostname"], r["label"])]
     if not found:
         found = [r for r in rows if r["fingerprint"].startswith(wanted)]
     if len(found) == 1:
         return found[0]
-    known = "; ".join(f"{r['hostname']} ({r['fingerprint']})" for r in rows)
+    known = "; ".join(f"{r['label']} ({r['fingerprint']})" for r in rows)
     if found:
         raise UnknownSystem(f"'{wanted}' names several systems, give a fingerprint: {known}")
     raise UnknownSystem(f"no system '{wanted}' in the results: known systems {known}")
@@ -218,8 +260,10 @@ def _case(
     baseline: str,
     columns: list[str],
     group_by: Sequence[str],
+    across: Sequence[str] = (),
 ) -> dict[str, Any]:
-    fields = case_fields(next(iter(by_column.values()))["case"])
+    first = case_fields(next(iter(by_column.values()))["case"])
+    fields = {k: v for k, v in first.items() if k not in across}
     base = by_column.get(baseline)
     per_system = {
         column: _versus(by_column.get(column), base)

@@ -130,10 +130,10 @@ def parallel_options(function: Any) -> Any:
         click.option("--nodes", type=PositiveInt(), default=1, show_default=True),
         click.option(
             "--parallel",
-            type=click.Choice(["auto", "none", "ddp", "dp"]),
+            type=click.Choice(["auto", "none", "ddp", "dp", "mesh"]),
             default="auto",
             show_default=True,
-            help="auto: ddp above one device",
+            help="auto: ddp above one device (mesh: jax.sharding, with --framework jax)",
         ),
         click.option(
             "--scaling",
@@ -176,6 +176,17 @@ def device_option(function: Any) -> Any:
     return click.option("--device", default="auto", show_default=True, help="cpu, cuda or auto")(
         function
     )
+
+
+# The verbs that measure a case's throughput (run, maxbatch) offer both frameworks; the
+# profile and the equivalence check take PyTorch's step apart and have no such option.
+framework_option = click.option(
+    "--framework",
+    type=click.Choice(["pytorch", "jax"]),
+    default="pytorch",
+    show_default=True,
+    help="the library that trains the case (jax: a Flax model in a jax.jit step)",
+)
 
 
 def case_options(function: Any) -> Any:

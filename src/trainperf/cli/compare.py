@@ -31,6 +31,13 @@ from trainperf.cli.common import (
     show_default=True,
     help="case fields, comma-separated, for the geometric means ('none': one group)",
 )
+@click.option(
+    "--across",
+    default="",
+    help="case fields, comma-separated, whose values are columns too (framework,compile: "
+    "PyTorch, compiled PyTorch and JAX side by side); --baseline may name a column "
+    "(framework=jax)",
+)
 @click.option("--model", "-m", help="only results of this model")
 @json_option
 @format_option
@@ -39,6 +46,7 @@ def compare(
     db: Path,
     baseline: str | None,
     group_by: str,
+    across: str,
     model: str | None,
     as_json: bool,
     table_format: str,
@@ -50,7 +58,8 @@ def compare(
     faster? Per case: the throughput (mean over its runs), the ratio to the baseline, its
     95% interval from the variation between runs, and faster / slower / no significant
     difference (no decision below 3 runs on a side); then the geometric mean of the
-    ratios per group of cases.
+    ratios per group of cases. With --across framework,compile the columns are also
+    the frameworks (and torch.compile) on each system: PyTorch against JAX, same method.
     """
     from trainperf.analysis.compare import UnknownField, UnknownSystem, compare_sources
     from trainperf.analysis.compare import compare as compare_results
@@ -63,6 +72,9 @@ def compare(
         )
     if sources and baseline:
         raise BadInput("--baseline picks a system of --db; with A B the baseline is A")
+    across_fields = [f.strip() for f in across.split(",") if f.strip()]
+    if sources and across_fields:
+        raise BadInput("--across compares within --db; with A B the columns are the sources")
     fields = [f.strip() for f in group_by.split(",") if f.strip()]
     if fields == ["none"]:
         fields = []
@@ -73,7 +85,7 @@ def compare(
             results = read_results(db, model)
             if not results:
                 raise BadInput(f"no results in {db}" + (f" for model {model}" if model else ""))
-            document = compare_results(results, baseline, fields)
+            document = compare_results(results, baseline, fields, across_fields)
     except (UnknownSystem, UnknownField) as exc:
         raise BadInput(str(exc)) from None
     if as_json:
@@ -85,7 +97,7 @@ def compare(
     if len(document["systems"]) < 2:  # one database of one system
         stderr.print(
             "only one system in the database: nothing to compare against "
-            "(`trainperf import` another machine's export)",
+            "(`trainperf import` another machine's export, or --across framework)",
             markup=False,
         )
         return

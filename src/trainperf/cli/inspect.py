@@ -128,7 +128,7 @@ def system_(as_json: bool) -> None:
     """What this machine is: CPU, memory, GPUs and their topology, network, software."""
     from trainperf import system
 
-    record = system.collect()
+    record = system.collect(with_jax_devices=True)
     if as_json:
         emit_json(record)
         return

@@ -23,6 +23,7 @@ from trainperf.cli.common import (
     emit_json,
     fail,
     format_option,
+    framework_option,
     json_option,
     one_output,
     open_machine,
@@ -37,6 +38,7 @@ from trainperf.cli.common import (
 # Flags that describe one case; a suite sets these in its file instead.
 CASE_FLAGS = (
     "model",
+    "framework",
     "batch_size",
     "image_size",
     "seq_len",
@@ -79,6 +81,7 @@ CASE_FLAGS = (
     help="independent runs (fresh processes) per case: N, or adaptive[:TARGET[:MAX_RUNS"
     "[:MAX_SECONDS]]] (at least 3, more until the between-run 95%% CI is within ±TARGET)",
 )
+@framework_option
 @case_options
 @click.option(
     "--data",
@@ -284,6 +287,7 @@ def suites(as_json: bool, table_format: str) -> None:
 
 @click.command()
 @click.argument("model")
+@framework_option
 @case_options
 @db_option()
 @json_option

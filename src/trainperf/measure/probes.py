@@ -74,6 +74,9 @@ class CaseProbes:
 
     ``device_indices``: the CUDA devices the case uses (DataParallel: all its
     ``device_ids``); by default ``device`` alone. ``nvml`` is pynvml (None) or a fake.
+    ``sync_devices``: synchronize torch's CUDA devices at the window's edges; False where
+    the step itself waits for its results (the JAX backend, which leaves torch's CUDA
+    untouched).
     """
 
     def __init__(
@@ -82,6 +85,7 @@ class CaseProbes:
         read_cpu_energy: bool = True,
         device_indices: Sequence[int] | None = None,
         nvml: Any = None,
+        sync_devices: bool = True,
     ) -> None:
         from trainperf.measure.gpu_context import WindowSampler
 
@@ -91,6 +95,7 @@ class CaseProbes:
             default = [device.index or 0]
             self.indices = list(device_indices) if device_indices is not None else default
         self._nvml = nvml
+        self._sync_devices = sync_devices
         self.meters = [
             m
             for m in make_meters(device.type, self.indices, nvml=nvml, interval_s=SAMPLE_INTERVAL_S)
@@ -118,6 +123,8 @@ class CaseProbes:
         return [cpu_context()]
 
     def _synchronize(self) -> None:
+        if not self._sync_devices:
+            return
         for index in self.indices:
             torch.cuda.synchronize(index)
 

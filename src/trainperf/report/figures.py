@@ -200,7 +200,7 @@ def ci_bar(ax: Any, x: float, result: dict[str, Any] | None, color: str) -> None
         ax.vlines(x, low, high, color=color, lw=1.2, alpha=0.7)
 
 
-def _failed_note(items: Iterable[str]) -> str:
+def failed_note(items: Iterable[str]) -> str:
     items = list(items)
     return f"Failed runs, marked x on the axis: {'; '.join(items)}." if items else ""
 
@@ -229,7 +229,7 @@ def devices_figures(results: Sequence[dict[str, Any]]) -> list[Figure]:
         names = [r["hostname"] or r["system"] for r in rows] + [hostname(r) for r in bad]
         several = len({r["system"] for r in rows}) > 1
         failures = [(device_count(r["case"]), _failed_label(r, several)) for r in bad]
-        note = _failed_note(f"{label} at {n} devices" for n, label in failures)
+        note = failed_note(f"{label} at {n} devices" for n, label in failures)
         strong = "strong" if scaling == "strong" else ""
         fixed = "global batch" if strong else "batch per device"
         how = f"{setting}, {scaling} scaling ({fixed} fixed)"
@@ -367,7 +367,7 @@ def batch_figures(results: Sequence[dict[str, Any]]) -> list[Figure]:
         size = next((_size(r) for r in ok), None) or _size(every[0])
         setting = f"{model}" + (f" @{size}" if size else "") + f" {precision} {device}"
         steps = span(r["metrics"].get("steps_measured", 0) for r in ok) if ok else "0"
-        note = _failed_note(
+        note = failed_note(
             f"{r['status']} at batch {r['case']['batch_size']} on {hostname(r)}"
             for r in every
             if r["status"] != "ok"

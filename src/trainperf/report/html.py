@@ -33,6 +33,13 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
         "no multi-device results with a 1-device baseline (`trainperf run --devices 1,2,...`)",
     ),
     (
+        "frameworks",
+        "Frameworks compared",
+        ("framework-",),
+        "no results of one workload under two frameworks or with and without torch.compile "
+        "(`trainperf run frameworks`)",
+    ),
+    (
         "batch",
         "Throughput against batch size",
         ("throughput-vs-batch",),

@@ -206,12 +206,28 @@ _SOFTWARE_ROWS = (
     ("MKL", "mkl_version"),
     ("torch threads", "num_threads"),
     ("torch interop threads", "num_interop_threads"),
+    ("jax", "jax"),
+    ("jaxlib", "jaxlib"),
+    ("flax", "flax"),
+    ("optax", "optax"),
 )
 
 
 def _software(record: dict[str, Any]) -> Table:
     software = record.get("software") or {}
-    return _pairs("software", [(title, _cell(software, key)) for title, key in _SOFTWARE_ROWS])
+    rows = [(title, _cell(software, key)) for title, key in _SOFTWARE_ROWS]
+    if "jax_devices" in record or "jax_devices_absent_reason" in record:
+        rows.append(("jax devices", _cell(record, "jax_devices", _jax_devices)))
+    return _pairs("software", rows)
+
+
+def _jax_devices(devices: list[dict[str, Any]]) -> str:
+    """'8 gpu (NVIDIA H100 80GB HBM3)': how many of each platform and kind."""
+    counts: dict[tuple[str, str], int] = {}
+    for device in devices:
+        key = (str(device.get("platform")), str(device.get("kind")))
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{n} {platform} ({kind})" for (platform, kind), n in counts.items())
 
 
 def _env(record: dict[str, Any]) -> Table | Text:

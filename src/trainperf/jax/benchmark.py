@@ -1,0 +1,133 @@
+"""One JAX case, measured in this process, with the method of trainperf.benchmark.
+
+The worker calls ``run_jax_case`` for a case whose framework is ``jax``, in the same fresh
+child process a PyTorch case gets, under the same step policy; the metrics come from the
+same functions (``trainperf.benchmark.case_metrics``), so a JAX result has the shape of a
+PyTorch one (throughput with its interval, MFU, energy, memory, final loss). What it adds:
+
+- ``compile_s``: seconds to trace, lower and compile the step, before the warm-up (never in
+  the measured window, see trainperf.jax.step);
+- ``compilations_while_measuring``: XLA compilations heard (``jax.monitoring``) from the
+  first warm-up step to the last measured one: 0 shows that the window holds no
+  compilation; ``compilations_before_measuring`` shows that the listener hears them;
+- ``xla_flops_per_step``: XLA's cost analysis of the compiled step per device (all
+  operations, element-wise and optimizer included, unlike the matmul/convolution count of
+  ``train_flops_per_sample`` that MFU uses; see trainperf.jax.flops).
+
+Step times are host-clock windows around steps that end in ``block_until_ready``: on a
+GPU, JAX offers no events on its stream, and the wait is what a JAX training loop pays.
+Memory: on a GPU the largest ``peak_bytes_in_use`` of the case's devices (XLA's allocator,
+over the process's life, compilation's autotuning included); on a CPU the process's peak
+RSS, as for PyTorch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jaxlib
+import torch
+
+from trainperf.benchmark import case_metrics
+from trainperf.case import Case, model_of
+from trainperf.jax.step import build_jax_step
+from trainperf.measure.memory import read_peak
+from trainperf.measure.policy import parse_policy
+from trainperf.measure.probes import CaseProbes
+from trainperf.measure.timed_steps import measure_steps
+from trainperf.measure.timer import HostTimer
+from trainperf.system import cpu_name
+
+# jax.monitoring's event for one XLA backend compilation (jax._src.dispatch).
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+class CompileCounter:
+    """XLA compilations in this process so far. jax.monitoring cannot remove a listener
+    through its public API, so one counter is registered once per process."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        jax.monitoring.register_event_duration_secs_listener(self._heard)
+
+    def _heard(self, event: str, duration_s: float, **kwargs: Any) -> None:
+        if event == BACKEND_COMPILE_EVENT:
+            self.count += 1
+
+
+_COMPILATIONS = CompileCounter()
+
+
+def jax_versions() -> dict[str, str]:
+    return {"jax": jax.__version__, "jaxlib": jaxlib.__version__}
+
+
+def device_info(case: Case, devices: list[Any]) -> dict[str, Any]:
+    """What the case ran on, in the keys of trainperf.benchmark.device_info."""
+    first = devices[0]
+    info: dict[str, Any] = {
+        "type": case.device,
+        "framework": "jax",
+        **jax_versions(),
+        "platform": first.platform,
+        "devices": len(devices),
+    }
+    # device_kind is the GPU's marketing name ("NVIDIA H100 80GB HBM3"), as torch's; on
+    # the CPU it is only "cpu", so the processor's name comes from the system inventory.
+    info["name"] = first.device_kind if case.device == "cuda" else cpu_name()
+    return info
+
+
+def memory_metrics(case: Case, devices: list[Any]) -> dict[str, Any]:
+    """Peak memory of the case's devices (GPU) or of the process (CPU)."""
+    if case.device != "cuda":
+        peak = read_peak(torch.device("cpu"))
+        return {"mem_peak_bytes": peak.mem_peak_bytes, "mem_peak_source": peak.source}
+    stats = [device.memory_stats() or {} for device in devices]
+    peaks = [s.get("peak_bytes_in_use") for s in stats]
+    if any(p is None for p in peaks):
+        return {
+            "mem_peak_bytes": None,
+            "mem_peak_absent_reason": "this jaxlib's device reports no peak_bytes_in_use",
+        }
+    metrics: dict[str, Any] = {
+        "mem_peak_bytes": max(peaks),
+        "mem_peak_source": "jax Device.memory_stats peak_bytes_in_use"
+        + (" (max over devices)" if len(peaks) > 1 else ""),
+    }
+    if len(peaks) > 1:
+        metrics["mem_peak_bytes_per_device"] = peaks
+    return metrics
+
+
+def run_jax_case(
+    case: Case, on_phase: Callable[[str], None] = lambda phase: None
+) -> dict[str, Any]:
+    """Measure ``case`` (framework jax) and return ``{"device": ..., "metrics": ...}``."""
+    spec = model_of(case)
+    policy = parse_policy(case.steps)
+    on_phase("building")
+    compiled_before = _COMPILATIONS.count
+    training = build_jax_step(spec, case)
+    compilations_before = _COMPILATIONS.count - compiled_before
+    on_phase("measuring")
+    gpus = [d.local_hardware_id for d in training.devices] if case.device == "cuda" else None
+    probes = CaseProbes(torch.device(case.device), device_indices=gpus, sync_devices=False)
+    measuring_from = _COMPILATIONS.count
+    record = measure_steps(training.step, policy, HostTimer(), probes=probes)
+    compilations_while = _COMPILATIONS.count - measuring_from
+    final_loss = float(training.step())  # one more step, outside the timing
+    info = device_info(case, training.devices)
+    metrics = case_metrics(spec, case, training.size, record, probes, info["name"])
+    metrics |= memory_metrics(case, training.devices)
+    metrics |= {
+        "compile_s": training.compile_s,
+        "compilations_before_measuring": compilations_before,
+        "compilations_while_measuring": compilations_while,
+        "xla_flops_per_step": training.xla_flops_per_step,
+        "final_loss": final_loss if math.isfinite(final_loss) else None,
+    }
+    return {"device": info, "metrics": metrics}

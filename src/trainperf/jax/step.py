@@ -1,0 +1,202 @@
+"""The JAX training step: a Flax model, optax, one ``jax.jit``-compiled update.
+
+The step mirrors trainperf.training_step for PyTorch, so the two frameworks train the same
+thing: the zoo's network (trainperf.jax.models, parameter counts equal to PyTorch's), the
+optimizer the literature uses (SGD with momentum 0.9 for the CNNs, AdamW for the language
+models, the same learning rates and torch's AdamW weight decay 0.01), one synthetic batch
+made on the device(s) at build time and reused every step, ``grad_accum`` micro-batches
+per optimizer step (their gradients averaged, as the PyTorch step does by dividing the
+loss).
+
+Functional form: the model is split once into its parameters and the rest of its state
+(batch-norm statistics, dropout RNG counters: ``nnx.split``), and the compiled function
+maps ``(params, rest, opt_state, inputs, targets)`` to the updated three and the loss,
+donating the old buffers so that XLA updates them in place. This is Flax's own
+recommendation for speed (``nnx.jit`` re-walks the module graph on every call).
+
+Precision (trainperf.precision.JAX_PRECISIONS):
+- fp32: float32 everywhere, matmuls and convolutions at full float32 precision
+  (``jax.default_matmul_precision("float32")``: XLA would otherwise use TF32 on Ampere
+  and later GPUs, as PyTorch's fp32 cases refuse to);
+- tf32: float32 storage, TF32 tensor-core math (``"tensorfloat32"``);
+- bf16: Flax's mixed precision: parameters and optimizer state in float32, the forward
+  and backward computed in bfloat16 (the modules' ``dtype``), the loss in float32.
+fp16 is not offered: it needs loss scaling, which neither jax nor optax provides.
+
+Compilation happens ahead of time (``jit(...).lower(...).compile()``) and is timed on its
+own (``compile_s``: tracing, lowering to StableHLO and XLA's compilation), so none of it can
+fall into the measured window: the step calls the compiled executable, which never
+recompiles (a call with other shapes raises instead). Every step ends with
+``jax.block_until_ready`` on the updated state: JAX dispatches asynchronously, and a step
+is over when its parameters are.
+
+Data parallelism (parallel ``mesh``): a one-axis ``jax.sharding.Mesh`` over the case's
+devices, the batch sharded along it and everything else replicated; XLA's SPMD partitioner
+inserts the gradient all-reduce. Batch normalisation then normalises over the global batch
+(XLA reduces its statistics across devices too), where PyTorch's DDP normalises each
+device's share: the JAX step communicates a little more per step, as SyncBatchNorm would.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from trainperf.case import Case
+from trainperf.jax import models as flax_models
+from trainperf.jax import tasks
+from trainperf.jax.flops import xla_flops
+from trainperf.models.spec import ModelSpec
+from trainperf.training_step import ADAMW_LR, SGD_LR, SGD_MOMENTUM
+
+# torch.optim.AdamW's default weight decay (optax's default is 1e-4).
+ADAMW_WEIGHT_DECAY = 0.01
+# jax.default_matmul_precision per precision: what float32 matmuls and convolutions use.
+MATMUL_PRECISION = {"fp32": "float32", "tf32": "tensorfloat32", "bf16": "default"}
+COMPUTE_DTYPE = {"fp32": jnp.float32, "tf32": jnp.float32, "bf16": jnp.bfloat16}
+DATA_AXIS = "data"
+
+
+class DevicesMissing(RuntimeError):
+    """Fewer devices visible to JAX than the case asks for."""
+
+
+@dataclass
+class JaxTrainingStep:
+    """A ready-to-call step: ``step()`` trains one optimizer step, blocks until the new
+    state is there and returns the loss."""
+
+    step: Callable[[], jax.Array]
+    devices: list[Any]
+    size: int
+    compile_s: float
+    # XLA's cost analysis of the compiled step (per device: the partitioned program), or None.
+    xla_flops_per_step: float | None
+
+
+def optimizer_of(spec: ModelSpec) -> optax.GradientTransformation:
+    """The spec's optimizer with the PyTorch step's hyper-parameters."""
+    if spec.optimizer == "adamw":
+        return optax.adamw(ADAMW_LR, weight_decay=ADAMW_WEIGHT_DECAY)
+    return optax.sgd(SGD_LR, momentum=SGD_MOMENTUM)
+
+
+def case_devices(case: Case) -> list[Any]:
+    """The first ``case.devices`` JAX devices of the case's platform."""
+    platform = "gpu" if case.device == "cuda" else "cpu"
+    try:
+        found = jax.devices(platform)
+    except RuntimeError as exc:  # no such backend in this jaxlib
+        raise DevicesMissing(
+            f"JAX has no {platform} backend here ({exc}); for CUDA GPUs install 'jax[cuda12]'"
+        ) from None
+    if len(found) < case.devices:
+        hint = (
+            " (CPU devices: XLA_FLAGS=--xla_force_host_platform_device_count=N before jax "
+            "starts; trainperf's runner sets it for the case's worker)"
+            if platform == "cpu"
+            else ""
+        )
+        raise DevicesMissing(
+            f"the case needs {case.devices} {platform} devices; JAX sees {len(found)}{hint}"
+        )
+    return found[: case.devices]
+
+
+def make_train_step(
+    graphdef: Any,
+    task: Any,
+    optimizer: optax.GradientTransformation,
+    grad_accum: int,
+) -> Callable[..., tuple[Any, Any, Any, jax.Array]]:
+    """The pure update: (params, rest, opt_state, inputs, targets) -> the new three, loss."""
+
+    def gradients(params: Any, rest: Any, inputs: jax.Array, targets: jax.Array) -> Any:
+        """(loss, updated rest, gradients) of one micro-batch. The model is merged inside
+        the traced function and differentiated with nnx's transform, which lets the
+        forward update its batch statistics (jax.grad over a closure could not)."""
+        model = nnx.merge(graphdef, params, rest)
+        loss, grads = nnx.value_and_grad(lambda m: tasks.loss(task, m(inputs), targets))(model)
+        return loss, nnx.state(model, nnx.Not(nnx.Param)), grads
+
+    def train_step(
+        params: Any, rest: Any, opt_state: Any, inputs: jax.Array, targets: jax.Array
+    ) -> tuple[Any, Any, Any, jax.Array]:
+        if grad_accum == 1:
+            loss, rest, grads = gradients(params, rest, inputs, targets)
+        else:
+            # The parameters ride in the loop's carry, unchanged: nnx may only merge values
+            # of the loop's own trace.
+            def micro_batch(_: int, carry: Any) -> Any:
+                params, total, rest, loss_sum = carry
+                loss, rest, grads = gradients(params, rest, inputs, targets)
+                return params, jax.tree.map(jnp.add, total, grads), rest, loss_sum + loss
+
+            zeros = jax.tree.map(jnp.zeros_like, params)
+            carry = (params, zeros, rest, jnp.zeros((), jnp.float32))
+            _, total, rest, loss_sum = jax.lax.fori_loop(0, grad_accum, micro_batch, carry)
+            grads = jax.tree.map(lambda g: g / grad_accum, total)
+            loss = loss_sum / grad_accum
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), rest, opt_state, loss
+
+    return train_step
+
+
+def build_jax_step(spec: ModelSpec, case: Case) -> JaxTrainingStep:
+    """Model, optimizer and synthetic batch on the case's devices, compiled ahead of time."""
+    devices = case_devices(case)
+    size = spec.resolve_size(getattr(case, spec.size_name))
+    dtype = COMPUTE_DTYPE[case.precision]
+
+    def initialised() -> nnx.Module:
+        rngs = nnx.Rngs(params=case.seed, dropout=case.seed + 1)
+        return flax_models.build(spec.name, dtype=dtype, rngs=rngs)
+
+    with jax.default_device(devices[0]):
+        # Initialisation compiled as one program: run eagerly, every initialiser would be
+        # compiled on its own (seconds for a ResNet on a CPU).
+        model = nnx.jit(initialised)()
+        model.train()
+        graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+        optimizer = optimizer_of(spec)
+        opt_state = jax.jit(optimizer.init)(params)
+        # Weak scaling: device_batch on each device; the one array holds them all.
+        batch = case.device_batch * len(devices)
+        inputs, targets = tasks.example_batch(spec.task, batch, size, jax.random.key(case.seed + 1))
+
+    mesh = Mesh(devices, (DATA_AXIS,))
+    replicated = NamedSharding(mesh, PartitionSpec())
+    sharded = NamedSharding(mesh, PartitionSpec(DATA_AXIS))
+    state = jax.device_put((params, rest, opt_state), replicated)
+    inputs, targets = jax.device_put((inputs, targets), sharded)
+
+    train_step = make_train_step(graphdef, spec.task, optimizer, case.grad_accum)
+    state_shardings = jax.tree.map(lambda _: replicated, state)
+    jitted = jax.jit(
+        train_step,
+        in_shardings=(*state_shardings, sharded, sharded),
+        out_shardings=(*state_shardings, replicated),
+        donate_argnums=(0, 1, 2),
+    )
+    started = time.perf_counter()
+    with jax.default_matmul_precision(MATMUL_PRECISION[case.precision]):
+        compiled = jitted.lower(*state, inputs, targets).compile()
+    compile_s = time.perf_counter() - started
+
+    current = list(state)
+
+    def step() -> jax.Array:
+        *updated, loss = compiled(*current, inputs, targets)
+        current[:] = jax.block_until_ready(updated)
+        return loss
+
+    return JaxTrainingStep(step, devices, size, compile_s, xla_flops(compiled))

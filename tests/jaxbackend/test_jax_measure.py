@@ -1,0 +1,74 @@
+"""JAX cases measured for real on the CPU: one device in this process, two devices through
+the CLI's worker (XLA's forced host devices), compilation outside the measured window."""
+
+import json
+
+import pytest
+
+from trainperf.benchmark import run_case
+from trainperf.case import make_case
+from trainperf.jax.benchmark import run_jax_case
+from trainperf.jax.step import DevicesMissing
+
+FAST = {"model": "cifarnet", "batch_size": 8, "image_size": 32, "steps": "fixed:2:4"}
+# Metrics of a PyTorch CPU case that a JAX case has no counterpart for.
+PYTORCH_ONLY = set()
+
+
+@pytest.fixture(scope="module")
+def measured():
+    return run_jax_case(make_case(**FAST, framework="jax"))
+
+
+def test_compilation_is_timed_apart_and_never_in_the_measured_window(measured):
+    metrics = measured["metrics"]
+    assert metrics["compile_s"] > 0
+    assert metrics["compilations_before_measuring"] >= 1  # the listener hears compilations
+    assert metrics["compilations_while_measuring"] == 0
+    # The warm-up's first step is no compilation: it costs what a measured step costs.
+    assert metrics["warmup_step_s"][0] < metrics["compile_s"]
+
+
+def test_a_jax_result_has_the_shape_of_a_pytorch_result(measured):
+    pytorch = run_case(make_case(**FAST))
+    missing = set(pytorch["metrics"]) - set(measured["metrics"]) - PYTORCH_ONLY
+    assert not missing
+    metrics = measured["metrics"]
+    assert len(metrics["step_s"]) == 4 and metrics["samples_per_s_median"] > 0
+    assert metrics["train_flops_per_sample"] == pytorch["metrics"]["train_flops_per_sample"]
+    assert metrics["xla_flops_per_step"] > metrics["train_flops_per_sample"] * 8 * 0.5
+    assert metrics["final_loss"] > 0
+    device = measured["device"]
+    assert device["framework"] == "jax" and device["jax"] and device["devices"] == 1
+
+
+def test_bf16_and_gradient_accumulation_train():
+    case = make_case(
+        **FAST | {"steps": "fixed:1:2"}, framework="jax", precision="bf16", grad_accum=2
+    )
+    metrics = run_jax_case(case)["metrics"]
+    assert metrics["global_batch"] == 16 and metrics["final_loss"] > 0
+
+
+def test_two_devices_in_one_process_need_the_forced_host_devices():
+    with pytest.raises(DevicesMissing, match="needs 2 cpu devices; JAX sees 1"):
+        run_jax_case(make_case(**FAST, framework="jax", devices=2))
+
+
+def test_the_cli_measures_a_jax_case_on_one_and_two_cpu_devices(tmp_path, run_cli):
+    db = tmp_path / "r.db"
+    code, out, err = run_cli(
+        f"run -m resnet18 -b 4 --image-size 32 --framework jax --devices 1,2 "
+        f"--steps fixed:1:3 --runs 1 --db {db} --json"
+    )
+    assert code == 0, err
+    results = json.loads(out)["results"]
+    assert [r["status"] for r in results] == ["ok", "ok"]
+    by_devices = {r["metrics"]["device_count"]: r for r in results}
+    two = by_devices[2]
+    assert two["case"]["framework"] == "jax" and two["device"]["devices"] == 2
+    assert two["metrics"]["global_batch"] == 8
+    assert two["metrics"]["compilations_while_measuring"] == 0
+    code, out, _ = run_cli(f"scaling --db {db} --json")
+    rows = [r for r in json.loads(out)["rows"] if r["devices"] == 2]
+    assert rows and rows[0]["speedup"] is not None  # against the 1-device JAX result
