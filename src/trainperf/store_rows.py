@@ -10,7 +10,6 @@ import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
-
 # Case fields added after results were first stored, with the value every result stored
 # before them had (trainperf.case.Case's default): a stored case lacking one reads as that,
 # so old and new results of one workload meet in comparisons and scaling baselines.
