@@ -160,3 +160,14 @@ def test_compare_a_b_bad_input_is_one_line_and_exit_2(sides, tmp_path, run_cli, 
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and message in err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_across_prints_a_column_per_system_and_value(fixture_db, run_cli, tmp_path):
+    db, known = fixture_db
+    code, out, err = run_cli(["compare", "--db", db, "--across", "framework"])
+    assert code == 0, err
+    assert out.count("framework=pytorch") >= 2 and "4.00" in out  # a column per system
+    code, _, err = run_cli(["compare", db, db, "--across", "framework"])
+    assert code == 2 and "--across compares within --db" in err
+    code, _, err = run_cli(["compare", "--db", db, "--across", "colour"])
+    assert code == 2 and "cannot compare across 'colour'" in err

@@ -91,7 +91,9 @@ def test_version_1_database_is_migrated_keeping_its_rows(tmp_path):
     with Store(path) as store:
         assert store.schema_version == SCHEMA_VERSION
         (row,) = store.results()
-        assert row["case"] == {"model": "resnet18", "runs": 1} and row["suite_version"] is None
+        # A case stored before the framework field reads as a PyTorch case.
+        expected = {"model": "resnet18", "runs": 1, "framework": "pytorch"}
+        assert row["case"] == expected and row["suite_version"] is None
         assert row["sweep_id"] == "r1" and len(row["runs"]) == 1  # the one process it was
         assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 

@@ -91,7 +91,8 @@ def test_every_result_becomes_a_one_run_result_with_nothing_lost(migrated):
     for result, row in zip(results, rows, strict=True):
         old = json.loads(row["metrics_json"])
         assert result["sweep_id"] == "oldrun000001"
-        assert result["case"] == json.loads(row["case_json"]) | {"runs": 1}
+        as_read = json.loads(row["case_json"]) | {"runs": 1, "framework": "pytorch"}
+        assert result["case"] == as_read
         if row["status"] == "skipped":
             assert result["runs"] == []
             continue

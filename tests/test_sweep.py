@@ -150,6 +150,7 @@ def test_suites_lists_the_builtins(run_cli):
         "scaling",
         "cpu-engines",
         "loader-workers",
+        "frameworks",
     ]
 
 

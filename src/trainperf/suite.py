@@ -50,6 +50,7 @@ from pydantic import ValidationError
 
 from trainperf.case import Case, CaseError, DeviceKind, HardwareAbsent, check_case, label_of
 from trainperf.case import describe_validation_error as describe_case_error
+from trainperf.store_rows import ADDED_CASE_FIELDS
 
 MAX_BATCH = "max"
 SUITE_FIELDS = ("name", "description", "defaults", "cases", "matrix", "exclude")
@@ -95,8 +96,11 @@ class PlannedCase:
         """Identity of the case for resuming: 16 hex of SHA-256 over its canonical JSON.
 
         Every field counts, ``runs`` included: results stored before cases had runs (one
-        process each) have other keys, so a resumed suite measures them again in runs."""
-        return _digest(self.fields, 16)
+        process each) have other keys, so a resumed suite measures them again in runs. A
+        field added since (``framework``) counts only away from the value every case had
+        before it, so the keys of the suites stored before it stay theirs."""
+        added = ADDED_CASE_FIELDS.items()
+        return _digest({k: v for k, v in self.fields.items() if (k, v) not in added}, 16)
 
     @property
     def wants_max_batch(self) -> bool:

@@ -11,6 +11,7 @@ from trainperf.jax.environment import CPU_DEVICES_FLAG, worker_environment
 from trainperf.maxbatch import memory_key
 from trainperf.runner import ChildJob
 from trainperf.store import Store
+from trainperf.suite import PlannedCase, resolve
 from trainperf.system import collect, jax_devices
 
 CPU_ONLY = {"cpu": DeviceKind(2)}
@@ -116,3 +117,26 @@ def test_system_lists_the_jax_packages_and_devices():
     assert all(software.get(p) for p in ("jax", "jaxlib", "flax", "optax"))
     devices = jax_devices()["jax_devices"]
     assert devices and all(d["platform"] == "cpu" for d in devices)
+
+
+def test_suite_keys_of_pytorch_cases_are_those_stored_before_the_field():
+    """Resuming a sweep stored before cases had a framework finds its results: the key of a
+    pytorch case is the digest of its fields without the field (quick's first key, as the
+    version before the field computed it), and a jax case has a key of its own."""
+    quick = resolve("quick").planned[0]
+    assert quick.fields["framework"] == "pytorch" and quick.key == "2605c2c4bc95aed2"
+    as_jax = PlannedCase(quick.fields | {"framework": "jax"}, quick.origin, quick.line)
+    assert as_jax.key != quick.key
+
+
+def test_the_frameworks_suite_measures_three_engines_on_one_and_two_devices():
+    suite = resolve("frameworks")
+    assert not suite.check(CPU_ONLY)  # nothing skipped on a CPU-only machine
+    engines = {(p.fields["framework"], p.fields["compile"]) for p in suite.planned}
+    assert engines == {("pytorch", False), ("pytorch", True), ("jax", False)}
+    per_model = {}
+    for p in suite.planned:
+        per_model.setdefault(p.fields["model"], set()).add(
+            (p.fields["framework"], p.fields["compile"], p.fields["devices"])
+        )
+    assert all(len(cells) == 6 for cells in per_model.values())

@@ -215,7 +215,12 @@ def _systems(
         shared = list(hosts.values()).count(hostname) > 1
         system = f"{hostname} ({short[fingerprint]})" if shared else str(hostname)
         mine = [(c, values) for c, (f, values) in columns.items() if f == fingerprint]
-        mine.sort(key=lambda item: [(type(v).__name__, str(v)) for v in item[1].values()])
+        # Defaults first (PyTorch, not compiled: the usual baseline), then by value.
+        mine.sort(
+            key=lambda item: [
+                (v != CASE_DEFAULTS.get(k), type(v).__name__, str(v)) for k, v in item[1].items()
+            ]
+        )
         for column, values in mine:
             statuses = [by[column]["status"] for by in newest.values() if column in by]
             across = ", ".join(f"{k}={v}" for k, v in values.items())

@@ -43,9 +43,9 @@ def compare_table(document: dict[str, Any]) -> Table:
         table.add_column(f"{name} decision", justify="left")
     for case in document["cases"]:
         per = case["per_system"]
-        cells = [escape(case["label"]), _throughput(per[base["fingerprint"]])]
+        cells = [escape(case["label"]), _throughput(per[base["id"]])]
         for system in _others(document):
-            cells += _cells(per[system["fingerprint"]])
+            cells += _cells(per[system["id"]])
         table.add_row(*cells)
     return table
 
@@ -92,7 +92,7 @@ def groups_table(document: dict[str, Any]) -> Table:
     for group in document["groups"]:
         cells = [escape(group["label"])]
         for system in _others(document):
-            found = group["per_system"][system["fingerprint"]]
+            found = group["per_system"][system["id"]]
             mean = found["geomean_ratio"]
             cells += [
                 _ratio(mean),
