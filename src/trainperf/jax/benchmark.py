@@ -61,17 +61,14 @@ class CompileCounter:
 _COMPILATIONS = CompileCounter()
 
 
-def jax_versions() -> dict[str, str]:
-    return {"jax": jax.__version__, "jaxlib": jaxlib.__version__}
-
-
 def device_info(case: Case, devices: list[Any]) -> dict[str, Any]:
     """What the case ran on, in the keys of trainperf.benchmark.device_info."""
     first = devices[0]
     info: dict[str, Any] = {
         "type": case.device,
         "framework": "jax",
-        **jax_versions(),
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
         "platform": first.platform,
         "devices": len(devices),
     }

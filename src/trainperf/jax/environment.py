@@ -16,7 +16,6 @@ from collections.abc import Mapping
 
 from trainperf.case import Case
 
-PLATFORMS = {"cpu": "cpu", "cuda": "cuda"}
 CPU_DEVICES_FLAG = "--xla_force_host_platform_device_count"
 
 
@@ -24,7 +23,7 @@ def worker_environment(case: Case, environ: Mapping[str, str] = os.environ) -> d
     """Variables to add to the worker's environment for ``case`` (none for PyTorch)."""
     if case.framework != "jax":
         return {}
-    env = {"JAX_PLATFORMS": PLATFORMS[case.device]}
+    env = {"JAX_PLATFORMS": case.device}  # a case's device names are JAX's platforms
     if case.device == "cpu" and case.devices > 1:
         flags = environ.get("XLA_FLAGS", "").split()
         kept = [flag for flag in flags if not flag.startswith(CPU_DEVICES_FLAG)]
