@@ -22,6 +22,10 @@ ZOO = [
     "bert-swag",
     "bert-squad",
     "gpt2-small",
+    "llama-tiny",
+    "llama3.2-1b",
+    "llama3-8b",
+    "llama3-70b",
 ]
 
 

@@ -21,6 +21,7 @@ from trainperf.models import (
     gpt2,
     inception_v3,
     inception_v4,
+    llama,
     resnet,
     vgg,
 )
@@ -50,7 +51,18 @@ __all__ = [
     "names",
 ]
 
-_FAMILIES = (cifarnet, alexnet, googlenet, inception_v3, inception_v4, resnet, vgg, bert, gpt2)
+_FAMILIES = (
+    cifarnet,
+    alexnet,
+    googlenet,
+    inception_v3,
+    inception_v4,
+    resnet,
+    vgg,
+    bert,
+    gpt2,
+    llama,
+)
 _REGISTRY: dict[str, ModelSpec] = {spec.name: spec for family in _FAMILIES for spec in family.SPECS}
 
 
