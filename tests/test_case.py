@@ -110,7 +110,7 @@ def test_parallel_modes_and_batches():
 @pytest.mark.parametrize(
     "fields,message",
     [
-        ({"devices": 2, "parallel": "none"}, "2 devices need parallel ddp or dp"),
+        ({"devices": 2, "parallel": "none"}, "2 devices need parallel ddp, fsdp or dp"),
         ({"devices": 2, "parallel": "dp"}, r"dp \(DataParallel\) runs on the CUDA GPUs"),
         ({"bucket_mb": 10.0}, "bucket_mb applies to parallel ddp, not none"),
         ({"grad_compression": "fp16"}, "grad_compression applies to parallel ddp"),

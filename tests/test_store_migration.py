@@ -10,6 +10,7 @@ import pytest
 
 from trainperf import exchange, store_schema
 from trainperf.store import SCHEMA_VERSION, Store
+from trainperf.store_rows import ADDED_CASE_FIELDS
 
 SEED = Path(__file__).parent / "data" / "cpu_measurements.json"
 
@@ -91,7 +92,7 @@ def test_every_result_becomes_a_one_run_result_with_nothing_lost(migrated):
     for result, row in zip(results, rows, strict=True):
         old = json.loads(row["metrics_json"])
         assert result["sweep_id"] == "oldrun000001"
-        as_read = json.loads(row["case_json"]) | {"runs": 1, "framework": "pytorch"}
+        as_read = json.loads(row["case_json"]) | {"runs": 1} | ADDED_CASE_FIELDS
         assert result["case"] == as_read
         if row["status"] == "skipped":
             assert result["runs"] == []

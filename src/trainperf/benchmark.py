@@ -36,9 +36,9 @@ import torch
 from trainperf import models
 from trainperf.analysis.flops import count_flops
 from trainperf.analysis.peaks import peak_flops
-from trainperf.case import Case, model_of
+from trainperf.case import RANK_MODES, Case, model_of
 from trainperf.case_result import INPUT_BOUND_SHARE
-from trainperf.measure.memory import read_peak, reset_peak
+from trainperf.measure.memory import memory_split, read_peak, reset_peak
 from trainperf.measure.policy import parse_policy
 from trainperf.measure.probes import CaseProbes, probe_metrics
 from trainperf.measure.stats import instability_reasons, summarize
@@ -76,10 +76,11 @@ def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -
     Under torchrun, ranks other than 0 return None. ``on_phase`` hears where the case is
     ("building", "measuring", ...), which names the stuck rank when a distributed case hangs.
     """
-    if case.mode == "ddp":
+    if case.mode in RANK_MODES:
         raise ValueError(
-            "a ddp case runs on every rank of a torchrun job: measure it with `trainperf run`, "
-            "or call trainperf.parallel.rank_case.run_distributed_case on each rank"
+            f"a {case.mode} case runs on every rank of a torchrun job: measure it with "
+            "`trainperf run`, or call trainperf.parallel.rank_case.run_distributed_case "
+            "on each rank"
         )
     if case.threads:
         torch.set_num_threads(case.threads)
@@ -103,6 +104,10 @@ def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -
         data_timer=training.data_timer,
     )
     final_loss = float(training.step().detach())  # one more step, outside the timing
+    # DataParallel's replicas run the forward in threads of their own: no split for dp.
+    split = {}
+    if case.mode == "none":
+        split = memory_split(training.model, training.optimizer, training.step, device)
     training.close()
     info = device_info(device)
     if case.mode == "dp":
@@ -115,6 +120,7 @@ def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -
     if peak.mem_peak_bytes_per_device is not None:
         metrics["mem_peak_bytes_per_device"] = peak.mem_peak_bytes_per_device
     metrics["final_loss"] = final_loss if math.isfinite(final_loss) else None
+    metrics |= split
     if training.loaders is not None:
         metrics["data_train_samples"] = training.loaders.train_samples
     return {"device": info, "metrics": metrics}

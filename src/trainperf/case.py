@@ -71,14 +71,23 @@ class Case(BaseModel):
         default=0, ge=0, le=MAX_COUNT, description="data-loader processes per device"
     )
     # Data parallelism: auto is ddp above one device (mesh with framework jax), none
-    # otherwise. mesh: jax.sharding over the devices of one process (trainperf.jax.step).
-    parallel: Literal["auto", "none", "ddp", "dp", "mesh"] = "auto"
+    # otherwise. mesh: jax.sharding over the devices of one process (trainperf.jax.step);
+    # fsdp: FSDP2, parameters, gradients and optimizer state sharded over the ranks
+    # (trainperf.parallel.fsdp).
+    parallel: Literal["auto", "none", "ddp", "dp", "mesh", "fsdp"] = "auto"
     scaling: Literal["weak", "strong"] = "weak"
     bucket_mb: float | None = Field(
         default=None, gt=0, allow_inf_nan=False, description="DDP gradient bucket size"
     )
     grad_compression: Literal["none", "fp16", "bf16"] = "none"
     static_graph: bool = False
+    # FSDP's options: free the gathered parameters after each block's forward (and gather
+    # them again for the backward); the dtype of the gradient reduce-scatter under bf16.
+    reshard_after_forward: bool = True
+    fsdp_reduce: Literal["fp32", "bf16"] = "fp32"
+    # Recompute each transformer block's activations in the backward: all of them (full)
+    # or the element-wise ones only (selective); trainperf.parallel.fsdp.
+    activation_checkpointing: Literal["none", "full", "selective"] = "none"
     grad_accum: int = Field(
         default=1, gt=0, le=MAX_COUNT, description="micro-batches per optimizer step"
     )
@@ -147,13 +156,14 @@ class Case(BaseModel):
 
     @property
     def processes(self) -> int:
-        """Processes in the job: one per device with ddp, else one."""
-        return self.devices * self.nodes if self.mode == "ddp" else 1
+        """Processes in the job: one per device with ddp and fsdp, else one."""
+        return self.devices * self.nodes if self.mode in RANK_MODES else 1
 
     @property
     def replicas(self) -> int:
-        """Model replicas working on one step's data (devices in data parallelism)."""
-        return {"ddp": self.devices * self.nodes, "dp": self.devices, "mesh": self.devices}.get(
+        """Devices working on one step's data (each its own slice of the batch)."""
+        world = self.devices * self.nodes
+        return {"ddp": world, "fsdp": world, "dp": self.devices, "mesh": self.devices}.get(
             self.mode, 1
         )
 
@@ -166,6 +176,10 @@ class Case(BaseModel):
     def global_batch(self) -> int:
         """Samples per optimizer step over all devices (all micro-batches)."""
         return self.device_batch * self.replicas * self.grad_accum
+
+
+# Parallel modes that run one process per device under torchrun (trainperf.parallel).
+RANK_MODES = ("ddp", "fsdp")
 
 
 def parallel_mode(fields: dict) -> str:
@@ -194,6 +208,12 @@ def label_of(fields: dict) -> str:
         parts.append(f"{mode} x{devices}" + (f"x{nodes}n" if nodes > 1 else ""))
         if fields.get("scaling") == "strong":
             parts.append("strong")
+    if (checkpointing := fields.get("activation_checkpointing", "none")) != "none":
+        parts.append(f"ac-{checkpointing}")
+    if fields.get("reshard_after_forward") is False:
+        parts.append("no-reshard")
+    if fields.get("fsdp_reduce", "fp32") != "fp32":
+        parts.append(f"reduce-{fields['fsdp_reduce']}")
     parts += [flag for flag in ("channels_last", "compile") if fields.get(flag)]
     if fields.get("threads"):
         parts.append(f"t{fields['threads']}")
@@ -282,6 +302,7 @@ def check_case(case: Case, capabilities: dict[str, DeviceKind]) -> models.ModelS
         raise CaseError("cudnn_benchmark false (no cuDNN autotuning) applies to cuda only")
     if spec is not None:
         _check_model(case, spec)
+    _check_blocks(case, spec)
     _check_hardware(case, capabilities)
     return spec
 
@@ -315,6 +336,30 @@ def _check_model(case: Case, spec: models.ModelSpec) -> None:
     except DataError as exc:
         raise CaseError(f"data {case.data}: {exc}") from None
     except models.SizeError as exc:
+        raise CaseError(str(exc)) from None
+
+
+def _check_blocks(case: Case, spec: models.ModelSpec | None) -> None:
+    """parallel fsdp and activation checkpointing wrap a transformer's repeated blocks: a
+    model without them is refused (a user's network is probed in a child process)."""
+    if case.framework != "pytorch":
+        return
+    if case.mode != "fsdp" and case.activation_checkpointing == "none":
+        return
+    from trainperf.parallel.fsdp import NoBlocks, blocks_of, probe_blocks
+
+    if spec is None:
+        refusal = probe_blocks(case.model)
+        if refusal:
+            raise CaseError(refusal)
+        return
+    import torch
+
+    with torch.device("meta"):
+        model = spec.build()
+    try:
+        blocks_of(model, spec.name)
+    except NoBlocks as exc:
         raise CaseError(str(exc)) from None
 
 
@@ -355,6 +400,7 @@ def _check_jax(case: Case) -> None:
         "threads": case.threads,
         "mkldnn false": not case.mkldnn,
         "cudnn_benchmark false": not case.cudnn_benchmark,  # XLA autotunes on its own
+        "activation_checkpointing": case.activation_checkpointing != "none",
     }
     for name, given in pytorch_only.items():
         if given:
@@ -363,10 +409,14 @@ def _check_jax(case: Case) -> None:
 
 def _check_parallel(case: Case) -> None:
     mode, world = case.mode, case.devices * case.nodes
+    if case.activation_checkpointing != "none" and mode in ("dp", "mesh"):
+        raise CaseError(
+            f"activation_checkpointing applies to parallel none, ddp or fsdp, not {mode}"
+        )
     if mode == "mesh" and case.framework != "jax":
         raise CaseError("parallel mesh (jax.sharding) needs framework jax; pytorch uses ddp or dp")
     if mode == "none" and world > 1:
-        raise CaseError(f"{world} devices need parallel ddp or dp (or auto), not none")
+        raise CaseError(f"{world} devices need parallel ddp, fsdp or dp (or auto), not none")
     if mode == "dp" and (case.device != "cuda" or case.nodes > 1):
         raise CaseError("parallel dp (DataParallel) runs on the CUDA GPUs of one node only")
     if mode != "ddp":
@@ -375,6 +425,19 @@ def _check_parallel(case: Case) -> None:
                 raise CaseError(f"{name} applies to parallel ddp, not {mode}")
         if case.grad_compression != "none":
             raise CaseError(f"grad_compression applies to parallel ddp, not {mode}")
+    if mode != "fsdp":
+        if not case.reshard_after_forward:
+            raise CaseError(f"reshard_after_forward false applies to parallel fsdp, not {mode}")
+        if case.fsdp_reduce != "fp32":
+            raise CaseError(f"fsdp_reduce applies to parallel fsdp, not {mode}")
+    if mode == "fsdp":
+        if case.precision == "fp16":
+            raise CaseError(
+                "precision fp16 with parallel fsdp is not supported (no sharded loss "
+                "scaling here): use bf16, fp32 or tf32"
+            )
+        if case.fsdp_reduce == "bf16" and case.precision != "bf16":
+            raise CaseError("fsdp_reduce bf16 needs precision bf16 (the gradients are fp32)")
     if case.static_graph and case.grad_accum > 1:
         # Seen with torch 2.13: the reducer aborts the process (SIGABRT) when a static
         # graph meets the no_sync micro-batches of gradient accumulation.
@@ -425,6 +488,7 @@ def _check_precision(case: Case, capability: tuple[int, int] | None) -> None:
 
 
 __all__ = [
+    "RANK_MODES",
     "Case",
     "CaseError",
     "DeviceKind",

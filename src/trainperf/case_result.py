@@ -19,8 +19,10 @@ Metrics of an ok result (each run r has its estimate y_r = samples_per_s_median 
 - ``runs``, ``runs_policy``, ``runs_stop_reason``: how many runs, under which policy, and
   what ended them; ``steps_measured``, ``steps_warmup``, ``measure_elapsed_s`` summed;
 - throughput-derived numbers (tokens/s, achieved TFLOP/s, MFU, compute-only samples/s,
-  exposed communication, rank spread) and a JAX case's ``compile_s``: means over the runs;
-  peak memory and a JAX case's compilation counts: the largest;
+  exposed communication and its all-gather and reduce-scatter parts, rank spread) and a
+  JAX case's ``compile_s``: means over the runs; peak memory, the memory a forward pass
+  holds and a JAX case's compilation counts: the largest; the training state's bytes
+  (parameters, gradients, optimizer state): the first run's (they are the same in all);
 - energy: the joules of the runs with a reading over their samples and seconds, with
   ``run_average_power_w`` per run and ``average_power_w_ci95`` over the runs;
 - ``unstable`` with ``unstable_reasons`` (``instability``): the between-run interval wider
@@ -72,6 +74,12 @@ SAME_IN_RUNS = (
     "mem_peak_absent_reason",
     "data_train_samples",
     "xla_flops_per_step",
+    # The training state, counted from its tensors: the same in every run.
+    "mem_params_bytes",
+    "mem_grads_bytes",
+    "mem_optimizer_bytes",
+    "mem_activations_source",
+    "mem_activations_absent",
 )
 # Rates and times of a run: the result gives their mean over the runs.
 MEAN_OVER_RUNS = (
@@ -83,6 +91,9 @@ MEAN_OVER_RUNS = (
     "compute_step_s_median",
     "comm_exposed_s",
     "comm_exposed_share",
+    "gather_free_step_s_median",
+    "comm_exposed_all_gather_s",
+    "comm_exposed_reduce_scatter_s",
     "rank_spread",
     "sm_clock_mhz_mean",
     "gpu_power_w_mean",
@@ -95,6 +106,7 @@ WINDOW_MEANS = ("sm_clock_mhz_mean", "gpu_power_w_mean")
 MAX_OVER_RUNS = (
     "mem_peak_bytes",
     "mem_reserved_peak_bytes",
+    "mem_activations_bytes",
     "compilations_before_measuring",
     "compilations_while_measuring",
 )

@@ -1,5 +1,10 @@
 """The largest batch size per device that trains: doubling, then bisection, every probe isolated.
 
+The same search finds the longest sequence a language model trains at a given batch
+(``dimension="seq_len"``), e.g. per device of a sharded (fsdp) case on N ranks: a probe
+of a data-parallel case is the whole torchrun job, and a rank that runs out of memory
+fails the probe.
+
 A probe is the case itself at one batch size with the step policy ``fixed:1:2`` (one
 warm-up and two measured steps: the optimizer state exists from the first step, so the
 third step has met the peak memory of training), run in its own child process like any
@@ -21,11 +26,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainperf.case import Case
+from trainperf.case import Case, parallel_mode
 
 PROBE_STEPS = "fixed:1:2"
 DEFAULT_LIMIT = 65536
 DEFAULT_PROBE_TIMEOUT_S = 900.0
+# What a search varies: the batch per device, or a language model's sequence length.
+DIMENSIONS = ("batch_size", "seq_len")
+# Fields added since max-batch results were first stored, with the value every case had
+# before: they enter the memory key only away from it, so stored keys stay theirs.
+ADDED_MEMORY_FIELDS = {
+    "framework": "pytorch",
+    "activation_checkpointing": "none",
+    "reshard_after_forward": True,
+    "fsdp_reduce": "fp32",
+}
 # The case fields on which the memory of a training step depends.
 MEMORY_FIELDS = (
     "model",
@@ -72,15 +87,20 @@ def memory_key(case: Case | dict[str, Any]) -> str:
     """16 hex of SHA-256 over the fields that decide a step's memory."""
     fields = case.model_dump() if isinstance(case, Case) else case
     identity = {name: fields.get(name) for name in MEMORY_FIELDS}
-    # The framework decides the memory too; PyTorch's keys stay those stored before the
-    # field existed.
-    if (framework := fields.get("framework", "pytorch")) != "pytorch":
-        identity["framework"] = framework
+    for name, before in ADDED_MEMORY_FIELDS.items():
+        if (value := fields.get(name, before)) != before:
+            identity[name] = value
+    # Sharding divides the state over the ranks; ddp and a single device keep the keys
+    # stored before fsdp existed.
+    if parallel_mode(fields) == "fsdp":
+        identity["parallel"] = "fsdp"
     canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def search(fits: Callable[[int], Probe], start: int = 1, limit: int = DEFAULT_LIMIT) -> MaxBatch:
+def search(
+    fits: Callable[[int], Probe], start: int = 1, limit: int = DEFAULT_LIMIT, what: str = "batch"
+) -> MaxBatch:
     """Double from ``start`` until a batch does not fit (or ``limit``), then bisect.
 
     Invariant of the bisection: ``low`` fits (0: nothing fits yet), ``high`` does not.
@@ -100,7 +120,7 @@ def search(fits: Callable[[int], Probe], start: int = 1, limit: int = DEFAULT_LI
         low = batch
         if batch >= limit:
             outcome.batch_size = low
-            outcome.note = f"reached the limit of {limit}; larger batches were not tried"
+            outcome.note = f"reached the limit of {limit}; no larger {what} was tried"
             return outcome
         batch = min(2 * batch, limit)
     high = batch
@@ -112,7 +132,7 @@ def search(fits: Callable[[int], Probe], start: int = 1, limit: int = DEFAULT_LI
             high = middle
     outcome.batch_size = low or None
     if low == 0:
-        outcome.note = f"batch {start} does not fit" if start == 1 else "no batch size fits"
+        outcome.note = f"{what} {start} does not fit" if start == 1 else f"no {what} fits"
     if any(p.status == "crashed" for p in outcome.probes if not p.fits):
         outcome.note = (outcome.note + "; " if outcome.note else "") + (
             "probes killed by SIGKILL were counted as out of host memory (the OOM killer)"
@@ -133,9 +153,10 @@ def probe_verdict(result: dict[str, Any], batch_size: int) -> Probe:
     raise SearchFailed(f"the probe at batch {batch_size} ended {status}: {message}")
 
 
-def probe_case(template: Case, batch_size: int) -> Case:
-    """The case run by a probe: ``template`` at ``batch_size`` with a short fixed policy."""
-    fields = template.model_dump() | {"batch_size": batch_size, "steps": PROBE_STEPS}
+def probe_case(template: Case, value: int, dimension: str = "batch_size") -> Case:
+    """The case run by a probe: ``template`` with ``dimension`` (batch_size or seq_len) set
+    to ``value``, under a short fixed policy."""
+    fields = template.model_dump() | {dimension: value, "steps": PROBE_STEPS}
     if fields["timeout_s"] is None:
         fields["timeout_s"] = DEFAULT_PROBE_TIMEOUT_S
     return Case.model_validate(fields)
@@ -149,8 +170,11 @@ def find_max_batch(
     limit: int = DEFAULT_LIMIT,
     on_probe: Callable[[Probe], None] = lambda p: None,
     stop: Any = None,
+    dimension: str = "batch_size",
 ) -> MaxBatch:
-    """Search the largest batch of ``template`` that trains, each probe in a child process.
+    """Search the largest batch (or ``dimension`` seq_len: sequence length) of ``template``
+    that trains, each probe in a child process (a torchrun job for ddp and fsdp). A probe's
+    ``batch_size`` field holds the value tried.
 
     ``stop`` is the runner's StopFlag: a stop request kills the running probe and raises
     ``runner.Interrupted``.
@@ -158,9 +182,9 @@ def find_max_batch(
     from trainperf.runner import run_in_child
 
     def fits(batch_size: int) -> Probe:
-        result = run_in_child(probe_case(template, batch_size), workdir, stop)
+        result = run_in_child(probe_case(template, batch_size, dimension), workdir, stop)
         verdict = probe_verdict(result, batch_size)
         on_probe(verdict)
         return verdict
 
-    return search(fits, start, limit)
+    return search(fits, start, limit, "batch" if dimension == "batch_size" else "sequence length")

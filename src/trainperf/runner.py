@@ -39,7 +39,7 @@ from typing import Any
 
 import psutil
 
-from trainperf.case import Case
+from trainperf.case import RANK_MODES, Case
 from trainperf.lease import Owner, is_live
 from trainperf.outcome import Outcome
 from trainperf.parallel.lifeline import PARENT_PID_ENV, STACK_SIGNAL
@@ -155,7 +155,7 @@ class ChildJob:
 
         digest = hashlib.sha256(case.model_dump_json().encode()).hexdigest()[:12]
         return cls(
-            case.mode == "ddp",
+            case.mode in RANK_MODES,
             case.devices,
             case.nodes,
             case.run_timeout_s,

@@ -13,7 +13,12 @@ from typing import Any
 # Case fields added after results were first stored, with the value every result stored
 # before them had (trainperf.case.Case's default): a stored case lacking one reads as that,
 # so old and new results of one workload meet in comparisons and scaling baselines.
-ADDED_CASE_FIELDS: dict[str, Any] = {"framework": "pytorch"}
+ADDED_CASE_FIELDS: dict[str, Any] = {
+    "framework": "pytorch",
+    "reshard_after_forward": True,
+    "fsdp_reduce": "fp32",
+    "activation_checkpointing": "none",
+}
 
 
 def as_stored_now(case: dict[str, Any]) -> dict[str, Any]:

@@ -49,10 +49,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainperf.case import Case
+from trainperf.case import RANK_MODES, Case
 from trainperf.datasets import Loaders, endless_batches, make_loaders
 from trainperf.measure.timer import StepTimer, make_timer
 from trainperf.models.spec import Batch, ModelSpec
+from trainperf.parallel.fsdp import apply_checkpointing
 from trainperf.parallel.wrap import wrap_parallel
 
 AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -122,17 +123,36 @@ def make_optimizer(
 
 
 def build_model(
-    spec: ModelSpec, device: torch.device, precision: str, seed: int, rank: int = 0
+    spec: ModelSpec,
+    device: torch.device,
+    precision: str,
+    seed: int,
+    rank: int = 0,
+    *,
+    deferred: bool = False,
 ) -> nn.Module:
     """The spec's network on ``device`` in training mode, float32 math set for ``precision``.
 
     Every rank builds the same initial weights (seed ``seed``); torch's generator is then
     reseeded ``seed + 1 + rank``, so that what each rank draws next (its batch, its loader's
     shuffle, its dropout masks) is its own, as in data-parallel training over different data.
+
+    ``deferred`` (sharded training): a network that can initialise itself later
+    (``init_weights(seed)``, the Llama family) stays on the meta device, so that no rank
+    ever holds all of its weights (trainperf.parallel.wrap.wrap_fsdp materialises the shards).
     """
     torch.manual_seed(seed)
     set_fp32_math(device, precision)
-    model = spec.build().to(device).train()
+    model = None
+    if deferred:
+        with torch.device("meta"):
+            model = spec.build()
+        if not hasattr(model, "init_weights"):
+            model = None
+    if model is None:
+        torch.manual_seed(seed)
+        model = spec.build().to(device)
+    model.train()
     torch.manual_seed(seed + 1 + rank)
     return model
 
@@ -145,12 +165,15 @@ class StepOptions:
     channels_last: bool = False
     compile: bool = False
     grad_accum: int = 1
+    activation_checkpointing: str = "none"
 
     @classmethod
     def of(cls, case: Case, grad_accum: int | None = None) -> StepOptions:
         """The case's options; ``grad_accum`` overrides the case's micro-batches per step."""
         accum = case.grad_accum if grad_accum is None else grad_accum
-        return cls(case.precision, case.channels_last, case.compile, accum)
+        return cls(
+            case.precision, case.channels_last, case.compile, accum, case.activation_checkpointing
+        )
 
 
 @dataclass
@@ -195,10 +218,13 @@ class Step:
         optimizer; the last micro-batch's loss. ``sync=False``: no gradient all-reduce."""
         self.optimizer.zero_grad(set_to_none=True)
         no_sync = getattr(self.wrapped, "no_sync", None)  # DistributedDataParallel's only
+        set_sync = getattr(self.wrapped, "set_requires_gradient_sync", None)  # FSDP2's
         accum = self.options.grad_accum
         for index in range(accum):
-            # Gradients are all-reduced in the backward of the last micro-batch only.
+            # Gradients are all-reduced (reduce-scattered) in the last micro-batch only.
             synced = sync and index == accum - 1
+            if set_sync and accum > 1:
+                set_sync(synced)
             with no_sync() if no_sync and not synced else contextlib.nullcontext():
                 x, y = next_batch()
                 with self.autocast():
@@ -223,12 +249,15 @@ def make_step(
     hyper: dict[str, float] | None = None,
 ) -> Step:
     """The step that trains ``model`` (from ``build_model``): converted to channels-last,
-    the spec's optimizer (``hyper``: make_optimizer's lr/momentum/weight_decay), wrapped by
-    ``wrap`` (data parallelism), compiled, with the precision's autocast and GradScaler."""
+    its blocks checkpointed, wrapped by ``wrap`` (data parallelism), the spec's optimizer
+    (``hyper``: make_optimizer's lr/momentum/weight_decay) over the parameters as wrapped
+    (FSDP replaces them by their shards), compiled, with the precision's autocast and
+    GradScaler."""
     if options.channels_last:
         model = model.to(memory_format=torch.channels_last)
-    optimizer = make_optimizer(spec, model, **(hyper or {}))
+    apply_checkpointing(model, options.activation_checkpointing, spec.name)
     wrapped = wrap(model) if wrap else model
+    optimizer = make_optimizer(spec, model, **(hyper or {}))
     forward = torch.compile(wrapped) if options.compile else wrapped
     scaler = torch.amp.GradScaler(device.type) if options.precision == "fp16" else None
     return Step(model, wrapped, forward, optimizer, spec.loss, device, options, scaler)
@@ -245,7 +274,8 @@ def build_training_step(
     """
     set_cudnn_benchmark(spec, case, device)
     size = spec.resolve_size(getattr(case, spec.size_name))
-    model = build_model(spec, device, case.precision, case.seed, rank)
+    deferred = case.mode == "fsdp"
+    model = build_model(spec, device, case.precision, case.seed, rank, deferred=deferred)
     # DataParallel scatters one process's batch over its devices.
     batch = case.device_batch * (case.devices if case.mode == "dp" else 1)
     feed = None
@@ -289,7 +319,7 @@ class DataFeed:
             case.workers,
             device,
             case.seed,
-            rank=rank if case.mode == "ddp" else 0,
+            rank=rank if case.mode in RANK_MODES else 0,
             world=case.processes,
         )
         self.device, self.channels_last = device, case.channels_last

@@ -45,14 +45,14 @@ def measure(
     """
 
     def benchmark() -> dict[str, Any] | None:
-        from trainperf.case import Case
+        from trainperf.case import RANK_MODES, Case
 
         case = Case.model_validate(case_dict)
         if case.framework == "jax":
             from trainperf.jax.benchmark import run_jax_case
 
             return run_jax_case(case, on_phase)
-        if case.mode == "ddp":
+        if case.mode in RANK_MODES:
             from trainperf.parallel.rank_case import run_distributed_case
 
             return run_distributed_case(case, on_phase)

@@ -57,6 +57,7 @@ def test_rank_metrics_from_every_rank():
             "step_s": [0.1] * 5,
             "compute_step_s": [0.08] * 5,
             "mem_peak_bytes": 10,
+            "memory": {"mem_params_bytes": 6, "mem_activations_bytes": 3},
         },
         {
             "rank": 1,
@@ -64,6 +65,7 @@ def test_rank_metrics_from_every_rank():
             "step_s": [0.125] * 5,
             "compute_step_s": [0.09] * 5,
             "mem_peak_bytes": 12,
+            "memory": {"mem_params_bytes": 5, "mem_activations_bytes": 4},
         },
     ]
     m = rank_metrics(everyone, case)
@@ -74,6 +76,10 @@ def test_rank_metrics_from_every_rank():
     assert m["comm_exposed_s"] == pytest.approx(0.035)
     assert m["comm_exposed_share"] == pytest.approx(0.035 / 0.125)
     assert m["mem_peak_bytes"] == 12
+    # The memory split is the rank with the largest state's, and each rank's is kept.
+    assert m["mem_params_bytes"] == 6 and m["mem_activations_bytes"] == 3
+    assert [r["mem_activations_bytes"] for r in m["ranks"]] == [3, 4]
+    assert "comm_exposed_all_gather_s" not in m  # ddp has no all-gather to take away
 
 
 def result(rid, devices, samples_per_s, scaling="weak", batch=32, host="h", status="ok"):

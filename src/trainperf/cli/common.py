@@ -110,12 +110,43 @@ def _apply(options: tuple[Any, ...], function: Any) -> Any:
     return function
 
 
+def apply_options(options: tuple[Any, ...]) -> Any:
+    """``_apply`` as a decorator: ``@apply_options(sharding_options)``."""
+    return lambda function: _apply(options, function)
+
+
 grad_compression_option = click.option(
     "--grad-compression",
     type=click.Choice(["none", "fp16", "bf16"]),
     default="none",
     show_default=True,
     help="DDP communication hook compressing gradients",
+)
+
+
+# FSDP's and activation checkpointing's flags (run and maxbatch).
+sharding_options = (
+    click.option(
+        "--activation-checkpointing",
+        type=click.Choice(["none", "full", "selective"]),
+        default="none",
+        show_default=True,
+        help="recompute each transformer block's activations (full) or its element-wise "
+        "ones (selective) in the backward",
+    ),
+    click.option(
+        "--reshard-after-forward/--no-reshard-after-forward",
+        default=True,
+        show_default=True,
+        help="FSDP: free each block's gathered weights after its forward",
+    ),
+    click.option(
+        "--fsdp-reduce",
+        type=click.Choice(["fp32", "bf16"]),
+        default="fp32",
+        show_default=True,
+        help="FSDP with bf16: dtype of the gradient reduce-scatter",
+    ),
 )
 
 
@@ -130,10 +161,11 @@ def parallel_options(function: Any) -> Any:
         click.option("--nodes", type=PositiveInt(), default=1, show_default=True),
         click.option(
             "--parallel",
-            type=click.Choice(["auto", "none", "ddp", "dp", "mesh"]),
+            type=click.Choice(["auto", "none", "ddp", "dp", "mesh", "fsdp"]),
             default="auto",
             show_default=True,
-            help="auto: ddp above one device (mesh: jax.sharding, with --framework jax)",
+            help="auto: ddp above one device (mesh: jax.sharding, with --framework jax); "
+            "fsdp: FSDP2, weights, gradients and optimizer state sharded",
         ),
         click.option(
             "--scaling",
@@ -149,6 +181,7 @@ def parallel_options(function: Any) -> Any:
         ),
         grad_compression_option,
         click.option("--static-graph", is_flag=True, help="DDP static_graph=True"),
+        *sharding_options,
         click.option(
             "--grad-accum",
             type=PositiveInt(),

@@ -13,6 +13,7 @@ from trainperf.cli.common import (
     EXIT_FAILED_CASES,
     BadInput,
     PositiveInt,
+    apply_options,
     case_from_flags,
     case_options,
     check_out_file,
@@ -20,6 +21,7 @@ from trainperf.cli.common import (
     emit_json,
     fail,
     json_option,
+    sharding_options,
     stderr,
     stdout,
 )
@@ -30,7 +32,15 @@ from trainperf.cli.common import (
 @click.option("--devices", type=PositiveInt(), required=True, help="ranks of the parallel run")
 @click.option("--steps", "steps", type=PositiveInt(), default=5, show_default=True)
 @click.option("--batch-size", "-b", type=PositiveInt(), help="global batch (default: 4 per device)")
+@click.option(
+    "--parallel",
+    type=click.Choice(["ddp", "fsdp"]),
+    default="ddp",
+    show_default=True,
+    help="the parallel run: replicated (ddp) or sharded (fsdp) weights",
+)
 @case_options
+@apply_options(sharding_options)
 @json_option
 def equivalence(
     model: str,
@@ -40,7 +50,7 @@ def equivalence(
     as_json: bool,
     **flags: Any,
 ) -> None:
-    """Check that K steps of ddp on N ranks give the model K sequential steps give.
+    """Check that K steps of ddp or fsdp on N ranks give the model K sequential steps give.
 
     Same initial weights, same global batches, same optimizer; reports the largest
     parameter and loss differences and whether they are within the precision's tolerance.
@@ -55,7 +65,6 @@ def equivalence(
         model=model,
         batch_size=batch_size or 4 * devices,
         devices=devices,
-        parallel="ddp",
         scaling="strong",
         steps=f"fixed:0:{steps}",
         **flags,

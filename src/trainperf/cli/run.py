@@ -17,6 +17,7 @@ from trainperf.cli.common import (
     BadInput,
     Endpoint,
     PositiveInt,
+    apply_options,
     case_from_flags,
     case_options,
     db_option,
@@ -29,6 +30,7 @@ from trainperf.cli.common import (
     open_machine,
     parallel_options,
     read_results,
+    sharding_options,
     show_table,
     stderr,
     stdout,
@@ -57,6 +59,9 @@ CASE_FLAGS = (
     "bucket_mb",
     "grad_compression",
     "static_graph",
+    "reshard_after_forward",
+    "fsdp_reduce",
+    "activation_checkpointing",
     "grad_accum",
     "data",
     "workers",
@@ -293,13 +298,52 @@ def suites(as_json: bool, table_format: str) -> None:
 @json_option
 @click.option("--start", type=PositiveInt(), default=1, show_default=True, help="first batch tried")
 @click.option(
-    "--limit", type=PositiveInt(), default=65536, show_default=True, help="largest batch tried"
+    "--limit",
+    type=PositiveInt(),
+    help="largest value tried (default: batch 65536; the model's longest sequence)",
 )
-def maxbatch(model: str, start: int, limit: int, db: Path, as_json: bool, **flags: Any) -> None:
-    """Find the largest batch per device that trains MODEL (doubling, then bisection).
+@click.option(
+    "--find",
+    type=click.Choice(["batch", "seq-len"]),
+    default="batch",
+    show_default=True,
+    help="search the batch per device, or the sequence length at --batch-size",
+)
+@click.option(
+    "--batch-size",
+    "-b",
+    type=PositiveInt(),
+    default=1,
+    show_default=True,
+    help="batch per device while searching the sequence length",
+)
+@click.option(
+    "--devices", type=PositiveInt(), default=1, show_default=True, help="devices per node"
+)
+@click.option(
+    "--parallel",
+    type=click.Choice(["auto", "none", "ddp", "fsdp"]),
+    default="auto",
+    show_default=True,
+    help="data parallelism over --devices (fsdp: sharded)",
+)
+@apply_options(sharding_options)
+def maxbatch(
+    model: str,
+    start: int,
+    limit: int | None,
+    find: str,
+    batch_size: int,
+    db: Path,
+    as_json: bool,
+    **flags: Any,
+) -> None:
+    """Find the largest batch per device (or, with --find seq-len, the longest sequence)
+    that trains MODEL, alone or on --devices ranks (doubling, then bisection).
 
-    Every probe is the case at one batch size in its own process (1 warm-up and 2
-    measured steps). The answer is stored; suites use it through `batch_size: max`.
+    Every probe is the case at one value in its own process or torchrun job (1 warm-up
+    and 2 measured steps). A batch answer is stored; suites use it through
+    `batch_size: max`. A sequence-length answer is printed only.
     """
     import tempfile
 
@@ -307,29 +351,53 @@ def maxbatch(model: str, start: int, limit: int, db: Path, as_json: bool, **flag
     from trainperf.runner import Interrupted, StopFlag
     from trainperf.store import Store
 
+    dimension = "seq_len" if find == "seq-len" else "batch_size"
+    if dimension == "seq_len":
+        if flags.get("seq_len") is not None:
+            raise BadInput("--find seq-len searches the sequence length: leave out --seq-len")
+        flags["seq_len"] = 1
+    else:
+        batch_size = 1
+    record, capabilities = open_machine(db)
+    template = case_from_flags(capabilities, model=model, batch_size=batch_size, **flags)
+    if dimension == "seq_len":
+        spec = zoo_spec(template.model)
+        if spec is None or not spec.is_language_model:
+            raise BadInput(f"--find seq-len needs a language model of the zoo, not {model}")
+        ceiling = spec.max_size or search.DEFAULT_LIMIT
+        limit = min(limit, ceiling) if limit else ceiling
+    limit = limit or search.DEFAULT_LIMIT
     if start > limit:
         raise BadInput(f"--start {start} is above --limit {limit}")
-    record, capabilities = open_machine(db)
-    template = case_from_flags(capabilities, model=model, batch_size=1, **flags)
+    what = "batch" if dimension == "batch_size" else "sequence length"
 
     def show(probe: Any) -> None:
         verdict = "fits" if probe.fits else f"does not fit ({probe.status})"
-        stderr.print(f"  batch {probe.batch_size}: {verdict}", markup=False)
+        stderr.print(f"  {what} {probe.batch_size}: {verdict}", markup=False)
 
-    label = template.label().replace(" b1", "")
-    stderr.print(f"searching the largest batch of {label}", markup=False)
+    label = template.label().replace(" b1", "").replace(" @1", "")
+    stderr.print(f"searching the largest {what} of {label}", markup=False)
     try:
         with (
             tempfile.TemporaryDirectory(prefix="trainperf-") as tmp,
             StopFlag().installed() as stop,
         ):
             found = search.find_max_batch(
-                template, Path(tmp), start=start, limit=limit, on_probe=show, stop=stop
+                template,
+                Path(tmp),
+                start=start,
+                limit=limit,
+                on_probe=show,
+                stop=stop,
+                dimension=dimension,
             )
     except search.SearchFailed as exc:
         fail(str(exc), EXIT_FAILED_CASES)
     except Interrupted as exc:
         fail(f"interrupted by {exc}: nothing stored", 128 + exc.signum)
+    if dimension == "seq_len":
+        _show_longest_sequence(found, template, as_json)
+        return
     with Store(db) as store:
         store.add_system(record)
         document = found.as_dict() | {
@@ -352,6 +420,36 @@ def maxbatch(model: str, start: int, limit: int, db: Path, as_json: bool, **flag
             f"largest batch that trains: {answer}" + (f" ({found.note})" if found.note else ""),
             markup=False,
         )
+    if found.batch_size is None:
+        sys.exit(EXIT_FAILED_CASES)
+
+
+def zoo_spec(name: str) -> Any:
+    """The zoo spec of ``name``; None for a user's network (never run here)."""
+    from trainperf import models as zoo
+
+    return None if zoo.is_custom_reference(name) else zoo.get(name)
+
+
+def _show_longest_sequence(found: Any, template: Any, as_json: bool) -> None:
+    """The answer of a sequence-length search: printed (or JSON), not stored."""
+    probes = found.as_dict()["probes"]
+    for probe in probes:
+        probe["seq_len"] = probe.pop("batch_size")
+    document = {
+        "seq_len": found.batch_size,
+        "batch_size": template.batch_size,
+        "note": found.note,
+        "probes": probes,
+        "case": template.model_dump(),
+        "stored": False,
+    }
+    if as_json:
+        emit_json(document)
+    else:
+        answer = found.batch_size or "none"
+        note = f" ({found.note})" if found.note else ""
+        stdout.print(f"longest sequence that trains: {answer}{note}", markup=False)
     if found.batch_size is None:
         sys.exit(EXIT_FAILED_CASES)
 

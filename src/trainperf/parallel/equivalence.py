@@ -8,13 +8,20 @@ computes the same mean gradient, up to the order of floating-point sums, so the 
 parameter difference after K steps and the largest difference of the per-step global loss
 (the mean of the ranks' slice losses) must stay below a tolerance suited to the precision.
 
-Dropout is switched off in both runs: its random masks are drawn per process and cannot
-match between layouts. BatchNorm normalizes over each rank's slice, unlike the sequential
-run over the whole batch: such models are reported as not equivalent, with that note.
+Dropout is switched off in both runs (``nn.Dropout`` modules and the attention dropout
+the zoo's transformers pass to SDPA as ``dropout_p``): its random masks are drawn per
+process and cannot match between layouts. BatchNorm normalizes over each rank's slice,
+unlike the sequential run over the whole batch: such models are reported as not
+equivalent, with that note.
 
 Both parts train with the benchmark's step (``trainperf.training_step.build_model`` and
-``make_step``): the same precision handling (fp16 with a GradScaler), channels-last and
-compile; the parallel part wraps the model in plain DistributedDataParallel.
+``make_step``): the same precision handling (fp16 with a GradScaler), channels-last,
+compile and activation checkpointing; the parallel part wraps the model in plain
+DistributedDataParallel, or shards it with FSDP2 (``parallel: fsdp``, the case's FSDP
+options): then each rank holds a shard of every weight and of its optimizer state, and the
+final weights are gathered whole (``DTensor.full_tensor``) before they are compared. Under
+bf16 the sharded run computes with bf16 weights (FSDP's mixed-precision policy), not under
+autocast alone, so its tolerance is bf16's.
 
 Flow: the parallel part runs under torchrun and rank 0 saves its final parameters; the
 sequential part then runs in one process, loads them and compares.
@@ -82,7 +89,7 @@ def run_part(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
 
 def train(case: Case, steps: int, job: Any) -> tuple[list[float], torch.Tensor]:
     """K steps on the global batch (this rank's slice of it); losses and final weights."""
-    from trainperf.parallel.wrap import wrap_ddp
+    from trainperf.parallel.wrap import wrap_ddp, wrap_fsdp
     from trainperf.training_step import StepOptions, build_model, make_step
 
     spec = models.get(case.model)
@@ -91,11 +98,18 @@ def train(case: Case, steps: int, job: Any) -> tuple[list[float], torch.Tensor]:
     if case.threads:
         torch.set_num_threads(case.threads)
     size = spec.resolve_size(getattr(case, spec.size_name))
-    model = build_model(spec, device, case.precision, case.seed, rank)
+    sharded = job is not None and case.mode == "fsdp"
+    model = build_model(spec, device, case.precision, case.seed, rank, deferred=sharded)
     for module in model.modules():
         if isinstance(module, nn.Dropout):
             module.eval()  # see the module docstring
-    wrap = (lambda built: wrap_ddp(built, device)) if job else None
+        if hasattr(module, "dropout_p"):
+            module.dropout_p = 0.0  # the zoo's attention dropout inside SDPA
+    wrap = None
+    if sharded:
+        wrap = lambda built: wrap_fsdp(built, case, device)  # noqa: E731
+    elif job:
+        wrap = lambda built: wrap_ddp(built, device)  # noqa: E731
     # One batch per optimizer step in both parts: the case's grad_accum is not compared.
     step = make_step(spec, model, device, StepOptions.of(case, grad_accum=1), wrap=wrap)
     share = case.batch_size // world
@@ -111,7 +125,9 @@ def train(case: Case, steps: int, job: Any) -> tuple[list[float], torch.Tensor]:
             torch.distributed.all_reduce(global_loss)
             global_loss /= world
         losses.append(float(global_loss))
-    params = torch.cat([p.detach().double().flatten().cpu() for p in step.model.parameters()])
+    # A sharded parameter (DTensor) is gathered whole, on every rank (a collective).
+    whole = [p.full_tensor() if hasattr(p, "full_tensor") else p for p in step.model.parameters()]
+    params = torch.cat([p.detach().double().flatten().cpu() for p in whole])
     return losses, params
 
 

@@ -10,6 +10,16 @@ Metrics added to the single-device ones (all from every rank's own step times):
   compute step, the all-reduce time the backward pass did not hide, and
   ``comm_exposed_share`` = comm_exposed_s / median step. Noise can make it slightly
   negative; it is reported as measured.
+- fsdp: the step without communication replaces FSDP's collectives by local copies of the
+  same bytes (trainperf.parallel.fsdp.local_collectives): first the all-gathers
+  (``gather_free_step_s_median``), then the reduce-scatters too (``compute_step_s_median``).
+  ``comm_exposed_all_gather_s`` = median step - gather-free step and
+  ``comm_exposed_reduce_scatter_s`` = gather-free step - compute step; they add up to
+  ``comm_exposed_s``. The swap spoils the weights, so these steps come last.
+- memory per rank (``ranks``, and the largest rank's at the top level): parameters,
+  gradients and optimizer state counted from this rank's tensors (its shards under fsdp),
+  and on a GPU what one forward pass holds when it ends (activations and output,
+  ``mem_activations_bytes``; absent on a CPU, with the reason).
 With real data each rank loads its own DistributedSampler shard; the data wait of step i
 is its longest over the ranks (trainperf.benchmark's data metrics), and ``ranks`` gives
 each rank's ``data_wait_s_median``. The no-sync steps fetch their data too, so the data
@@ -26,11 +36,12 @@ from typing import Any
 import torch
 
 from trainperf.case import Case, model_of
-from trainperf.measure.memory import read_peak, reset_peak
+from trainperf.measure.memory import memory_split, read_peak, reset_peak
 from trainperf.measure.policy import parse_policy
 from trainperf.measure.probes import CaseProbes, probe_metrics
 from trainperf.measure.timed_steps import StepRecord, measure_steps
 from trainperf.measure.timer import make_timer
+from trainperf.parallel.fsdp import local_collectives
 from trainperf.parallel.group import AgreedPolicy, RankGroup, default_threads
 from trainperf.training_step import TrainingStep, build_training_step
 
@@ -63,9 +74,10 @@ def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[st
             probes=probes,
             data_timer=training.data_timer,
         )
-        on_phase("measuring compute only")
-        compute_s = measure_compute_only(training, len(record.step_s), job.device.type)
         final_loss = float(training.step().detach())
+        memory = memory_split(training.model, training.optimizer, training.step, job.device)
+        on_phase("measuring compute only")
+        compute = measure_without_communication(case, training, len(record.step_s), job.device)
         training.close()
         on_phase("gathering")
         mine = {
@@ -75,7 +87,8 @@ def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[st
             "warmup_s": record.warmup_s,
             "step_s": record.step_s,
             "data_wait_s": record.data_wait_s,
-            "compute_step_s": compute_s,
+            **compute,
+            "memory": memory,
             "mem_peak_bytes": read_peak(job.device).mem_peak_bytes,
             "final_loss": final_loss,
             "readings": probes.readings,
@@ -116,16 +129,33 @@ def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[st
         return {"device": info, "metrics": metrics}
 
 
-def measure_compute_only(training: TrainingStep, steps: int, device_type: str) -> list[float]:
-    """Times of steps with no gradient synchronization (as many as measured, 5 to 100)."""
+def measure_without_communication(
+    case: Case, training: TrainingStep, steps: int, device: torch.device
+) -> dict[str, list[float]]:
+    """Step times without communication (module doc): ``compute_step_s`` (and under fsdp
+    ``gather_free_step_s``), as many steps as measured, 5 to 100; empty lists when the
+    mode has nothing to take away."""
+    if case.mode == "fsdp":
+        local_collectives(training.model, all_gather=True, reduce_scatter=False)
+        gather_free = time_steps(training.step, steps, device.type)
+        local_collectives(training.model, all_gather=False, reduce_scatter=True)
+        return {
+            "gather_free_step_s": gather_free,
+            "compute_step_s": time_steps(training.step, steps, device.type),
+        }
     if training.compute_only is None:
-        return []
+        return {"compute_step_s": []}
+    return {"compute_step_s": time_steps(training.compute_only, steps, device.type)}
+
+
+def time_steps(step: Callable[[], object], steps: int, device_type: str) -> list[float]:
+    """Times of ``step()`` after a short warm-up (5 to 100 of them)."""
     for _ in range(COMPUTE_WARMUP_STEPS):
-        training.compute_only()
+        step()
     timer = make_timer(device_type)
     for _ in range(min(max(steps, COMPUTE_MIN_STEPS), COMPUTE_MAX_STEPS)):
         timer.start()
-        training.compute_only()
+        step()
         timer.stop()
     return timer.durations()
 
@@ -148,6 +178,7 @@ def rank_metrics(everyone: list[dict[str, Any]], case: Case) -> dict[str, Any]:
                 "step_s_median": median,
                 "samples_per_s_median": samples_per_rank_step / median,
                 "mem_peak_bytes": r["mem_peak_bytes"],
+                **r["memory"],
             }
         )
         if r.get("data_wait_s") is not None:
@@ -162,6 +193,8 @@ def rank_metrics(everyone: list[dict[str, Any]], case: Case) -> dict[str, Any]:
         "rank_step_s": [r["step_s"] for r in everyone],
         "mem_peak_bytes": max(r["mem_peak_bytes"] for r in everyone),
         "mem_peak_source": "max over ranks",
+        # The rank whose state is largest (under fsdp the one with the padded shards).
+        **max((r["memory"] for r in everyone), key=lambda m: m["mem_params_bytes"]),
     }
     compute = [r["compute_step_s"] for r in everyone]
     if all(compute):
@@ -172,5 +205,13 @@ def rank_metrics(everyone: list[dict[str, Any]], case: Case) -> dict[str, Any]:
             "compute_step_s": slowest_per_step(compute),
             "comm_exposed_s": exposed,
             "comm_exposed_share": exposed / step_median,
+        }
+    gather_free = [r.get("gather_free_step_s") for r in everyone]
+    if all(compute) and all(gather_free):
+        gather_free_median = statistics.median(slowest_per_step(gather_free))
+        metrics |= {
+            "gather_free_step_s_median": gather_free_median,
+            "comm_exposed_all_gather_s": step_median - gather_free_median,
+            "comm_exposed_reduce_scatter_s": gather_free_median - compute_median,
         }
     return metrics

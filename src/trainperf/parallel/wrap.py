@@ -1,4 +1,5 @@
-"""Data-parallel wrapping of a model: DataParallel, or DistributedDataParallel with options.
+"""Data-parallel wrapping of a model: DataParallel, DistributedDataParallel with options, or
+FSDP2 sharding (trainperf.parallel.fsdp).
 
 Every path that trains under data parallelism (the benchmark's step, the equivalence
 check, time-to-accuracy training) wraps its model here, so a DDP option means the same
@@ -26,6 +27,8 @@ def wrap_parallel(model: nn.Module, case: Case, device: torch.device) -> nn.Modu
     """The model wrapped for the case's parallel mode."""
     if case.mode == "dp":
         return nn.DataParallel(model, device_ids=dp_device_ids(case))
+    if case.mode == "fsdp":
+        return wrap_fsdp(model, case, device)
     if case.mode != "ddp":
         return model
     options: dict = {"static_graph": case.static_graph}
@@ -38,6 +41,26 @@ def wrap_parallel(model: nn.Module, case: Case, device: torch.device) -> nn.Modu
         hook = {"fp16": default_hooks.fp16_compress_hook, "bf16": default_hooks.bf16_compress_hook}
         ddp.register_comm_hook(None, hook[case.grad_compression])
     return ddp
+
+
+def wrap_fsdp(model: nn.Module, case: Case, device: torch.device) -> nn.Module:
+    """``model`` sharded with the case's FSDP options. A model built on the meta device
+    (one with ``init_weights``, ``build_model(deferred=True)``) is materialised after
+    sharding, each rank allocating and initialising its shard only (the case's seed)."""
+    from trainperf.parallel.fsdp import shard
+
+    sharded = shard(
+        model,
+        case.model,
+        precision=case.precision,
+        reduce=case.fsdp_reduce,
+        reshard_after_forward=case.reshard_after_forward,
+        device=device,
+    )
+    if any(param.is_meta for param in sharded.parameters()):
+        sharded.to_empty(device=device)
+        sharded.init_weights(case.seed)
+    return sharded
 
 
 def wrap_ddp(model: nn.Module, device: torch.device, **options: Any) -> nn.Module:

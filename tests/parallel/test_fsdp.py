@@ -1,0 +1,196 @@
+"""Sharded data parallelism (FSDP2) and activation checkpointing: which models can be
+wrapped, the refusals, checkpointed gradients, and real 2-rank gloo jobs on the CPU (the
+measured case with its memory split and exposed collectives, and the sequential
+equivalence of the sharded run)."""
+
+import json
+import textwrap
+
+import pytest
+import torch
+
+from trainperf import models
+from trainperf.case import CaseError, DeviceKind, check_case, make_case
+from trainperf.maxbatch import memory_key
+from trainperf.parallel.fsdp import apply_checkpointing, find_blocks, probe_blocks
+
+CPU = {"cpu": DeviceKind(2)}
+GPUS = {"cpu": DeviceKind(2), "cuda": DeviceKind(2, (9, 0))}
+TINY = ["--seq-len", "32", "--device", "cpu", "--runs", "1"]
+
+
+@pytest.mark.parametrize(
+    ("name", "blocks", "count"),
+    [("llama-tiny", "layers", 2), ("gpt2-small", "blocks", 12), ("resnet50", None, 0)],
+)
+def test_the_repeated_blocks_of_a_transformer_are_found(name, blocks, count):
+    with torch.device("meta"):
+        found = find_blocks(models.get(name).build())
+    assert (found[0] if found else None) == blocks
+    assert (len(found[1]) if found else 0) == count
+
+
+@pytest.mark.parametrize(
+    ("fields", "capabilities", "message"),
+    [
+        ({"model": "resnet18", "parallel": "fsdp", "devices": 2}, CPU, "resnet18 has no repeated"),
+        (
+            {"model": "vgg16", "activation_checkpointing": "full"},
+            CPU,
+            "vgg16 has no repeated blocks",
+        ),
+        (
+            {"model": "llama-tiny", "parallel": "dp", "devices": 2, "device": "cuda"}
+            | {"activation_checkpointing": "full"},
+            GPUS,
+            "activation_checkpointing applies to parallel none, ddp or fsdp, not dp",
+        ),
+        (
+            {"model": "llama-tiny", "devices": 2, "reshard_after_forward": False},
+            CPU,
+            "reshard_after_forward false applies to parallel fsdp, not ddp",
+        ),
+        (
+            {"model": "llama-tiny", "parallel": "fsdp", "devices": 2, "fsdp_reduce": "bf16"},
+            CPU,
+            "fsdp_reduce bf16 needs precision bf16",
+        ),
+        (
+            {"model": "llama-tiny", "parallel": "fsdp", "devices": 2, "precision": "fp16"},
+            CPU,
+            "precision fp16 with parallel fsdp is not supported",
+        ),
+    ],
+)
+def test_combinations_that_cannot_run_are_refused_in_one_line(fields, capabilities, message):
+    with pytest.raises(CaseError, match=message) as info:
+        check_case(make_case(batch_size=2, **fields), capabilities)
+    assert "\n" not in str(info.value)
+
+
+USER_NETS = """
+    from torch import nn
+
+    def convnet():
+        return nn.Sequential(nn.Conv2d(3, 8, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                             nn.Linear(8, 10))
+
+    class Stack(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList(nn.Linear(3, 3) for _ in range(2))
+            self.head = nn.Linear(3, 10)
+
+        def forward(self, x):
+            x = x.mean((2, 3))
+            for block in self.blocks:
+                x = block(x)
+            return self.head(x)
+
+    def stack():
+        return Stack()
+
+    def broken():
+        raise RuntimeError("the user's bug")
+"""
+
+
+def test_a_users_network_is_probed_in_a_child_process(tmp_path, monkeypatch):
+    (tmp_path / "shardnets.py").write_text(textwrap.dedent(USER_NETS))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert "shardnets:convnet has no repeated blocks" in probe_blocks("shardnets:convnet")
+    assert probe_blocks("shardnets:stack") is None
+    # Its failure is the case's own, recorded by its worker: nothing is decided here.
+    assert probe_blocks("shardnets:broken") is None
+    case = make_case(model="shardnets:convnet", batch_size=2, parallel="fsdp", devices=2)
+    with pytest.raises(CaseError, match="no repeated blocks"):
+        check_case(case, CPU)
+
+
+@pytest.mark.parametrize("mode", ["full", "selective"])
+def test_checkpointed_blocks_give_the_gradients_of_the_plain_model(mode):
+    spec = models.get("llama-tiny")
+    ids, targets = spec.example_batch(2, seq_len=16)
+
+    def gradients(checkpointing):
+        torch.manual_seed(0)
+        model = spec.build()
+        apply_checkpointing(model, checkpointing, spec.name)
+        spec.loss(model(ids), targets).backward()
+        return [p.grad for p in model.parameters()]
+
+    plain, checkpointed = gradients("none"), gradients(mode)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(plain, checkpointed, strict=True))
+
+
+def test_sharding_options_have_their_own_memory_keys_and_labels():
+    ddp = make_case(model="llama-tiny", batch_size=2, devices=2)
+    fsdp = ddp.model_copy(update={"parallel": "fsdp"})
+    checkpointed = fsdp.model_copy(update={"activation_checkpointing": "full"})
+    assert len({memory_key(ddp), memory_key(fsdp), memory_key(checkpointed)}) == 3
+    assert checkpointed.label() == "llama-tiny b2 fp32 cpu fsdp x2 ac-full"
+    assert fsdp.processes == 2 and fsdp.replicas == 2
+
+
+def test_a_sharded_checkpointed_case_measures_on_two_cpu_ranks(tmp_path, run_cli):
+    code, out, _ = run_cli(
+        ["run", "-m", "llama-tiny", "-b", 2, "--parallel", "fsdp", "--devices", 2]
+        + ["--activation-checkpointing", "full", "--steps", "fixed:1:4", *TINY]
+        + ["--db", tmp_path / "r.db", "--json"]
+    )
+    (result,) = json.loads(out)["results"]
+    assert code == 0, result["error"]
+    m = result["metrics"]
+    assert m["world_size"] == 2 and result["device"]["backend"] == "gloo"
+    assert m["tokens_per_s_median"] == pytest.approx(m["samples_per_s_median"] * 32)
+    assert m["mfu"] is None and "no data-sheet peak" in m["mfu_absent_reason"]
+    # Each of the two ranks holds half of every weight (the tiny shapes split evenly),
+    # gradient and AdamW moment.
+    params = sum(p.numel() for p in models.get("llama-tiny").build().parameters())
+    assert m["mem_params_bytes"] == m["mem_grads_bytes"] == 4 * params // 2
+    assert m["mem_optimizer_bytes"] == 2 * 4 * params // 2
+    assert m.get("mem_activations_bytes") is None
+    assert "CUDA devices only" in m["mem_activations_absent"]
+    (run,) = result["runs"]
+    for rank in run["metrics"]["ranks"]:
+        assert rank["mem_params_bytes"] == m["mem_params_bytes"]
+    exposed = m["comm_exposed_all_gather_s"] + m["comm_exposed_reduce_scatter_s"]
+    assert exposed == pytest.approx(m["comm_exposed_s"])
+    assert m["compute_step_s_median"] > 0 and m["gather_free_step_s_median"] > 0
+
+
+def test_the_sharded_run_is_sequentially_equivalent(run_cli):
+    code, out, _ = run_cli(
+        ["equivalence", "llama-tiny", "--devices", 2, "--parallel", "fsdp", "--steps", 3]
+        + ["--activation-checkpointing", "selective", "--seq-len", 16, "--device", "cpu"]
+        + ["--json"]
+    )
+    m = json.loads(out)["metrics"]
+    assert code == 0 and m["equivalent"] is True, m
+    assert m["max_loss_diff"] <= 1e-5 and m["max_param_diff"] <= 1e-5
+    assert m["parameters"] == sum(p.numel() for p in models.get("llama-tiny").build().parameters())
+
+
+def test_the_longest_sequence_of_a_sharded_case_is_searched(tmp_path, run_cli):
+    code, out, _ = run_cli(
+        ["maxbatch", "llama-tiny", "--find", "seq-len", "--devices", 2, "--parallel", "fsdp"]
+        + ["--limit", 64, "--start", 32, "--device", "cpu", "--db", tmp_path / "r.db", "--json"]
+    )
+    document = json.loads(out)
+    assert code == 0 and document["seq_len"] == 64 and document["stored"] is False
+    assert [p["seq_len"] for p in document["probes"]] == [32, 64]
+    assert "no larger sequence length" in document["note"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--find", "seq-len", "--seq-len", "8"], "leave out --seq-len"),
+        (["--find", "seq-len", "--image-size", "8"], "give seq_len, not image_size"),
+    ],
+)
+def test_bad_max_fit_searches_exit_2(tmp_path, run_cli, args, message):
+    code, _, err = run_cli(["maxbatch", "llama-tiny", *args, "--db", tmp_path / "r.db"])
+    assert code == 2 and message in err
+    assert not (tmp_path / "r.db").exists()
