@@ -66,6 +66,7 @@ BUILTIN = (
     "cpu-engines",
     "loader-workers",
     "frameworks",
+    "llm",
 )
 
 # Bounds on what one suite file may ask of the loader (module docstring; README).

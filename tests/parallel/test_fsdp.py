@@ -21,7 +21,13 @@ TINY = ["--seq-len", "32", "--device", "cpu", "--runs", "1"]
 
 @pytest.mark.parametrize(
     ("name", "blocks", "count"),
-    [("llama-tiny", "layers", 2), ("gpt2-small", "blocks", 12), ("resnet50", None, 0)],
+    [
+        ("llama-tiny", "layers", 2),
+        ("gpt2-small", "blocks", 12),
+        ("bert-squad", "bert.layers", 12),
+        ("resnet50", None, 0),
+        ("inception_v4", None, 0),  # its lists of parallel branches hold few weights
+    ],
 )
 def test_the_repeated_blocks_of_a_transformer_are_found(name, blocks, count):
     with torch.device("meta"):
@@ -78,11 +84,12 @@ USER_NETS = """
     class Stack(nn.Module):
         def __init__(self):
             super().__init__()
-            self.blocks = nn.ModuleList(nn.Linear(3, 3) for _ in range(2))
-            self.head = nn.Linear(3, 10)
+            self.stem = nn.Linear(3, 8)
+            self.blocks = nn.ModuleList(nn.Linear(8, 8) for _ in range(3))
+            self.head = nn.Linear(8, 10)
 
         def forward(self, x):
-            x = x.mean((2, 3))
+            x = self.stem(x.mean((2, 3)))
             for block in self.blocks:
                 x = block(x)
             return self.head(x)

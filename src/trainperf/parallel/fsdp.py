@@ -1,9 +1,11 @@
 """Sharded data parallelism (FSDP2) and activation checkpointing of a model's blocks.
 
 **Blocks.** Both work on a transformer's repeated blocks: the ``nn.ModuleList`` whose
-members are all of one class (GPT-2's ``blocks``, BERT's encoder layers, Llama's
-``layers``); with several such lists, the one holding the most parameters. A model without
-one (the CNNs, a user's network built otherwise) cannot be wrapped this way, and a case
+members are all of one class and which holds at least half of the model's parameters
+(GPT-2's ``blocks``, BERT's encoder layers, Llama's ``layers``; not, say, a list of
+parallel branches inside one Inception module); with several such lists, the one holding
+the most parameters. A model without one (the CNNs, a user's network built otherwise)
+cannot be wrapped this way, and a case
 asking for it is refused (``trainperf.case``; a user's network is probed in a child
 process, ``probe_blocks``, so that its code never runs in trainperf's own process).
 
@@ -48,6 +50,8 @@ import torch
 from torch import nn
 
 CHECKPOINTING = ("none", "full", "selective")
+# The smallest share of a model's parameters its repeated blocks hold (module doc).
+BLOCKS_MIN_SHARE = 0.5
 PROBE_TIMEOUT_S = 120.0
 
 
@@ -57,25 +61,29 @@ class NoBlocks(ValueError):
 
 def find_blocks(model: nn.Module) -> tuple[str, nn.ModuleList] | None:
     """(name, list) of the model's repeated blocks (module doc), or None."""
+
+    def size(module: nn.Module) -> int:
+        return sum(p.numel() for p in module.parameters())
+
     candidates = [
         (name, module)
         for name, module in model.named_modules()
         if isinstance(module, nn.ModuleList)
         and len(module) > 0
         and len({type(block) for block in module}) == 1
+        and size(module) >= BLOCKS_MIN_SHARE * size(model)
     ]
-    if not candidates:
-        return None
-    return max(candidates, key=lambda item: sum(p.numel() for p in item[1].parameters()))
+    return max(candidates, key=lambda item: size(item[1]), default=None)
 
 
 def blocks_of(model: nn.Module, model_name: str) -> nn.ModuleList:
     found = find_blocks(model)
     if found is None:
         raise NoBlocks(
-            f"{model_name} has no repeated blocks (an nn.ModuleList of modules of one class, "
-            "as transformers hold their layers): parallel fsdp and activation checkpointing "
-            "wrap those; use parallel ddp and activation_checkpointing none"
+            f"{model_name} has no repeated blocks (an nn.ModuleList of modules of one class "
+            "holding most of its weights, as transformers hold their layers): parallel fsdp "
+            "and activation checkpointing wrap those; use parallel ddp and "
+            "activation_checkpointing none"
         )
     return found[1]
 
