@@ -40,6 +40,13 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
         "(`trainperf run frameworks`)",
     ),
     (
+        "llm",
+        "Language models",
+        ("llm-",),
+        "no language-model workload measured under two methods (parallel mode or activation "
+        "checkpointing) on the same devices (`trainperf run llm`)",
+    ),
+    (
         "batch",
         "Throughput against batch size",
         ("throughput-vs-batch",),
@@ -183,6 +190,7 @@ def render(db_path: Path, generated_at: str | None = None) -> tuple[str, ReportS
     """The report page for the database at ``db_path`` and what it holds."""
     from trainperf.report.figure_set import all_figures
     from trainperf.report.figures_convergence import convergence_figures
+    from trainperf.report.figures_llm import llm_figures
     from trainperf.store import Store
 
     with Store.copy_of(db_path) as store:  # reads without writing anything
@@ -191,7 +199,9 @@ def render(db_path: Path, generated_at: str | None = None) -> tuple[str, ReportS
         systems = store.systems()
         train_runs = store.train_runs()
     hosts = {s["fingerprint"]: s.get("hostname", "?") for s in systems}
+    llm = llm_figures(results)  # each with the table shown under it
     figures = all_figures(results, micro_runs, hosts) + convergence_figures(train_runs)
+    figures += [f.figure for f in llm]
     sections = []
     for anchor, title, prefixes, empty in SECTIONS:
         chosen = [f for f in figures if f.key.startswith(prefixes)]
@@ -222,6 +232,7 @@ def render(db_path: Path, generated_at: str | None = None) -> tuple[str, ReportS
             failed=failed,
             comparison=comparison,
             sections=sections,
+            figure_tables={f.figure.key: f.table for f in llm},
             figure_count=len(figures),
         )
     )
