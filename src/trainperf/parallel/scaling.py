@@ -5,9 +5,11 @@ For N devices (devices per node x nodes):
     efficiency(N) = throughput(N) / (N x throughput(1))
 with throughput the global median samples/s. The baseline is the newest ok one-device
 result of the same system and setting: every case field except devices, nodes, parallel
-mode, seed, timeout and threads, the DDP options (bucket size, gradient compression,
-static graph: a single device has no all-reduce to tune), and (a one-device run being
-both) the scaling mode. Results differing in DDP options stay apart as rows.
+mode, seed, timeout and threads, the DDP and FSDP options (bucket size, gradient
+compression, static graph; resharding, reduce dtype: a single device has no collective to
+tune), and (a one-device run being both) the scaling mode. Results differing in parallel
+mode (ddp, fsdp, dp) or in those options stay apart as rows; activation checkpointing is
+part of the setting (the one-device baseline recomputes as the N-device run does).
 ``batch_size`` stays in the setting: for weak scaling it is the batch per device, for
 strong scaling the global batch, so in both cases the baseline has the batch it should.
 Without a baseline, speedup and efficiency are absent with the reason, never guessed.
@@ -25,13 +27,15 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from trainperf.case import label_of
+from trainperf.case import label_of, parallel_mode
 from trainperf.case_result import run_estimates
 from trainperf.measure.hierarchy import MIN_RUNS_FOR_INTERVAL, ratio_interval
 
 # Fields that may differ between the N-device result and its baseline.
 NOT_IN_SETTING = ("devices", "nodes", "parallel", "seed", "timeout_s", "threads", "scaling")
 DDP_OPTIONS = ("bucket_mb", "grad_compression", "static_graph")
+FSDP_OPTIONS = ("reshard_after_forward", "fsdp_reduce")
+PARALLEL_OPTIONS = DDP_OPTIONS + FSDP_OPTIONS
 NO_BASELINE = "no ok 1-device result of the same setting on this system"
 
 
@@ -47,7 +51,8 @@ def setting_key(case: dict[str, Any], without: tuple[str, ...] = ()) -> str:
 
 
 def ddp_options(case: dict[str, Any]) -> str:
-    """'bucket 1 MiB, fp16 gradients, static graph', or '' for PyTorch's defaults."""
+    """The options of the case's parallel mode away from PyTorch's defaults: 'bucket 1 MiB,
+    fp16 gradients, static graph' (DDP), 'no reshard, bf16 reduce' (FSDP), or ''."""
     options = []
     if case.get("bucket_mb"):
         options.append(f"bucket {case['bucket_mb']:g} MiB")
@@ -55,6 +60,10 @@ def ddp_options(case: dict[str, Any]) -> str:
         options.append(f"{case['grad_compression']} gradients")
     if case.get("static_graph"):
         options.append("static graph")
+    if case.get("reshard_after_forward") is False:
+        options.append("no reshard")
+    if case.get("fsdp_reduce", "fp32") != "fp32":
+        options.append(f"{case['fsdp_reduce']} reduce")
     return ", ".join(options)
 
 
@@ -64,7 +73,7 @@ def device_count(case: dict[str, Any]) -> int:
 
 def scaling_rows(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per system, setting, scaling mode and device count (newest result wins)."""
-    newest: dict[tuple[str, str, str, int], dict[str, Any]] = {}
+    newest: dict[tuple[str, str, str, str, int], dict[str, Any]] = {}
     baselines: dict[tuple[str, str], dict[str, Any]] = {}
     for result in results:  # oldest first: later ones replace earlier ones
         if result["status"] != "ok":
@@ -73,21 +82,32 @@ def scaling_rows(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         count = device_count(case)
         scaling = case.get("scaling", "weak") if count > 1 else "any"
         system = result["system"]["fingerprint"]
-        newest[(system, setting_key(case), scaling, count)] = result
+        mode = parallel_mode(case)
+        newest[(system, setting_key(case), mode, scaling, count)] = result
         if count == 1:
-            baselines[(system, setting_key(case, DDP_OPTIONS))] = result
+            baselines[(system, setting_key(case, PARALLEL_OPTIONS))] = result
 
     rows = []
     emitted_baselines = set()
-    for (system, _, scaling, count), result in newest.items():
+    for (system, _, _, scaling, count), result in newest.items():
         if count == 1:
             continue
-        baseline = baselines.get((system, setting_key(result["case"], DDP_OPTIONS)))
+        baseline = baselines.get((system, setting_key(result["case"], PARALLEL_OPTIONS)))
         rows.append(_row(result, count, scaling, baseline))
         if baseline is not None and (baseline["id"], scaling) not in emitted_baselines:
             emitted_baselines.add((baseline["id"], scaling))
             rows.append(_row(baseline, 1, scaling, baseline))
-    rows.sort(key=lambda r: (r["model"], r["hostname"], r["setting"], r["scaling"], r["devices"]))
+    rows.sort(
+        key=lambda r: (
+            r["model"],
+            r["hostname"],
+            r["setting"],
+            r["scaling"],
+            r["devices"] > 1,
+            r["parallel"],
+            r["devices"],
+        )
+    )
     return rows
 
 
@@ -101,6 +121,7 @@ def _row(
         "hostname": result["system"].get("hostname"),
         "system": result["system"]["fingerprint"],
         "setting": label_of(case | {"devices": 1, "nodes": 1, "parallel": "none"}),
+        "parallel": parallel_mode(case),
         "ddp_options": ddp_options(case),
         "scaling": scaling,
         "devices": count,

@@ -33,7 +33,13 @@ from matplotlib.figure import Figure as MplFigure
 from matplotlib.patches import Patch
 
 from trainperf.case import label_of, parallel_mode
-from trainperf.parallel.scaling import DDP_OPTIONS, ddp_options, device_count, setting_key
+from trainperf.parallel.scaling import (
+    DDP_OPTIONS,
+    FSDP_OPTIONS,
+    ddp_options,
+    device_count,
+    setting_key,
+)
 from trainperf.report.figures import (
     Figure,
     failed_note,
@@ -45,7 +51,6 @@ from trainperf.report.figures import (
     unique_keys,
 )
 
-FSDP_OPTIONS = ("reshard_after_forward", "fsdp_reduce")
 # Case fields outside the workload besides scaling.NOT_IN_SETTING (devices, parallel, ...);
 # batch_size and scaling re-enter as the batch per device.
 NOT_WORKLOAD = (
@@ -102,12 +107,7 @@ SIZE = (12.0, 4.4)
 def method_of(case: dict[str, Any]) -> str:
     """'ddp', 'fsdp (no reshard)', 'fsdp + full ckpt': the parallel mode with its options
     and the activation checkpointing."""
-    mode = parallel_mode(case)
-    options = ddp_options(case) if mode == "ddp" else ""
-    if mode == "fsdp":
-        reshard = ["no reshard"] if case.get("reshard_after_forward") is False else []
-        reduce = case.get("fsdp_reduce", "fp32")
-        options = ", ".join(reshard + ([f"{reduce} reduce"] if reduce != "fp32" else []))
+    mode, options = parallel_mode(case), ddp_options(case)
     checkpointing = case.get("activation_checkpointing", "none")
     return (
         mode

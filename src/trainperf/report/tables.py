@@ -187,7 +187,7 @@ def scaling_table(rows: Iterable[dict[str, Any]]) -> Table:
             escape(str(r["hostname"])),
             escape(r["setting"] + (f" ({r['ddp_options']})" if r.get("ddp_options") else "")),
             escape(str(r["scaling"])),
-            str(r["devices"]),
+            f"{r['devices']} {r['parallel']}" if r["devices"] > 1 else "1",
             f"{r['samples_per_s']:.1f}",
             _with_interval(r["speedup"], r.get("speedup_ci95"), "{:.2f}"),
             _with_interval(r["efficiency"], r.get("efficiency_ci95"), "{:.1%}", "no baseline"),
