@@ -18,6 +18,11 @@ efficiency of TCP Ethernet links. The catalog holds the fit over all rows. Every
 efficiency in the table is predicted out of sample (``leave_one_out``): the parameters
 fitted to all the other rows, then the held-out row predicted.
 
+Sharded data parallelism (FSDP2) is checked apart (``FSDP_POINTS``, ``fsdp_table``):
+torchtitan's published Llama runs, predicted from the catalog alone as `trainperf predict
+--parallel fsdp` predicts them (tokens/s per GPU, memory per GPU, MFU), with the achieved
+fraction of peak that would reproduce each measurement.
+
 After the table, a summary puts the model beside two trivial guesses (``summary``):
 "scaling is perfect" (efficiency 1, per-GPU throughput at N GPUs = the measured 1-GPU
 throughput) and "the mean of the other rows" (leave-one-out: each row is guessed from the
@@ -32,9 +37,10 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy.optimize import least_squares
+from scipy.optimize import brentq, least_squares
 
 from trainperf.predict.catalog import Catalog, load_catalog
+from trainperf.predict.fsdp import Sharding, predict_fsdp
 from trainperf.predict.model import predict
 from trainperf.predict.terms import Overhead, StepNoise
 
@@ -132,6 +138,97 @@ EXCLUDED = {
     "dell-c4140m-scaleout": "GPU count not confirmed (probably 8) and precision not stated",
     "mlperf30-h100-rn50-ttt": "time to train, not a throughput: batch and epochs differ",
 }
+
+# Rows of docs/predict-sources.md about sharded data parallelism that are not predicted.
+EXCLUDED |= {
+    "tt-a100-llama3-8b-64gpu-layer-ac": "selective checkpointing per layer (every other "
+    "block checkpointed whole): not a checkpointing mode of trainperf",
+}
+
+
+@dataclass(frozen=True)
+class FsdpPoint:
+    """One published FSDP2 run (docs/predict-sources.md, sharded data parallelism)."""
+
+    id: str
+    model: str
+    device: str
+    gpus: int
+    intra: str
+    inter: str | None
+    batch: int  # per GPU, of 8192-token sequences
+    checkpointing: str
+    tokens_per_gpu: float  # measured, tokens/s
+    memory_gib: float | None  # measured peak per GPU
+    # Ports of the catalog's inter-node link per node in the measured system (the catalog's
+    # links are one port per node): for the fraction that reproduces the run only.
+    inter_ports: int = 1
+    per_node: int = 8
+    precision: str = "bf16"
+    size: int = 8192
+
+
+FSDP_POINTS = [
+    # Grand Teton: "400 Gb/s per GPU", 8 GPUs per host: 8 NDR ports per node.
+    FsdpPoint("tt-h100-llama31-8b-8gpu", "llama3-8b", "h100-sxm", 8, "nvlink4", None, 2,
+              "selective", 5762, 82.4),
+    FsdpPoint("tt-h100-llama31-8b-128gpu", "llama3-8b", "h100-sxm", 128, "nvlink4", "ib-ndr",
+              2, "selective", 5605, 67.0, inter_ports=8),
+    # The A100 cluster's links are not published: ib-hdr is one 200 Gb/s port per node, and
+    # 8 ports (one per GPU) an assumption for the reproducing fraction.
+    FsdpPoint("tt-a100-llama3-8b-64gpu", "llama3-8b", "a100-sxm4-80gb", 64, "nvlink3",
+              "ib-hdr", 1, "selective", 2973, None, inter_ports=8),
+    FsdpPoint("tt-a100-llama3-70b-64gpu", "llama3-70b", "a100-sxm4-80gb", 64, "nvlink3",
+              "ib-hdr", 1, "full", 331, None, inter_ports=8),
+]
+
+
+def predict_fsdp_point(
+    point: FsdpPoint, catalog: Catalog, fraction: float | None = None, ports: int = 1
+) -> dict:
+    """The row `trainperf predict --parallel fsdp` prints for ``point`` (catalog noise and
+    overhead), at an achieved ``fraction`` and ``ports`` of the inter-node link if given."""
+    inter = catalog.link(point.inter) if point.inter else None
+    if inter is not None and ports > 1:
+        inter = inter.model_copy(update={"bandwidth_gbps": inter.bandwidth_gbps * ports})
+    return predict_fsdp(
+        point.model, catalog.device(point.device), [point.gpus], point.per_node,
+        catalog.link(point.intra), inter, point.batch, point.precision, size=point.size,
+        achieved_fraction=fraction, sharding=Sharding(point.checkpointing),
+        noise=catalog.data_parallel.noise(), overhead=catalog.data_parallel.overhead(),
+    )["rows"][0]
+
+
+def reproducing_fraction(point: FsdpPoint, catalog: Catalog) -> float:
+    """The achieved fraction of peak at which the prediction equals the measurement, the
+    inter-node link with the system's ``inter_ports``."""
+    def gap(fraction: float) -> float:
+        row = predict_fsdp_point(point, catalog, fraction, point.inter_ports)
+        return row["tokens_per_s_per_device"] - point.tokens_per_gpu
+
+    return brentq(gap, 0.05, 1.0, xtol=1e-4)
+
+
+def fsdp_table(catalog: Catalog) -> None:
+    """The FSDP comparison of docs/predict.md, as Markdown."""
+    print("| id | model, batch, checkpointing | system | measured tokens/s/GPU | predicted | "
+          "ratio | measured GiB/GPU | predicted | measured MFU (D) | predicted | "
+          "predicted exposed comm | fraction reproducing |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for point in FSDP_POINTS:
+        row = predict_fsdp_point(point, catalog)
+        predicted = row["tokens_per_s_per_device"]
+        measured_mfu = row["mfu"] * point.tokens_per_gpu / predicted  # MFU ∝ tokens/s
+        system = f"{point.gpus} x {point.device}, {point.intra}" + (
+            f" + {point.inter}" if point.inter else "")
+        measured_memory = "-" if point.memory_gib is None else f"{point.memory_gib:.1f}"
+        print(f"| `{point.id}` | {point.model} b{point.batch} {point.checkpointing} | {system} | "
+              f"{point.tokens_per_gpu:,.0f} | {predicted:,.0f} | "
+              f"{predicted / point.tokens_per_gpu:.2f} | {measured_memory} | "
+              f"{row['memory']['total_bytes'] / 2**30:.1f} | {measured_mfu:.1%} | "
+              f"{row['mfu']:.1%} | {row['comm_fraction']:.1%} | "
+              f"{reproducing_fraction(point, catalog):.2f} |")
+
 
 # The catalog's TCP Ethernet links whose efficiency is fitted here (RDMA and NVLink keep
 # their data-sheet-derived figures).
@@ -305,6 +402,8 @@ def main() -> None:
           f"{held.sync_overhead_s * 1e3:.1f} ms |")
     print(f"| TCP Ethernet link efficiency | {every.tcp_efficiency:.2f} | "
           f"{held.tcp_efficiency:.2f} |")
+    print()
+    fsdp_table(catalog)
 
 
 if __name__ == "__main__":

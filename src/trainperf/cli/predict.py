@@ -1,10 +1,12 @@
 """The verbs of performance prediction: ``predict`` (scaling of a model on catalog hardware,
-optionally calibrated by this machine's measurements) and ``catalog`` (the hardware known).
-Registered in trainperf.cli."""
+replicated or sharded, optionally calibrated by this machine's measurements, or the smallest
+number of devices that holds it) and ``catalog`` (the hardware known). Registered in
+trainperf.cli."""
 
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +16,37 @@ from trainperf.cli.common import (
     BadInput,
     CountList,
     PositiveInt,
+    apply_options,
     emit_json,
     format_option,
     grad_compression_option,
     json_option,
     one_output,
+    sharding_options,
     show_table,
     stdout,
 )
 from trainperf.precision import PRECISIONS
+
+GIB = 2**30
+# Options of one parallel mode only: their flag and the value that leaves them unused.
+DDP_ONLY = {"bucket_mb": ("--bucket-mb", 25.0), "grad_compression": ("--grad-compression", "none")}
+FSDP_ONLY = {
+    "activation_checkpointing": ("--activation-checkpointing", "none"),
+    "reshard_after_forward": ("--no-reshard-after-forward", True),
+    "fsdp_reduce": ("--fsdp-reduce", "fp32"),
+}
+
+
+class DeviceCounts(CountList):
+    """'1,8,64', or 'min': the smallest count that holds the model (sharded)."""
+
+    name = "counts or min"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> list[int] | str:
+        if str(value).strip() == "min":
+            return "min"
+        return super().convert(value, param, ctx)
 
 
 def _catalog_error(exc: Exception) -> BadInput:
@@ -57,7 +81,13 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
     help="catalog device (see `trainperf catalog`); may be left out with --calibrate: "
     "then this machine's device as measured",
 )
-@click.option("--devices", type=CountList(), required=True, help="device counts, e.g. 1,8,64")
+@click.option(
+    "--devices",
+    type=DeviceCounts(),
+    required=True,
+    help="device counts, e.g. 1,8,64; or min: the smallest count of --device whose memory "
+    "holds each rank's share (--parallel fsdp, weak scaling)",
+)
 @click.option("--per-node", type=PositiveInt(), default=8, show_default=True)
 @click.option("--intra", "intra_id", help="intra-node link (per device), e.g. nvlink2")
 @click.option("--inter", "inter_id", help="inter-node link (per node), e.g. ib-edr")
@@ -90,6 +120,15 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
 )
 @grad_compression_option
 @click.option(
+    "--parallel",
+    type=click.Choice(["ddp", "fsdp"]),
+    default="ddp",
+    show_default=True,
+    help="ddp: a replica per device, gradients all-reduced; fsdp: FSDP2, parameters, "
+    "gradients and optimizer state sharded over the devices",
+)
+@apply_options(sharding_options)
+@click.option(
     "--pcie-uplink",
     metavar="LINK:K",
     help="the K GPUs behind one PCIe switch reach the NIC through one LINK uplink "
@@ -112,7 +151,7 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
 def predict(
     model: str,
     device_id: str | None,
-    devices: list[int],
+    devices: list[int] | str,
     per_node: int,
     intra_id: str | None,
     inter_id: str | None,
@@ -124,18 +163,24 @@ def predict(
 ) -> None:
     """Predict data-parallel training throughput and scaling efficiency of MODEL on
     catalog hardware before buying it: compute from FLOPs, peak and achieved fraction,
-    gradient all-reduce in the α–β model, DDP's buckets overlapping the backward pass."""
+    gradient all-reduce in the α–β model, DDP's buckets overlapping the backward pass; or,
+    with --parallel fsdp, FSDP2's per-block all-gathers and reduce-scatters and the memory
+    per rank (--devices min: the fewest devices that hold the model)."""
     from trainperf import models
     from trainperf.models.custom import CustomModelError
     from trainperf.predict.catalog import CatalogError, load_catalog
+    from trainperf.predict.fsdp import predict_fsdp
     from trainperf.predict.model import PredictError
-    from trainperf.predict.model import predict as run_model
+    from trainperf.predict.model import predict as predict_ddp
 
     one_output(as_json, table_format)
     try:
         models.get(model).resolve_size(options["size"])
     except (models.UnknownModelError, models.SizeError, CustomModelError) as exc:
         raise BadInput(str(exc)) from None
+    sharding = _sharding(options)
+    if devices == "min" and device_id is None:
+        raise BadInput("--devices min needs --device: the catalog device whose memory to fill")
     if device_id is None and calibrate_db is None:
         raise BadInput("give --device (see `trainperf catalog`), or --calibrate DB")
     if calibrate_device is not None and calibrate_db is None:
@@ -149,6 +194,13 @@ def predict(
         raise _catalog_error(exc) from None
     intra, inter = _link(catalog, intra_id, "intra"), _link(catalog, inter_id, "inter")
     uplink = _uplink(catalog, options.pop("pcie_uplink"))
+    search = None
+    if devices == "min":
+        search = _smallest(model, device, per_node, sharding, options)
+        if search.smallest is None:
+            _show_none_fits(model, device, search, options, as_json)
+            return
+        devices = [search.smallest]
 
     calibration, notes = None, []
     if calibrate_db is not None:
@@ -162,6 +214,7 @@ def predict(
         if inter is None and max(devices) > per_node:
             inter = _fitted_link(calibration, "inter")
     terms, term_notes = _data_parallel_terms(catalog, calibration)
+    run_model = predict_ddp if sharding is None else partial(predict_fsdp, sharding=sharding)
     try:
         prediction = run_model(
             model,
@@ -170,15 +223,18 @@ def predict(
             per_node,
             intra,
             inter,
-            **_model_options(options),
+            **_model_options(options, sharding is not None),
             **terms,
             pcie_uplink=uplink,
         )
     except PredictError as exc:
-        raise BadInput(str(exc)) from None
+        found = f"the smallest count that holds {model} is {devices[0]}: " if search else ""
+        raise BadInput(found + str(exc)) from None
     prediction["assumptions"] += notes + term_notes
     prediction["inputs"]["catalog_digest"] = catalog.digest
     prediction["calibration"] = calibration.as_dict() if calibration else None
+    if search is not None:
+        prediction["search"] = search.as_dict()
     _show(prediction, as_json, table_format)
 
 
@@ -203,10 +259,57 @@ def _fitted_link(calibration: Any, scope: str) -> Any:
     return link
 
 
-def _model_options(options: dict[str, Any]) -> dict[str, Any]:
+def _model_options(options: dict[str, Any], sharded: bool) -> dict[str, Any]:
     keys = ("batch_size", "precision", "scaling", "single_device_throughput")
-    keys += ("achieved_fraction", "bucket_mb", "size", "grad_compression")
+    keys += ("achieved_fraction", "size")
+    keys += () if sharded else tuple(DDP_ONLY)
     return {key: options[key] for key in keys}
+
+
+def _sharding(options: dict[str, Any]) -> Any:
+    """FSDP's options for --parallel fsdp, None for ddp; an option of the other mode refused."""
+    from trainperf.predict.model import PredictError
+
+    mode = options.pop("parallel")
+    sharding = {key: options.pop(key) for key in FSDP_ONLY}
+    other = DDP_ONLY if mode == "fsdp" else FSDP_ONLY
+    for key, (flag, unused) in other.items():
+        if {**options, **sharding}[key] != unused:
+            raise BadInput(f"{flag} does not apply to --parallel {mode}")
+    if mode == "ddp":
+        return None
+    from trainperf.predict.fsdp import Sharding
+
+    try:
+        return Sharding(**sharding)
+    except PredictError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _smallest(model: str, device: Any, per_node: int, sharding: Any, options: dict) -> Any:
+    """The search of --devices min, which only sharding makes meaningful."""
+    from trainperf.predict.fsdp import smallest_devices
+    from trainperf.predict.model import PredictError
+
+    if sharding is None:
+        raise BadInput(
+            "--devices min needs --parallel fsdp: ddp keeps a whole replica on every device, "
+            "so more devices never make it fit"
+        )
+    if options["scaling"] != "weak":
+        raise BadInput("--devices min searches at --batch-size per device: use --scaling weak")
+    try:
+        return smallest_devices(
+            model,
+            device,
+            per_node,
+            options["batch_size"],
+            options["precision"],
+            options["size"],
+            sharding,
+        )
+    except PredictError as exc:
+        raise BadInput(str(exc)) from None
 
 
 def _data_parallel_terms(catalog: Any, calibration: Any) -> tuple[dict[str, Any], list[str]]:
@@ -270,13 +373,37 @@ def _calibrate(
     return cal, notes
 
 
+def _show_none_fits(model: str, device: Any, search: Any, options: dict, as_json: bool) -> None:
+    """--devices min found no count up to the bound: say so, with what does not shrink."""
+    if as_json:
+        emit_json({"search": search.as_dict(), "rows": []})
+        return
+    stdout.print(
+        f"no count of {device.id} up to {search.bound} holds {model} at batch "
+        f"{options['batch_size']} per device: {search.memory.total_bytes / GIB:.1f} GiB per "
+        f"rank at {search.bound} devices, {search.floor_bytes / GIB:.1f} GiB of which do not "
+        f"shrink with more devices (activations, gathered parameters and gradients, context), "
+        f"against {search.memory.available_bytes / GIB:.1f} GiB",
+        markup=False,
+        highlight=False,
+    )
+
+
 def _show(prediction: dict[str, Any], as_json: bool, table_format: str) -> None:
     if as_json:
         emit_json(prediction)
         return
-    from trainperf.report.predict import assumptions_text, calibration_table, prediction_table
+    from trainperf.report.predict import (
+        assumptions_text,
+        calibration_table,
+        fsdp_prediction_table,
+        prediction_table,
+    )
 
-    show_table(prediction_table(prediction), table_format)
+    if prediction["inputs"].get("parallel") == "fsdp":
+        show_table(fsdp_prediction_table(prediction), table_format)
+    else:
+        show_table(prediction_table(prediction), table_format)
     text = assumptions_text(prediction["assumptions"], markdown=table_format == "md")
     if table_format == "md":
         sys.stdout.write("\n" + text)

@@ -88,20 +88,23 @@ def blocks_of(model: nn.Module, model_name: str) -> nn.ModuleList:
     return found[1]
 
 
-# Operators whose outputs selective checkpointing keeps: the matrix multiplies and the
-# attention kernels of every backend (recomputing them would cost what checkpointing saves).
+# Operators whose outputs selective checkpointing keeps (aten names): the matrix multiplies
+# and the attention kernels of every backend (recomputing them would cost what
+# checkpointing saves). trainperf.predict.memory counts what they keep from the same list.
+SELECTIVE_SAVED_OPS = (
+    "mm",
+    "addmm",
+    "bmm",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_flash_attention_for_cpu",
+)
+
+
 def _compute_bound_ops() -> set[Any]:
     aten = torch.ops.aten
-    names = (
-        "mm",
-        "addmm",
-        "bmm",
-        "_scaled_dot_product_flash_attention",
-        "_scaled_dot_product_efficient_attention",
-        "_scaled_dot_product_cudnn_attention",
-        "_scaled_dot_product_flash_attention_for_cpu",
-    )
-    return {getattr(aten, name).default for name in names if hasattr(aten, name)}
+    return {getattr(aten, name).default for name in SELECTIVE_SAVED_OPS if hasattr(aten, name)}
 
 
 def _selective_policy(saved: set[Any], ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:

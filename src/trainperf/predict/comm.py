@@ -35,6 +35,16 @@ bandwidth (bytes/s per direction). For an all-reduce of n bytes over p ranks:
   uplink (β_up): each then sees min(β_inter/G, β_up/K) in the inter-node phase
   (``uplink``: the uplink's cost and K).
 
+- **sharded data parallelism** (FSDP, ZeRO-3) all-gathers parameters and reduce-scatters
+  gradients of n bytes (each rank holding n/(G·N)). Hierarchically, an all-gather is an
+  all-gather across nodes of the n/G bytes of each local rank's column (the G columns
+  sharing the node's link as above), then an all-gather of n inside the node; a
+  reduce-scatter is its mirror (inside the node first), at the same cost:
+
+      t = t_ag(n/G, N; α_inter, β_inter/G) + t_ag(n, G; intra)
+
+  Both are ring collectives (NCCL runs all-gather and reduce-scatter as rings).
+
 - **measured**: a link with a bus-bandwidth curve from `trainperf micro collective`
   (``trainperf.predict.terms.BusBandwidthCurve``) times an all-reduce as
   n · 2(p−1)/p / busbw(n) instead of α–β, and a reduce-scatter or all-gather as half of
@@ -125,15 +135,21 @@ def hierarchical_allreduce_s(
     switch's uplink and the K GPUs sharing it) caps each GPU's inter-node bandwidth.
     """
     g = per_node
-    nic = inter.shared(g)
+    across, algorithm = allreduce_s(n_bytes / g, nodes, _nic_share(inter, g, uplink))
+    inside = ring_reduce_scatter_s(n_bytes, g, intra) + ring_all_gather_s(n_bytes, g, intra)
+    return inside + across, algorithm
+
+
+def _nic_share(inter: LinkCost, per_node: int, uplink: tuple[LinkCost, int] | None) -> LinkCost:
+    """What one of the node's ``per_node`` GPUs gets of its inter-node link: β_inter/G, or
+    less through a PCIe switch's uplink shared by K GPUs (β_up/K)."""
+    nic = inter.shared(per_node)
     if uplink is not None:
         link, sharing = uplink
         through_switch = link.beta_bytes_per_s / sharing
         if through_switch < nic.beta_bytes_per_s:
             nic = LinkCost(nic.alpha_s, through_switch, nic.curve, nic.ways)
-    across, algorithm = allreduce_s(n_bytes / g, nodes, nic)
-    inside = ring_reduce_scatter_s(n_bytes, g, intra) + ring_all_gather_s(n_bytes, g, intra)
-    return inside + across, algorithm
+    return nic
 
 
 def data_parallel_allreduce_s(
@@ -160,6 +176,35 @@ def data_parallel_allreduce_s(
         n_bytes, per_node, nodes, _needed(intra, "intra"), _needed(inter, "inter"), uplink
     )
     return t, f"hierarchical/{algorithm}"
+
+
+def data_parallel_all_gather_s(
+    n_bytes: float,
+    devices: int,
+    per_node: int,
+    intra: LinkCost | None,
+    inter: LinkCost | None,
+    uplink: tuple[LinkCost, int] | None = None,
+) -> tuple[float, str]:
+    """All-gather of an ``n_bytes`` tensor sharded over ``devices`` placed ``per_node`` to
+    a node (module doc): a ring on the one link when the ranks share a node or have one node
+    each, else hierarchical. Returns (time, "ring" or "hierarchical/ring"); one device
+    costs (0, "none"). A reduce-scatter of ``n_bytes`` costs the same
+    (``data_parallel_reduce_scatter_s``)."""
+    if devices <= 1:
+        return 0.0, "none"
+    if devices <= per_node:
+        return ring_all_gather_s(n_bytes, devices, _needed(intra, "intra")), RING
+    nodes = devices // per_node
+    if per_node == 1:
+        return ring_all_gather_s(n_bytes, nodes, _needed(inter, "inter")), RING
+    nic = _nic_share(_needed(inter, "inter"), per_node, uplink)
+    across = ring_all_gather_s(n_bytes / per_node, nodes, nic)
+    inside = ring_all_gather_s(n_bytes, per_node, _needed(intra, "intra"))
+    return across + inside, f"hierarchical/{RING}"
+
+
+data_parallel_reduce_scatter_s = data_parallel_all_gather_s
 
 
 def _needed(link: LinkCost | None, scope: str) -> LinkCost:

@@ -18,6 +18,24 @@ Per device, in bytes (P parameters, T of them trainable, B the batch per device)
 
 fits = total ≤ the device's memory.
 
+**Sharded** (FSDP2 / ZeRO-3 over N ranks, ``sharded_memory``; P parameters, T trainable,
+R of them in the root, K in the largest block, p bytes per gathered parameter: 2 under
+bf16's ``MixedPrecisionPolicy``, else 4; r bytes per reduced gradient, 4 or 2), per rank:
+
+- sharded state: (4·P + 4·T + optimizer·T) / N (fp32 master weights, their gradients and
+  the optimizer state, each rank holding its 1/N of every parameter);
+- gathered parameters: p·(R + 2K) when each block is resharded after its forward (the root
+  stays gathered around the blocks; the block computing and the next, prefetched), p·P
+  without resharding (every block stays gathered from its forward to its backward);
+- gathered gradients, when the activations peak at the start of the backward: the root's,
+  p·R, held whole until its reduce-scatter at the end, a block's, p·K, and the block being
+  reduce-scattered, r·K;
+- activations: B × (what is saved outside the blocks + inside them): ``none``, all of it;
+  ``full``, the inputs of every block; ``selective``, the inputs and the matmul and
+  attention outputs of every block; checkpointed, plus the rest of what one block saves,
+  as it is recomputed in the backward (n blocks: kept·(1 − 1/n) + one block's saved);
+- workspace 10% of the above and the 1 GiB context, as for one device.
+
 E and X are counted in one forward pass + loss on the meta device (shapes only, no
 arithmetic), the model in train mode, with ``torch.autograd.graph.saved_tensors_hooks``
 seeing every tensor an operator saves for its backward formula: layer inputs, outputs
@@ -37,7 +55,23 @@ which saves the L×L probabilities and the dropout mask, O(L²). The meta device
 the math path, so the GPU count routes the call to the memory-efficient kernel
 (``aten._scaled_dot_product_efficient_attention``, whose meta kernel and backward formula
 torch provides); the CPU count keeps the math path (a CPU without dropout would take its
-own flash kernel: an overestimate there).
+own flash kernel: an overestimate there). Grouped-query attention (``enable_gqa``: fewer
+key/value heads than query heads, as Llama 3's) goes to the same kernel with each key and
+value head repeated for the query heads it serves (``repeat_interleave``), which is what
+torchtitan's Llama does (``repeat_kv`` before SDPA): the fused kernel then saves the
+repeated k and v. PyTorch's own ``enable_gqa`` on a GPU runs the flash kernel on the
+grouped heads in 16-bit and would save them unrepeated: 2·(H − H_kv)·d_head elements per
+token and layer fewer (Llama 3 8B: 6,144 of the 98,342 its block saves, 6%), an
+overcount kept because it is the layout of the published runs (docs/predict.md).
+
+Sharded data parallelism needs the model split as FSDP shards it (``block_counts``): the
+repeated blocks (``trainperf.parallel.fsdp.find_blocks``) and the root (every other
+parameter). One forward pass + loss on the meta device, with module hooks marking which
+block runs, attributes each saved storage to the block (or the root) that saved it first,
+and records what activation checkpointing would keep: the inputs of every block (full),
+and those plus the outputs of the matrix multiplies and attention kernels inside the
+blocks (selective, ``SELECTIVE_SAVED_OPS``); and the forward FLOPs inside and outside the
+blocks (``torch.utils.flop_counter``'s formulas), by which the step's compute is split.
 
 Not counted: what the backward pass allocates transiently (gradients of activations,
 freed layer by layer; the workspace fraction stands for them); the allocator's rounding
@@ -49,7 +83,8 @@ data pipeline holds in fp32 while the first layer saves its 16-bit copy.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any
@@ -59,8 +94,12 @@ from torch import nn
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.nn import functional as F
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+from torch.utils.flop_counter import flop_registry
 
 from trainperf import models
+from trainperf.parallel.fsdp import SELECTIVE_SAVED_OPS, blocks_of
 
 GIB = 2**30
 WEIGHT_BYTES, GRAD_BYTES = 4, 4
@@ -95,6 +134,12 @@ class SavedTensors:
     def bytes(self, precision: str) -> float:
         return self.elements * ACTIVATION_BYTES[precision] + self.other_bytes
 
+    def scaled(self, factor: float) -> SavedTensors:
+        return SavedTensors(self.elements * factor, self.other_bytes * factor)
+
+    def __add__(self, other: SavedTensors) -> SavedTensors:
+        return SavedTensors(self.elements + other.elements, self.other_bytes + other.other_bytes)
+
 
 @dataclass(frozen=True)
 class ShapeCounts:
@@ -120,7 +165,7 @@ def saved_for_backward(model: nn.Module, step: Callable[[], Any]) -> SavedTensor
     # and differs otherwise; StorageWeakRef hashes it (torch's meta converter keys
     # storages the same way). id(t._base) would miss tensors that share a storage without
     # being views (detach(), in-place results).
-    state = {StorageWeakRef(t.untyped_storage()) for t in (*model.parameters(), *model.buffers())}
+    state = _state_storages(model)
     saved: dict[StorageWeakRef, torch.Tensor] = {}  # strong refs keep the identities unique
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
@@ -131,7 +176,16 @@ def saved_for_backward(model: nn.Module, step: Callable[[], Any]) -> SavedTensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         step()
-    sizes = [(t.untyped_storage().nbytes(), t) for t in saved.values()]
+    return _tally(saved.values())
+
+
+def _state_storages(model: nn.Module) -> set[StorageWeakRef]:
+    return {StorageWeakRef(t.untyped_storage()) for t in (*model.parameters(), *model.buffers())}
+
+
+def _tally(tensors: Iterable[torch.Tensor]) -> SavedTensors:
+    """The whole storages of ``tensors`` (each given once): float elements, other bytes."""
+    sizes = [(t.untyped_storage().nbytes(), t) for t in tensors]
     return SavedTensors(
         elements=sum(n // t.element_size() for n, t in sizes if t.is_floating_point()),
         other_bytes=sum(n for n, t in sizes if not t.is_floating_point()),
@@ -152,12 +206,17 @@ class FusedAttention(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
-        # Grouped-query attention (k, v with fewer heads) is left to the math path: the
-        # memory-efficient kernel takes equal heads only.
-        if func is F.scaled_dot_product_attention and not kwargs.pop("enable_gqa", False):
-            self.calls += 1
-            return _efficient_attention(*args, **kwargs)
-        return func(*args, **kwargs)
+        if func is not F.scaled_dot_product_attention:
+            return func(*args, **kwargs)
+        self.calls += 1
+        names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal")
+        call = dict(zip(names, args, strict=False)) | kwargs  # positional as in the signature
+        heads, kv_heads = call["query"].shape[-3], call["key"].shape[-3]
+        if call.pop("enable_gqa", False) and kv_heads != heads:
+            # The memory-efficient kernel takes equal heads (module doc: repeat_kv).
+            for name in ("key", "value"):
+                call[name] = call[name].repeat_interleave(heads // kv_heads, dim=-3)
+        return _efficient_attention(**call)
 
 
 def _efficient_attention(
@@ -205,6 +264,132 @@ def _count(model: str, size: int) -> ShapeCounts:
         optimizer=spec.optimizer,
         gpu_activations=gpu,
         cpu_activations=cpu,
+    )
+
+
+@dataclass(frozen=True)
+class BlockCounts:
+    """A model as FSDP shards it (module doc): ``blocks`` repeated blocks and the root
+    holding every other parameter; FLOPs and saved tensors per sample."""
+
+    model: str
+    size: int
+    params: int
+    trainable_params: int
+    optimizer: str
+    blocks: int
+    block_params: int  # the largest block's
+    root_params: int
+    forward_flops: float  # one forward pass + loss
+    block_flops_share: float  # the share of forward_flops inside the blocks
+    saved_outside: SavedTensors  # saved for backward outside the blocks (embedding, head, loss)
+    saved_in_blocks: SavedTensors  # inside all the blocks
+    saved_in_largest_block: SavedTensors
+    block_inputs: SavedTensors  # every block's inputs, distinct storages: full checkpointing
+    selective_kept: SavedTensors  # those and the SELECTIVE_SAVED_OPS outputs in every block
+
+
+class _BlockRecorder(TorchDispatchMode):
+    """Forward FLOPs per region (a block's index, or None outside the blocks) and the
+    outputs of ``SELECTIVE_SAVED_OPS`` inside the blocks, as FlopCounterMode dispatches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.region: int | None = None
+        self.flops: dict[int | None, int] = {}
+        self.kept: dict[StorageWeakRef, torch.Tensor] = {}
+        aten = torch.ops.aten
+        self._kept_ops = {getattr(aten, n) for n in SELECTIVE_SAVED_OPS if hasattr(aten, n)}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        formula = flop_registry.get(func._overloadpacket)
+        if formula is None:
+            with self:
+                out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        out = func(*args, **kwargs)
+        if formula is not None:
+            flops = formula(*args, **kwargs, out_val=out)
+            self.flops[self.region] = self.flops.get(self.region, 0) + flops
+        if self.region is not None and func._overloadpacket in self._kept_ops:
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor):
+                    self.kept.setdefault(StorageWeakRef(t.untyped_storage()), t)
+        return out
+
+
+def block_counts(model: str, size: int | None = None, *, gpu: bool = True) -> BlockCounts:
+    """``model`` at ``size`` split into blocks and root (module doc; cached). ``gpu``: the
+    attention as a fused kernel. Raises ``trainperf.parallel.fsdp.NoBlocks`` for a model
+    without repeated blocks."""
+    spec = models.get(model)
+    return _count_blocks(model, spec.resolve_size(size), gpu)
+
+
+@lru_cache(maxsize=16)
+def _count_blocks(model: str, size: int, gpu: bool) -> BlockCounts:
+    spec = models.get(model)
+    with torch.device("meta"):
+        net = spec.build()
+    net.train()
+    blocks = blocks_of(net, model)
+    state = _state_storages(net)
+    recorder = _BlockRecorder()
+    saved: dict[StorageWeakRef, tuple[torch.Tensor, int | None]] = {}
+    inputs: dict[StorageWeakRef, torch.Tensor] = {}
+
+    def enter(index: int) -> Callable[..., None]:
+        def hook(module: nn.Module, args: tuple) -> None:
+            recorder.region = index
+            for t in tree_leaves(args):
+                if isinstance(t, torch.Tensor) and StorageWeakRef(t.untyped_storage()) not in state:
+                    inputs.setdefault(StorageWeakRef(t.untyped_storage()), t)
+
+        return hook
+
+    def leave(module: nn.Module, args: tuple, output: Any) -> None:
+        recorder.region = None
+
+    for index, block in enumerate(blocks):
+        block.register_forward_pre_hook(enter(index))
+        block.register_forward_hook(leave)
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        key = StorageWeakRef(tensor.untyped_storage())
+        if key not in state:
+            saved.setdefault(key, (tensor, recorder.region))
+        return tensor
+
+    attention = FusedAttention() if gpu else contextlib.nullcontext()
+    with attention, recorder, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        inputs_, targets = spec.task.example_batch(_COUNT_BATCH, size, "meta")
+        spec.loss(net(inputs_), targets)
+
+    per_block = [
+        _tally(t for t, region in saved.values() if region == index).per(_COUNT_BATCH)
+        for index in range(len(blocks))
+    ]
+    block_sizes = [sum(p.numel() for p in block.parameters()) for block in blocks]
+    params = list(net.parameters())
+    total_flops = sum(recorder.flops.values())
+    return BlockCounts(
+        model=model,
+        size=size,
+        params=sum(p.numel() for p in params),
+        trainable_params=sum(p.numel() for p in params if p.requires_grad),
+        optimizer=spec.optimizer,
+        blocks=len(blocks),
+        block_params=max(block_sizes),
+        root_params=sum(p.numel() for p in params) - sum(block_sizes),
+        forward_flops=total_flops / _COUNT_BATCH,
+        block_flops_share=1 - recorder.flops.get(None, 0) / total_flops if total_flops else 0.0,
+        saved_outside=_tally(t for t, region in saved.values() if region is None).per(_COUNT_BATCH),
+        saved_in_blocks=sum(per_block, SavedTensors(0, 0)),
+        saved_in_largest_block=max(per_block, key=lambda c: (c.elements, c.other_bytes)),
+        block_inputs=_tally(inputs.values()).per(_COUNT_BATCH),
+        selective_kept=_tally({**inputs, **recorder.kept}.values()).per(_COUNT_BATCH),
     )
 
 
@@ -258,6 +443,89 @@ def memory_breakdown(
     context = GPU_CONTEXT_BYTES if gpu else 0
     total = sum(parts.values()) + workspace + context
     return MemoryBreakdown(
+        **{k: float(v) for k, v in parts.items()},
+        workspace_bytes=float(workspace),
+        context_bytes=float(context),
+        total_bytes=float(total),
+        available_bytes=None if memory_bytes is None else float(memory_bytes),
+        fits=None if memory_bytes is None else total <= memory_bytes,
+    )
+
+
+@dataclass(frozen=True)
+class ShardedMemory:
+    """A rank's budget under sharded data parallelism (module doc)."""
+
+    weights_bytes: float  # the rank's shard of each
+    gradients_bytes: float
+    optimizer_bytes: float
+    gathered_params_bytes: float
+    gathered_grads_bytes: float
+    activations_bytes: float
+    workspace_bytes: float
+    context_bytes: float
+    total_bytes: float
+    available_bytes: float | None
+    fits: bool | None
+
+    @property
+    def sharded_state_bytes(self) -> float:
+        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def checkpointed_activations(counts: BlockCounts, checkpointing: str) -> SavedTensors:
+    """What is held per sample at the start of the backward (module doc), by checkpointing
+    mode: checkpointed, every block keeps its share of what checkpointing keeps, and the
+    block recomputed adds the rest of what it saves."""
+    kept = {
+        "none": counts.saved_in_blocks,
+        "full": counts.block_inputs,
+        "selective": counts.selective_kept,
+    }
+    if checkpointing not in kept:
+        raise ValueError(f"unknown checkpointing '{checkpointing}': allowed {', '.join(kept)}")
+    held = kept[checkpointing]
+    if checkpointing != "none":
+        held = held + counts.saved_in_largest_block + held.scaled(-1 / counts.blocks)
+    return counts.saved_outside + held
+
+
+def sharded_memory(
+    counts: BlockCounts,
+    device_batch: int,
+    precision: str,
+    memory_bytes: float | None,
+    *,
+    ranks: int,
+    param_bytes: int,
+    reduce_bytes: int,
+    checkpointing: str = "none",
+    reshard_after_forward: bool = True,
+    gpu: bool = True,
+) -> ShardedMemory:
+    """The per-rank budget of ``counts`` sharded over ``ranks`` (module doc)."""
+    if counts.optimizer not in OPTIMIZER_BYTES:
+        raise ValueError(
+            f"unknown optimizer '{counts.optimizer}': allowed {', '.join(OPTIMIZER_BYTES)}"
+        )
+    trainable, block, root = counts.trainable_params, counts.block_params, counts.root_params
+    gathered = counts.params if not reshard_after_forward else root + 2 * block
+    parts = {
+        "weights_bytes": WEIGHT_BYTES * counts.params / ranks,
+        "gradients_bytes": GRAD_BYTES * trainable / ranks,
+        "optimizer_bytes": OPTIMIZER_BYTES[counts.optimizer] * trainable / ranks,
+        "gathered_params_bytes": param_bytes * gathered,
+        "gathered_grads_bytes": param_bytes * (root + block) + reduce_bytes * block,
+        "activations_bytes": device_batch
+        * checkpointed_activations(counts, checkpointing).bytes(precision),
+    }
+    workspace = WORKSPACE_FRACTION * sum(parts.values())
+    context = GPU_CONTEXT_BYTES if gpu else 0
+    total = sum(parts.values()) + workspace + context
+    return ShardedMemory(
         **{k: float(v) for k, v in parts.items()},
         workspace_bytes=float(workspace),
         context_bytes=float(context),

@@ -46,7 +46,12 @@ from trainperf.precision import PRECISIONS  # what a case trains in
 from trainperf.predict.comm import LinkCost, bucket_sizes, data_parallel_allreduce_s
 from trainperf.predict.memory import ACTIVATION_BYTES, memory_breakdown, shape_counts
 from trainperf.predict.memory import ASSUMPTIONS as MEMORY_ASSUMPTIONS
-from trainperf.predict.roofline import RooflineTime, op_profile, roofline_seconds_per_sample
+from trainperf.predict.roofline import (
+    OpProfile,
+    RooflineTime,
+    op_profile,
+    roofline_seconds_per_sample,
+)
 from trainperf.predict.terms import NO_NOISE, NO_OVERHEAD, Overhead, StepNoise
 
 # Bytes per gradient element all-reduced: fp32 (AMP keeps fp32 parameters and gradients)
@@ -106,6 +111,7 @@ def compute_rate(
     achieved_fraction: float | None = None,
     size: int | None = None,
     winograd: bool | None = None,
+    profile: OpProfile | None = None,
 ) -> Compute:
     """t_compute: B/X from a measured throughput, else the per-op roofline
 
@@ -114,6 +120,7 @@ def compute_rate(
     with f the achieved fraction of peak of compute-bound ops (given, or the catalog's
     default for the device and precision) and m = MEMORY_FRACTION; ``winograd`` divides
     the FLOPs of 3×3 stride-1 convolutions by 2.25 (None: ``winograd_applies``).
+    ``profile``: the ops to price (default ``op_profile(model, size)``).
     """
     name = getattr(device, "id", "the device")
     allowed = available_precisions(device)
@@ -148,7 +155,7 @@ def compute_rate(
         raise PredictError(f"{name} has no memory bandwidth: give a single-device throughput")
     if winograd is None:
         winograd = winograd_applies(device, precision)
-    profile = op_profile(model, size)
+    profile = profile or op_profile(model, size)
     roofline = partial(
         roofline_seconds_per_sample,
         profile,
@@ -186,7 +193,7 @@ def ddp_step(
     return max(t_fwd + t_bwd, end), comm
 
 
-def _check_placement(counts: Sequence[int], per_node: int, intra: Any, inter: Any) -> None:
+def check_placement(counts: Sequence[int], per_node: int, intra: Any, inter: Any) -> None:
     if not counts or any(int(c) != c or c < 1 for c in counts):
         raise PredictError(f"device counts must be positive integers, got {list(counts)}")
     if per_node < 1:
@@ -206,7 +213,25 @@ def _check_placement(counts: Sequence[int], per_node: int, intra: Any, inter: An
             raise PredictError(f"{count} devices share a node: an intra-node link is needed")
 
 
-def _device_batches(batch_size: int, counts: Sequence[int], scaling: str) -> dict[int, int]:
+def link_costs(
+    intra: Any | None, inter: Any | None, per_node: int, pcie_uplink: tuple[Any, int] | None
+) -> tuple[dict[str, LinkCost | None], tuple[LinkCost, int] | None]:
+    """The links' costs by scope, and the PCIe uplink's with the GPUs sharing it."""
+    links = {
+        k: LinkCost.of(v) if v is not None else None
+        for k, v in (("intra", intra), ("inter", inter))
+    }
+    if pcie_uplink is None:
+        return links, None
+    uplink_link, sharing = pcie_uplink
+    if not 1 <= sharing <= per_node:
+        raise PredictError(
+            f"GPUs per PCIe switch must be between 1 and the {per_node} per node, got {sharing}"
+        )
+    return links, (LinkCost.of(uplink_link), sharing)
+
+
+def device_batches(batch_size: int, counts: Sequence[int], scaling: str) -> dict[int, int]:
     if scaling not in SCALINGS:
         raise PredictError(f"unknown scaling '{scaling}': allowed {', '.join(SCALINGS)}")
     if batch_size < 1:
@@ -259,8 +284,8 @@ def predict(
             f"allowed {', '.join(COMPRESSION_BYTES)}"
         )
     counts = sorted(set(devices))
-    _check_placement(counts, per_node, intra, inter)
-    batches = _device_batches(batch_size, counts, scaling)
+    check_placement(counts, per_node, intra, inter)
+    batches = device_batches(batch_size, counts, scaling)
     try:
         shapes = shape_counts(model, size)
     except (models.UnknownModelError, models.SizeError, CustomModelError) as exc:
@@ -268,18 +293,7 @@ def predict(
     compute = compute_rate(
         model, device, precision, single_device_throughput, achieved_fraction, shapes.size, winograd
     )
-    links = {
-        k: LinkCost.of(v) if v is not None else None
-        for k, v in (("intra", intra), ("inter", inter))
-    }
-    uplink = None
-    if pcie_uplink is not None:
-        uplink_link, sharing = pcie_uplink
-        if not 1 <= sharing <= per_node:
-            raise PredictError(
-                f"GPUs per PCIe switch must be between 1 and the {per_node} per node, got {sharing}"
-            )
-        uplink = (LinkCost.of(uplink_link), sharing)
+    links, uplink = link_costs(intra, inter, per_node, pcie_uplink)
     grad_bytes = shapes.trainable_params * COMPRESSION_BYTES[grad_compression]
     buckets = bucket_sizes(grad_bytes, bucket_mb * MIB)
     gpu = getattr(device, "kind", "gpu") != "cpu"

@@ -65,6 +65,54 @@ def prediction_table(prediction: dict[str, Any]) -> Table:
     return table
 
 
+def fsdp_prediction_table(prediction: dict[str, Any]) -> Table:
+    """One row per device count of ``trainperf.predict.fsdp.predict_fsdp``'s answer."""
+    inputs = prediction["inputs"]
+    links = ", ".join(f"{k} {inputs[k]}" for k in ("intra", "inter") if inputs.get(k))
+    search = prediction.get("search")
+    table = Table(
+        title=escape(
+            (f"smallest count that holds it: {search['smallest_devices']}; " if search else "")
+            + f"predicted FSDP {inputs['scaling']} scaling of {inputs['model']} "
+            f"({inputs['size']}, batch {inputs['batch_size']}, {inputs['precision']}, "
+            f"checkpointing {inputs['activation_checkpointing']}"
+            + ("" if inputs["reshard_after_forward"] else ", no reshard")
+            + f") on {inputs['device']}, {inputs['per_node']} per node"
+            + (f"; {links}" if links else "")
+        )
+    )
+    rate = "tokens" if inputs["tokens_per_sample"] else "samples"
+    add_columns(
+        table,
+        "devices>, nodes>, batch/dev>, compute ms>, recompute ms>, comm ms>, exposed ms>, "
+        f"step ms>, {rate}/s/dev>, {rate}/s>, MFU>, efficiency>, sharded GiB>, "
+        "gathered GiB>, activations GiB>, fits (GiB)",
+    )
+    for r in prediction["rows"]:
+        memory = r["memory"]
+        per_device = r["tokens_per_s_per_device"] or r["samples_per_s_per_device"]
+        total = r["tokens_per_s"] or r["samples_per_s"]
+        sharded = memory["weights_bytes"] + memory["gradients_bytes"] + memory["optimizer_bytes"]
+        gathered = memory["gathered_params_bytes"] + memory["gathered_grads_bytes"]
+        table.add_row(
+            str(r["devices"]),
+            str(r["nodes"]),
+            str(r["device_batch"]),
+            *(f"{r[k] * 1e3:.1f}" for k in ("compute_s", "recompute_s", "comm_s")),
+            f"{r['comm_exposed_s'] * 1e3:.1f}",
+            f"{r['step_s'] * 1e3:.1f}",
+            f"{per_device:,.0f}",
+            f"{total:,.0f}",
+            "-" if r["mfu"] is None else f"{r['mfu']:.1%}",
+            f"{r['efficiency']:.1%}",
+            f"{sharded / GIB:.1f}",
+            f"{gathered / GIB:.1f}",
+            f"{memory['activations_bytes'] / GIB:.1f}",
+            _fits(r),
+        )
+    return table
+
+
 def assumptions_text(assumptions: Iterable[str], markdown: bool = False) -> str:
     """The assumptions as a list under the table (Markdown bullets or indented lines)."""
     bullet = "- " if markdown else "  - "

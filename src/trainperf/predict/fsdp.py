@@ -1,0 +1,485 @@
+"""Predict sharded data-parallel training (FSDP2, ZeRO stage 3) of a model on catalog hardware.
+
+The layout is trainperf's own (``trainperf.parallel.fsdp``, torchtitan's): each of the n
+repeated blocks is sharded on its own, the root holds the other parameters (embeddings,
+final norm, output layer); every parameter is split over the N ranks. Per step and rank,
+with B the batch per rank (``trainperf.predict.memory.block_counts`` splits the model):
+
+1. **Compute**: t = B × the roofline of ``trainperf.predict.model.compute_rate`` (or B / X
+   from a measured throughput), with attention priced as the fused kernel a GPU runs
+   (``fused_attention_profile``; the data-parallel prediction keeps the math path, so that
+   its numbers do not move). It is split between the blocks and the root by their forward
+   FLOPs (share s of the blocks): per block f = t/3 · s/n forward and b = 2t/3 · s/n
+   backward; the root f_R = t/3 · (1 − s), b_R = 2t/3 · (1 − s).
+   Activation checkpointing adds to each block's backward the recomputation of its forward:
+   ``full``, all of it, + f (so the blocks' FLOPs are 4/3 of forward + backward);
+   ``selective`` (the outputs of matrix multiplies and attention kept,
+   ``memory.SELECTIVE_SAVED_OPS``), only the element-wise ops, no FLOPs: + the forward's
+   share of the step's memory-bound time, m · t/3 · s/n with m the roofline's memory-bound
+   share (nothing when the compute is a measured throughput, which has no such split).
+2. **Traffic** (Rajbhandari et al., "ZeRO: memory optimizations toward training trillion
+   parameter models", SC20, §7.2.2): the parameters are all-gathered before the forward,
+   again before the backward (when resharded after the forward; not with
+   ``--no-reshard-after-forward``), and the gradients reduce-scattered: 3Ψ where a DDP
+   all-reduce moves 2Ψ (1.5×). In bytes: p = 2 per parameter gathered under bf16 (FSDP2's
+   ``MixedPrecisionPolicy(param_dtype=bf16)``), else 4; r = 4 per gradient reduced (fp32,
+   ``reduce_dtype``'s default) or 2 (``fsdp_reduce="bf16"``). Each collective is a ring in the
+   α–β model or on a measured bus-bandwidth curve, hierarchical across nodes
+   (``trainperf.predict.comm.data_parallel_all_gather_s``), one per block and one for the
+   root: ag_B, rs_B of a block's K parameters, ag_R, rs_R of the root's R.
+3. **Schedule** (FSDP2's overlap, like DDP's buckets in ``model.ddp_step``): collectives run
+   one at a time on the link, in the order issued; an issued collective starts when the
+   link is free, end = max(issue, link free) + its time. Forward: ag_R and ag_1 issued at
+   0; block k starts at max(end of block k−1, end of ag_k) and issues ag_{k+1} as it starts
+   (the next block's parameters prefetched during its compute); the root's forward (output
+   layer, loss) follows block n. Backward: when resharding, ag_R and ag_n are issued as it
+   starts and the root's backward waits for ag_R; block k (n down to 1) starts at
+   max(end of the previous backward, end of ag_k), issues ag_{k−1} as it starts and rs_k as
+   it ends (block k's gradients reduce-scattered during block k−1's backward); rs_R is
+   issued when the backward ends. So the first all-gather and the last reduce-scatter are
+   always exposed, the rest only where the link is slower than the compute.
+   t_sync = max(end of the backward, end of rs_R); comm = Σ collective times; then, as for
+   DDP, step = t_sync + stragglers(N) + overhead(N); exposed communication = t_sync −
+   compute.
+4. **Memory** per rank: ``trainperf.predict.memory.sharded_memory``.
+5. **Throughput**: samples/s = global batch / step; tokens/s = samples/s × tokens per
+   sample (language models); MFU = samples/s per rank × 3 × forward FLOPs per sample /
+   peak (PaLM's model FLOPs: recomputation not counted; for Llama it is 6·N + 12·l·h·q·T).
+6. **Smallest number of devices** (``smallest_devices``): 1, 2, 4, ... up to a node, then
+   whole nodes, up to ``SEARCH_BOUND``: the first count whose memory per rank fits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import Any
+
+from trainperf import models
+from trainperf.models.custom import CustomModelError
+from trainperf.parallel.fsdp import CHECKPOINTING, NoBlocks
+from trainperf.precision import PRECISIONS
+from trainperf.predict.comm import data_parallel_all_gather_s, data_parallel_reduce_scatter_s
+from trainperf.predict.memory import (
+    ACTIVATION_BYTES,
+    WORKSPACE_FRACTION,
+    BlockCounts,
+    FusedAttention,
+    ShardedMemory,
+    block_counts,
+    sharded_memory,
+)
+from trainperf.predict.model import (
+    FORWARD_SHARE,
+    Compute,
+    PredictError,
+    check_placement,
+    compute_rate,
+    device_batches,
+    link_costs,
+)
+from trainperf.predict.roofline import OpProfile, profile_step
+from trainperf.predict.terms import NO_NOISE, NO_OVERHEAD, Overhead, StepNoise
+
+REDUCE_BYTES = {"fp32": 4, "bf16": 2}
+SEARCH_BOUND = 4096  # devices: the smallest-count search stops here
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """FSDP's options (``trainperf.parallel.fsdp``), checked when made."""
+
+    activation_checkpointing: str = "none"
+    reshard_after_forward: bool = True
+    fsdp_reduce: str = "fp32"
+
+    def __post_init__(self) -> None:
+        if self.activation_checkpointing not in CHECKPOINTING:
+            raise PredictError(
+                f"unknown activation checkpointing '{self.activation_checkpointing}': "
+                f"allowed {', '.join(CHECKPOINTING)}"
+            )
+        if self.fsdp_reduce not in REDUCE_BYTES:
+            raise PredictError(
+                f"unknown FSDP reduce dtype '{self.fsdp_reduce}': allowed {', '.join(REDUCE_BYTES)}"
+            )
+
+    def param_bytes(self, precision: str) -> int:
+        """Bytes per gathered parameter: bf16 under bf16's mixed-precision policy, else fp32."""
+        return 2 if precision == "bf16" else 4
+
+    def reduce_bytes(self, precision: str) -> int:
+        if self.fsdp_reduce == "bf16" and precision != "bf16":
+            raise PredictError("FSDP reduce bf16 needs precision bf16 (the gradients are fp32)")
+        return REDUCE_BYTES[self.fsdp_reduce] if precision == "bf16" else 4
+
+
+@dataclass(frozen=True)
+class StepParts:
+    """Seconds of the pieces of one sharded step on one rank (module doc, 1-3)."""
+
+    blocks: int
+    block_forward_s: float
+    block_backward_s: float  # recomputation included
+    root_forward_s: float
+    root_backward_s: float
+    block_all_gather_s: float
+    root_all_gather_s: float
+    block_reduce_scatter_s: float
+    root_reduce_scatter_s: float
+    reshard_after_forward: bool = True
+
+    @property
+    def compute_s(self) -> float:
+        per_block = self.block_forward_s + self.block_backward_s
+        return self.blocks * per_block + self.root_forward_s + self.root_backward_s
+
+
+def fsdp_step(parts: StepParts) -> tuple[float, float]:
+    """(t_sync, comm_s) of the schedule of the module doc (3)."""
+    link_free = comm = 0.0
+
+    def collective(issued: float, seconds: float) -> float:
+        nonlocal link_free, comm
+        link_free = max(link_free, issued) + seconds
+        comm += seconds
+        return link_free
+
+    root_ready = collective(0.0, parts.root_all_gather_s)
+    ready = collective(0.0, parts.block_all_gather_s)
+    t = 0.0
+    for k in range(parts.blocks):
+        start = max(t, ready)
+        if k + 1 < parts.blocks:
+            ready = collective(start, parts.block_all_gather_s)
+        t = start + parts.block_forward_s
+    t = max(t, root_ready) + parts.root_forward_s
+    if parts.reshard_after_forward:
+        root_ready = collective(t, parts.root_all_gather_s)
+        ready = collective(t, parts.block_all_gather_s)
+    t = max(t, root_ready) + parts.root_backward_s
+    for k in range(parts.blocks):
+        start = max(t, ready)
+        if parts.reshard_after_forward and k + 1 < parts.blocks:
+            ready = collective(start, parts.block_all_gather_s)
+        t = start + parts.block_backward_s
+        collective(t, parts.block_reduce_scatter_s)
+    return max(t, collective(t, parts.root_reduce_scatter_s)), comm
+
+
+def traffic_bytes(
+    counts: BlockCounts, param_bytes: int, reduce_bytes: int, reshard_after_forward: bool
+) -> dict[str, float]:
+    """Bytes of the tensors all-gathered and reduce-scattered per step (module doc, 2); a
+    rank sends (N−1)/N of each."""
+    gathered = param_bytes * counts.params
+    return {
+        "all_gather_forward": float(gathered),
+        "all_gather_backward": float(gathered if reshard_after_forward else 0),
+        "reduce_scatter": float(reduce_bytes * counts.trainable_params),
+    }
+
+
+@lru_cache(maxsize=16)
+def fused_attention_profile(model: str, size: int) -> OpProfile:
+    """The roofline's ops of a training step with attention as a GPU's fused kernel
+    (``memory.FusedAttention``): its O(L) traffic, not the math path's L² probabilities."""
+    spec = models.get(model)
+    with FusedAttention():
+        return profile_step(
+            spec.build,
+            lambda n: spec.task.example_batch(n, size, "meta"),
+            spec.loss,
+            model=model,
+            size=size,
+        )
+
+
+def _counts(model: str, size: int | None, gpu: bool) -> BlockCounts:
+    try:
+        return block_counts(model, size, gpu=gpu)
+    except (models.UnknownModelError, models.SizeError, CustomModelError, NoBlocks) as exc:
+        raise PredictError(str(exc)) from None
+
+
+def _recompute_s(compute: Compute, batch: int, checkpointing: str) -> float:
+    """Seconds the checkpointed blocks' recomputation adds to the whole step, before the
+    blocks' share is taken (module doc, 1)."""
+    t = compute.seconds(batch)
+    if checkpointing == "full":
+        return FORWARD_SHARE * t
+    if checkpointing == "selective":
+        return FORWARD_SHARE * t * (compute.memory_bound_share(batch) or 0.0)
+    return 0.0
+
+
+def predict_fsdp(
+    model: str,
+    device: Any,
+    devices: Sequence[int],
+    per_node: int,
+    intra: Any | None,
+    inter: Any | None,
+    batch_size: int,
+    precision: str,
+    scaling: str = "weak",
+    single_device_throughput: float | None = None,
+    achieved_fraction: float | None = None,
+    size: int | None = None,
+    sharding: Sharding = Sharding(),
+    noise: StepNoise = NO_NOISE,
+    overhead: Overhead = NO_OVERHEAD,
+    pcie_uplink: tuple[Any, int] | None = None,
+) -> dict[str, Any]:
+    """One row per device count of ``model`` trained with FSDP (module doc); the arguments
+    as ``trainperf.predict.model.predict``'s. Returns ``{"rows", "assumptions", "inputs"}``;
+    raises ``PredictError``."""
+    if precision not in PRECISIONS:
+        raise PredictError(f"unknown precision '{precision}': allowed {', '.join(PRECISIONS)}")
+    p_bytes, r_bytes = sharding.param_bytes(precision), sharding.reduce_bytes(precision)
+    counts_asked = sorted(set(devices))
+    check_placement(counts_asked, per_node, intra, inter)
+    batches = device_batches(batch_size, counts_asked, scaling)
+    gpu = getattr(device, "kind", "gpu") != "cpu"
+    counts = _counts(model, size, gpu)
+    spec = models.get(model)
+    priced = gpu and single_device_throughput is None
+    profile = fused_attention_profile(model, counts.size) if priced else None
+    compute = compute_rate(
+        model,
+        device,
+        precision,
+        single_device_throughput,
+        achieved_fraction,
+        counts.size,
+        profile=profile,
+    )
+    links, uplink = link_costs(intra, inter, per_node, pcie_uplink)
+    peak = device.peak_flops(precision) if hasattr(device, "peak_flops") else None
+    tokens = spec.tokens_per_sample(counts.size)
+    share = counts.block_flops_share
+
+    def collective(kind: Any, params: int, bytes_each: int, count: int) -> float:
+        return kind(params * bytes_each, count, per_node, links["intra"], links["inter"], uplink)[0]
+
+    def row(count: int, device_batch: int) -> dict[str, Any]:
+        t = compute.seconds(device_batch)
+        recompute = _recompute_s(compute, device_batch, sharding.activation_checkpointing) * share
+        gather, scatter = data_parallel_all_gather_s, data_parallel_reduce_scatter_s
+        block, root = counts.block_params, counts.root_params
+        parts = StepParts(
+            blocks=counts.blocks,
+            block_forward_s=FORWARD_SHARE * t * share / counts.blocks,
+            block_backward_s=((1 - FORWARD_SHARE) * t * share + recompute) / counts.blocks,
+            root_forward_s=FORWARD_SHARE * t * (1 - share),
+            root_backward_s=(1 - FORWARD_SHARE) * t * (1 - share),
+            block_all_gather_s=collective(gather, block, p_bytes, count),
+            root_all_gather_s=collective(gather, root, p_bytes, count),
+            block_reduce_scatter_s=collective(scatter, block, r_bytes, count),
+            root_reduce_scatter_s=collective(scatter, root, r_bytes, count),
+            reshard_after_forward=sharding.reshard_after_forward,
+        )
+        synced, comm = fsdp_step(parts)
+        compute_s = parts.compute_s
+        synced = max(synced, compute_s)  # equal without communication, but for rounding
+        straggler = noise.straggler_s(count, compute_s)
+        sync_overhead = overhead.seconds(count)
+        step = synced + straggler + sync_overhead
+        samples_per_s = device_batch * count / step
+        memory = sharded_memory(
+            counts,
+            device_batch,
+            precision,
+            getattr(device, "memory_bytes", None),
+            ranks=count,
+            param_bytes=p_bytes,
+            reduce_bytes=r_bytes,
+            checkpointing=sharding.activation_checkpointing,
+            reshard_after_forward=sharding.reshard_after_forward,
+            gpu=gpu,
+        )
+        traffic = traffic_bytes(counts, p_bytes, r_bytes, sharding.reshard_after_forward)
+        return {
+            "devices": count,
+            "nodes": 1 if count <= per_node else count // per_node,
+            "device_batch": device_batch,
+            "global_batch": device_batch * count,
+            "compute_s": compute_s,
+            "recompute_s": recompute,
+            "comm_s": comm,
+            "comm_exposed_s": synced - compute_s,
+            "straggler_s": straggler,
+            "overhead_s": sync_overhead,
+            "step_s": step,
+            "samples_per_s": samples_per_s,
+            "samples_per_s_per_device": samples_per_s / count,
+            "tokens_per_s": samples_per_s * tokens if tokens else None,
+            "tokens_per_s_per_device": samples_per_s * tokens / count if tokens else None,
+            "mfu": samples_per_s / count * 3 * counts.forward_flops / peak if peak else None,
+            "comm_fraction": (synced - compute_s) / step,
+            "comm_bytes": traffic,
+            "comm_bytes_per_rank": sum(traffic.values()) * (count - 1) / count,
+            "fits": memory.fits,
+            "memory": memory.as_dict(),
+            "algorithm": gather(1.0, count, per_node, links["intra"], links["inter"])[1],
+        }
+
+    baseline = row(1, batch_size)
+    rows = []
+    for count in counts_asked:
+        r = baseline if count == 1 else row(count, batches[count])
+        rows.append(r | {"efficiency": r["samples_per_s"] / (count * baseline["samples_per_s"])})
+    return {
+        "rows": rows,
+        "assumptions": _assumptions(compute, counts, sharding, precision, noise, overhead),
+        "inputs": {
+            "model": model,
+            "size": counts.size,
+            "device": getattr(device, "id", None),
+            "precision": precision,
+            "scaling": scaling,
+            "batch_size": batch_size,
+            "per_node": per_node,
+            "intra": getattr(intra, "id", None),
+            "inter": getattr(inter, "id", None),
+            "parallel": "fsdp",
+            **asdict(sharding),
+            "pcie_uplink": (
+                None
+                if pcie_uplink is None
+                else {"link": getattr(pcie_uplink[0], "id", None), "gpus": pcie_uplink[1]}
+            ),
+            "params": counts.params,
+            "trainable_params": counts.trainable_params,
+            "blocks": counts.blocks,
+            "block_params": counts.block_params,
+            "root_params": counts.root_params,
+            "param_bytes": p_bytes,
+            "reduce_bytes": r_bytes,
+            "tokens_per_sample": tokens,
+            "model_flops_per_sample": 3 * counts.forward_flops,
+            "compute_s_per_sample": compute.seconds(batch_size) / batch_size,
+            "memory_bound_share": compute.memory_bound_share(batch_size),
+            "baseline": {
+                k: baseline[k] for k in ("device_batch", "samples_per_s", "step_s", "fits")
+            },
+        },
+    }
+
+
+def _assumptions(
+    compute: Compute,
+    counts: BlockCounts,
+    sharding: Sharding,
+    precision: str,
+    noise: StepNoise,
+    overhead: Overhead,
+) -> list[str]:
+    p, r = sharding.param_bytes(precision), sharding.reduce_bytes(precision)
+    recompute = {
+        "none": "no activation checkpointing",
+        "full": "full activation checkpointing: each block's forward recomputed in its "
+        "backward (the blocks' FLOPs × 4/3)",
+        "selective": "selective activation checkpointing: matmul and attention outputs kept, "
+        "the element-wise ops recomputed (no FLOPs; the forward's share of the memory-bound "
+        "time, none with a measured throughput)",
+    }[sharding.activation_checkpointing]
+    return [
+        f"compute: {compute.source}, attention as a fused kernel on GPUs; split between the "
+        f"{counts.blocks} blocks and the root by forward FLOPs ({counts.block_flops_share:.1%} "
+        "in the blocks); forward:backward = 1:2; " + recompute,
+        f"FSDP2 as trainperf.parallel.fsdp applies it: each block sharded on its own, the "
+        f"root holding the other {counts.root_params:,} parameters; parameters gathered in "
+        f"{8 * p}-bit, gradients reduce-scattered in {8 * r}-bit; "
+        + (
+            "every unit resharded after its forward and gathered again for its backward "
+            "(3× the parameters' bytes per step, ZeRO-3)"
+            if sharding.reshard_after_forward
+            else "nothing resharded after the forward (2× the parameters' bytes per step)"
+        ),
+        "schedule: collectives one at a time on the link in the order issued; the next "
+        "block's all-gather prefetched during the current block's compute, each block's "
+        "reduce-scatter during the previous block's backward; the first all-gather and the "
+        "last reduce-scatter exposed",
+        "all-gather and reduce-scatter: ring, on a measured bus-bandwidth curve where given, "
+        "else α–β; above one node hierarchical (across nodes sharing the node's link, then "
+        "inside the node)",
+        f"stragglers: E[max of N step times] − E[one step], noise from {noise.source}",
+        f"per-step data-parallel overhead o(N) = {overhead.base_s * 1e3:.3g} ms + "
+        f"{overhead.per_doubling_s * 1e3:.3g} ms · log2 N ({overhead.source})",
+        "memory per rank: fp32 weights, gradients and optimizer state sharded 1/N; the root "
+        "and two blocks gathered (all of it without resharding); the root's and two blocks' "
+        "gradients whole; activations = tensors autograd saves (counted on the meta device, "
+        f"{ACTIVATION_BYTES[precision]} B/element), what checkpointing keeps plus one block "
+        f"recomputed; +{WORKSPACE_FRACTION:.0%} workspace, +1 GiB CUDA context on GPUs",
+        "MFU: 3 × forward FLOPs per sample (PaLM's model FLOPs, recomputation not counted) / "
+        "the data-sheet peak",
+    ]
+
+
+@dataclass(frozen=True)
+class DeviceSearch:
+    """The smallest device count whose memory per rank fits, or None up to ``bound``."""
+
+    smallest: int | None
+    bound: int
+    counts_tried: int
+    memory: ShardedMemory  # at ``smallest``, else at the last count tried
+    floor_bytes: float  # what does not shrink with more ranks
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "smallest_devices": self.smallest,
+            "bound": self.bound,
+            "counts_tried": self.counts_tried,
+            "memory_per_rank_bytes": self.memory.total_bytes,
+            "available_bytes": self.memory.available_bytes,
+            "floor_bytes": self.floor_bytes,
+        }
+
+
+def search_counts(per_node: int, bound: int = SEARCH_BOUND) -> list[int]:
+    """1, 2, 4, ... below ``per_node``, ``per_node``, then whole nodes, up to ``bound``."""
+    counts, count = [], 1
+    while count < per_node and count <= bound:
+        counts.append(count)
+        count *= 2
+    return counts + list(range(per_node, bound + 1, per_node))
+
+
+def smallest_devices(
+    model: str,
+    device: Any,
+    per_node: int,
+    batch_size: int,
+    precision: str,
+    size: int | None = None,
+    sharding: Sharding = Sharding(),
+    bound: int = SEARCH_BOUND,
+) -> DeviceSearch:
+    """The smallest number of ``device`` (``per_node`` to a node) on which each rank holds
+    its share of ``model`` at ``batch_size`` per device (module doc, 6)."""
+    capacity = getattr(device, "memory_bytes", None)
+    if not capacity:
+        name = getattr(device, "id", "the device")
+        raise PredictError(f"{name} has no memory capacity to fit: give a catalog device")
+    if batch_size < 1:
+        raise PredictError(f"batch size must be >= 1, got {batch_size}")
+    gpu = getattr(device, "kind", "gpu") != "cpu"
+    counts = _counts(model, size, gpu)
+    options = dict(
+        param_bytes=sharding.param_bytes(precision),
+        reduce_bytes=sharding.reduce_bytes(precision),
+        checkpointing=sharding.activation_checkpointing,
+        reshard_after_forward=sharding.reshard_after_forward,
+        gpu=gpu,
+    )
+    tried = 0
+    for count in search_counts(per_node, bound):
+        tried += 1
+        memory = sharded_memory(counts, batch_size, precision, capacity, ranks=count, **options)
+        if memory.fits:
+            break
+    floor = memory.total_bytes - memory.sharded_state_bytes * (1 + WORKSPACE_FRACTION)
+    return DeviceSearch(count if memory.fits else None, bound, tried, memory, floor)

@@ -1,0 +1,332 @@
+"""Sharded data parallelism (FSDP2) in the predictor: the model split into blocks, the memory
+per rank, the traffic and its schedule, activation checkpointing, the smallest device count,
+and `trainperf predict --parallel fsdp` end to end; data parallelism (ddp) unchanged."""
+
+import dataclasses
+import json
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from trainperf.predict.catalog import load_catalog
+from trainperf.predict.comm import (
+    LinkCost,
+    data_parallel_all_gather_s,
+    data_parallel_reduce_scatter_s,
+    ring_all_gather_s,
+)
+from trainperf.predict.fsdp import (
+    SEARCH_BOUND,
+    Sharding,
+    StepParts,
+    fsdp_step,
+    predict_fsdp,
+    search_counts,
+    smallest_devices,
+    traffic_bytes,
+)
+from trainperf.predict.memory import (
+    FusedAttention,
+    SavedTensors,
+    block_counts,
+    saved_for_backward,
+    sharded_memory,
+)
+from trainperf.predict.model import FORWARD_SHARE, PredictError, predict
+from trainperf.predict.terms import BusBandwidthCurve
+
+CATALOG = load_catalog()
+H100, NVLINK, IB = CATALOG.device("h100-sxm"), CATALOG.link("nvlink4"), CATALOG.link("ib-ndr")
+LINK = LinkCost(alpha_s=1e-5, beta_bytes_per_s=1e10)
+
+
+DEFAULTS = Sharding()
+
+
+def fsdp(model="llama-tiny", devices=(1, 8, 16), batch=2, sharding=DEFAULTS, **overrides):
+    args = dict(per_node=8, intra=NVLINK, inter=IB, batch_size=batch, precision="bf16")
+    return predict_fsdp(model, H100, list(devices), **(args | overrides), sharding=sharding)
+
+
+def test_ddp_predictions_are_those_of_before_fsdp():
+    # Pinned from the predictor before sharding was added (same catalog).
+    rows = predict(
+        "gpt2-small",
+        CATALOG.device("a100-sxm4-80gb"),
+        [1, 8, 64],
+        8,
+        CATALOG.link("nvlink3"),
+        CATALOG.link("ib-hdr"),
+        8,
+        "bf16",
+        noise=CATALOG.data_parallel.noise(),
+        overhead=CATALOG.data_parallel.overhead(),
+    )["rows"]
+    assert [r["samples_per_s"] for r in rows] == pytest.approx(
+        [83.34722754233952, 591.1174471567633, 4543.223026249544], rel=1e-9
+    )
+    assert rows[1]["memory"]["total_bytes"] == pytest.approx(7752034236.0, rel=1e-9)
+
+
+def test_llama_tiny_splits_into_hand_counted_blocks_and_root():
+    counts = block_counts("llama-tiny", 256)
+    # A block: wq, wo 64x64; wk, wv 64x32 (2 of 4 heads); w1, w2, w3 64x192; two norms.
+    assert counts.blocks == 2 and counts.block_params == 2 * 4096 + 2 * 2048 + 3 * 12288 + 128
+    assert counts.root_params == 2 * 512 * 64 + 64  # embedding, output, final norm
+    assert counts.params == counts.root_params + 2 * counts.block_params
+    assert 0.5 < counts.block_flops_share < 1
+    # Checkpointing keeps less than the blocks save: full only their inputs, selective those
+    # and the matmul and attention outputs.
+    assert counts.block_inputs.elements < counts.selective_kept.elements
+    assert counts.selective_kept.elements < counts.saved_in_blocks.elements
+    assert counts.saved_in_largest_block.elements * 2 >= counts.saved_in_blocks.elements
+
+
+def test_grouped_query_attention_goes_to_the_fused_kernel():
+    heads, kv_heads, seq, dim = 4, 2, 64, 8
+    q = torch.randn(1, heads, seq, dim, device="meta", requires_grad=True)
+    k, v = (torch.randn(1, kv_heads, seq, dim, device="meta", requires_grad=True) for _ in "kv")
+
+    def attention():
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    with FusedAttention() as fused:
+        gpu = saved_for_backward(nn.Module(), attention)
+    # q, the repeated k and v, the output (all with 4 heads), one logsumexp per row, and the
+    # kernel's two int64 RNG scalars: no L x L term.
+    assert fused.calls == 1
+    assert gpu == SavedTensors(4 * heads * seq * dim + heads * seq, 16)
+    assert saved_for_backward(nn.Module(), attention).elements > heads * seq * seq
+
+
+def test_sharded_state_falls_as_one_over_the_ranks():
+    counts = block_counts("llama-tiny", 256)
+    one, eight = (
+        sharded_memory(counts, 2, "bf16", None, ranks=n, param_bytes=2, reduce_bytes=4)
+        for n in (1, 8)
+    )
+    assert one.sharded_state_bytes == pytest.approx(8 * eight.sharded_state_bytes)
+    assert one.sharded_state_bytes == (4 + 4 + 8) * counts.params  # fp32 + AdamW
+    for part in ("gathered_params_bytes", "gathered_grads_bytes", "activations_bytes"):
+        assert getattr(one, part) == getattr(eight, part), part
+    assert one.gathered_params_bytes == 2 * (counts.root_params + 2 * counts.block_params)
+    kept = sharded_memory(
+        counts, 2, "bf16", None, ranks=8, param_bytes=2, reduce_bytes=4, reshard_after_forward=False
+    )
+    assert kept.gathered_params_bytes == 2 * counts.params
+
+
+def test_traffic_is_three_times_the_parameter_bytes():
+    counts = block_counts("llama-tiny", 256)
+    p = counts.params
+    assert sum(traffic_bytes(counts, 2, 2, True).values()) == 3 * 2 * p  # ZeRO-3: 3Ψ
+    assert sum(traffic_bytes(counts, 2, 2, False).values()) == 2 * 2 * p
+    assert sum(traffic_bytes(counts, 2, 4, True).values()) == (2 + 2 + 4) * p
+    (eight,) = fsdp(devices=[8], sharding=Sharding(fsdp_reduce="bf16"))["rows"]
+    assert eight["comm_bytes_per_rank"] == pytest.approx(3 * 2 * p * 7 / 8)
+    # 1.5 times a DDP all-reduce of the same 16-bit gradients: 2(N-1)/N x 2 bytes each.
+    assert eight["comm_bytes_per_rank"] / (2 * 7 / 8 * 2 * p) == pytest.approx(1.5)
+
+
+def test_all_gather_and_reduce_scatter_over_a_placement():
+    assert data_parallel_all_gather_s(1e9, 1, 8, None, None) == (0.0, "none")
+    assert data_parallel_all_gather_s(1e9, 4, 8, LINK, None) == (
+        pytest.approx(ring_all_gather_s(1e9, 4, LINK)),
+        "ring",
+    )
+    slow = LinkCost(alpha_s=2e-5, beta_bytes_per_s=4e10)
+    t, algorithm = data_parallel_reduce_scatter_s(1e9, 32, 8, LINK, slow)
+    # Across 4 nodes the 8 local ranks share the node's link; then inside the node.
+    expected = ring_all_gather_s(1e9 / 8, 4, slow.shared(8)) + ring_all_gather_s(1e9, 8, LINK)
+    assert t == pytest.approx(expected) and algorithm == "hierarchical/ring"
+    curve = BusBandwidthCurve.from_rows([(4, 1e9, 5e9)])
+    measured = LinkCost(1e-5, 1e10, curve)
+    # Half the measured all-reduce: one of its two ring phases.
+    assert data_parallel_all_gather_s(1e9, 4, 8, measured, None)[0] == pytest.approx(
+        curve.allreduce_s(1e9, 4) / 2
+    )
+
+
+PARTS = StepParts(
+    blocks=2,
+    block_forward_s=1.0,
+    block_backward_s=2.0,
+    root_forward_s=0.5,
+    root_backward_s=1.0,
+    block_all_gather_s=0.25,
+    root_all_gather_s=0.1,
+    block_reduce_scatter_s=0.5,
+    root_reduce_scatter_s=0.2,
+)
+
+
+def test_schedule_by_hand():
+    # Forward: ag_R, ag_1 before block 1 (0.35 s exposed), ag_2 under block 1. Backward:
+    # ag_R again before the root's backward (0.1 s), ag_2 under it, ag_1 under block 2,
+    # rs_2 under block 1, then rs_1 and rs_R after the backward (0.7 s).
+    assert PARTS.compute_s == 7.5
+    synced, comm = fsdp_step(PARTS)
+    assert synced == pytest.approx(7.5 + 0.35 + 0.1 + 0.7) and comm == pytest.approx(2.4)
+    kept = dataclasses.replace(PARTS, reshard_after_forward=False)
+    synced, comm = fsdp_step(kept)
+    assert synced == pytest.approx(7.5 + 0.35 + 0.7) and comm == pytest.approx(1.8)
+    # A link slower than the compute: every block waits for its parameters.
+    slow = dataclasses.replace(PARTS, block_all_gather_s=3.0, block_reduce_scatter_s=0.0)
+    assert fsdp_step(slow)[0] > slow.compute_s + 3.0 * 2
+    free = dataclasses.replace(
+        PARTS,
+        block_all_gather_s=0,
+        root_all_gather_s=0,
+        block_reduce_scatter_s=0,
+        root_reduce_scatter_s=0,
+    )
+    assert fsdp_step(free) == (pytest.approx(7.5), 0.0)
+
+
+def test_checkpointing_trades_activation_memory_for_compute():
+    rows = {
+        mode: fsdp(devices=[1], sharding=Sharding(activation_checkpointing=mode))["rows"][0]
+        for mode in ("none", "selective", "full")
+    }
+    activations = {mode: row["memory"]["activations_bytes"] for mode, row in rows.items()}
+    assert activations["none"] > activations["selective"] > activations["full"]
+    compute = {mode: row["compute_s"] for mode, row in rows.items()}
+    assert compute["none"] < compute["selective"] < compute["full"]
+    assert rows["none"]["recompute_s"] == 0.0
+    # Full: the blocks' forward once more, a third of their forward + backward.
+    blocks = compute["none"] * block_counts("llama-tiny", 256).block_flops_share
+    assert rows["full"]["recompute_s"] == pytest.approx(FORWARD_SHARE * blocks)
+    # MFU counts the model's FLOPs only: recomputation lowers it.
+    assert rows["full"]["mfu"] < rows["none"]["mfu"]
+
+
+def test_rows_scale_and_report_tokens_and_mfu():
+    out = fsdp()
+    one, eight, sixteen = out["rows"]
+    assert one["comm_s"] == 0.0 and one["efficiency"] == 1.0
+    assert eight["comm_s"] > 0 and sixteen["algorithm"] == "hierarchical/ring"
+    assert one["efficiency"] >= eight["efficiency"] >= sixteen["efficiency"] > 0
+    assert eight["tokens_per_s"] == pytest.approx(8 * eight["tokens_per_s_per_device"])
+    assert eight["tokens_per_s_per_device"] == pytest.approx(
+        256 * eight["samples_per_s_per_device"]
+    )
+    flops = out["inputs"]["model_flops_per_sample"]
+    assert eight["mfu"] == pytest.approx(eight["samples_per_s_per_device"] * flops / 989e12)
+    assert eight["memory"]["total_bytes"] < one["memory"]["total_bytes"]
+    assert out["inputs"]["parallel"] == "fsdp" and out["inputs"]["param_bytes"] == 2
+
+
+def test_bad_sharding_is_refused():
+    with pytest.raises(PredictError, match="allowed none, full, selective"):
+        Sharding(activation_checkpointing="some")
+    with pytest.raises(PredictError, match="reduce bf16 needs precision bf16"):
+        fsdp(precision="fp32", sharding=Sharding(fsdp_reduce="bf16"))
+    with pytest.raises(PredictError, match="resnet50 has no repeated blocks"):
+        fsdp(model="resnet50")
+
+
+def test_search_visits_powers_of_two_then_whole_nodes():
+    assert search_counts(8, 40) == [1, 2, 4, 8, 16, 24, 32, 40]
+    assert search_counts(6, 18) == [1, 2, 4, 6, 12, 18]
+    assert search_counts(1, 3) == [1, 2, 3]
+
+
+def test_smallest_count_of_h100s_for_llama3_8b_at_8192_tokens():
+    options = dict(param_bytes=2, reduce_bytes=4, checkpointing="full")
+    counts = block_counts("llama3-8b", 8192)
+    found = smallest_devices("llama3-8b", H100, 8, 1, "bf16", sharding=Sharding("full"))
+    # The fp32 states alone (16 B x 8.03e9 parameters) outgrow one 80 GB device.
+    assert found.smallest is not None and 1 < found.smallest <= 8
+    at = sharded_memory(counts, 1, "bf16", H100.memory_bytes, ranks=found.smallest, **options)
+    assert at.fits and found.memory == at
+    below = search_counts(8)[search_counts(8).index(found.smallest) - 1]
+    assert not sharded_memory(counts, 1, "bf16", H100.memory_bytes, ranks=below, **options).fits
+    without = smallest_devices("llama3-8b", H100, 8, 1, "bf16")
+    assert without.smallest > found.smallest  # no checkpointing: more devices
+
+
+def test_no_count_fits_when_the_activations_alone_do_not():
+    found = smallest_devices("llama3-8b", H100, 8, 64, "bf16")
+    assert found.smallest is None and found.counts_tried == len(search_counts(8))
+    assert found.floor_bytes > H100.memory_bytes and found.bound == SEARCH_BOUND
+
+
+TINY = "predict -m llama-tiny --device h100-sxm --intra nvlink4 --precision bf16 -b 2"
+
+
+def test_cli_fsdp_json_and_table(run_cli):
+    code, out, err = run_cli(TINY + " --devices 1,8 --parallel fsdp --json")
+    assert code == 0, err
+    doc = json.loads(out)
+    row = doc["rows"][1]
+    for key in ("tokens_per_s", "tokens_per_s_per_device", "mfu", "comm_exposed_s", "fits"):
+        assert key in row, key
+    for key in ("weights_bytes", "gathered_params_bytes", "activations_bytes", "total_bytes"):
+        assert key in row["memory"], key
+    inputs = doc["inputs"]
+    assert inputs["activation_checkpointing"] == "none" and inputs["reshard_after_forward"]
+    assert inputs["fsdp_reduce"] == "fp32" and inputs["parallel"] == "fsdp"
+    code, out, err = run_cli(
+        TINY + " --devices 1,8 --parallel fsdp --activation-checkpointing full"
+    )
+    assert code == 0, err
+    assert "predicted FSDP" in out and "tokens/s/dev" in out and "MFU" in out
+    assert "full activation checkpointing" in out
+
+
+def test_cli_ddp_is_the_default(run_cli):
+    _, default, _ = run_cli(TINY + " --devices 1,8 --json")
+    code, explicit, err = run_cli(TINY + " --devices 1,8 --parallel ddp --json")
+    assert code == 0, err
+    assert json.loads(default)["rows"] == json.loads(explicit)["rows"]
+
+
+def test_cli_devices_min(run_cli):
+    code, out, err = run_cli(
+        "predict -m llama3-8b --device h100-sxm --intra nvlink4 --precision bf16 -b 1 "
+        "--parallel fsdp --activation-checkpointing full --devices min --json"
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    smallest = doc["search"]["smallest_devices"]
+    assert [r["devices"] for r in doc["rows"]] == [smallest] and doc["rows"][0]["fits"]
+    code, out, err = run_cli(TINY.replace("-b 2", "-b 1") + " --parallel fsdp --devices min")
+    assert code == 0, err
+    assert "smallest count that holds it: 1" in out
+    code, out, err = run_cli(
+        "predict -m llama3-8b --device h100-sxm --precision bf16 -b 64 --parallel fsdp "
+        "--devices min"
+    )
+    assert code == 0, err
+    assert f"no count of h100-sxm up to {SEARCH_BOUND} holds llama3-8b" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ("--devices 8 --parallel fsdp --activation-checkpointing some", "'some' is not one of"),
+        ("--devices 8 --activation-checkpointing full", "does not apply to --parallel ddp"),
+        ("--devices 8 --no-reshard-after-forward", "does not apply to --parallel ddp"),
+        ("--devices 8 --parallel fsdp --bucket-mb 50", "--bucket-mb does not apply to"),
+        ("--devices 8 --parallel fsdp --grad-compression bf16", "--grad-compression does not"),
+        ("--devices 8 --parallel fsdp --fsdp-reduce bf16 --precision fp32", "needs precision bf16"),
+        ("--devices min", "--devices min needs --parallel fsdp"),
+        ("--devices min --parallel fsdp --scaling strong", "use --scaling weak"),
+        ("--devices 0 --parallel fsdp", "positive integers"),
+        ("--devices 8 --parallel fsdp -m resnet50", "resnet50 has no repeated blocks"),
+        ("--devices 16 --parallel fsdp", "an inter-node link is needed"),
+    ],
+)
+def test_cli_bad_inputs_exit_2(run_cli, args, message):
+    base = "predict -m llama-tiny --device h100-sxm --intra nvlink4 --precision bf16"
+    code, out, err = run_cli(f"{base} {args}")
+    assert code == 2, (out, err)
+    assert message in err and len(err.strip().splitlines()) == 1 and out == ""
+
+
+def test_cli_devices_min_needs_a_device(run_cli):
+    code, out, err = run_cli("predict -m llama-tiny --parallel fsdp --devices min")
+    assert code == 2 and out == ""
+    assert "--devices min needs --device" in err and len(err.strip().splitlines()) == 1
