@@ -6,6 +6,7 @@ import pytest
 
 from trainperf import store as store_module
 from trainperf.store import SCHEMA_VERSION, Store, StoreError, check_writable
+from trainperf.store_rows import ADDED_CASE_FIELDS
 
 SYSTEM = {"fingerprint": "abc123", "hostname": "node1", "cpu": {"model": "X"}, "gpus": []}
 
@@ -91,8 +92,9 @@ def test_version_1_database_is_migrated_keeping_its_rows(tmp_path):
     with Store(path) as store:
         assert store.schema_version == SCHEMA_VERSION
         (row,) = store.results()
-        # A case stored before the framework field reads as a PyTorch case.
-        expected = {"model": "resnet18", "runs": 1, "framework": "pytorch"}
+        # A case stored before the fields added since (framework, FSDP, checkpointing)
+        # reads with the values every case had then.
+        expected = {"model": "resnet18", "runs": 1} | ADDED_CASE_FIELDS
         assert row["case"] == expected and row["suite_version"] is None
         assert row["sweep_id"] == "r1" and len(row["runs"]) == 1  # the one process it was
         assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

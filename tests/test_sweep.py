@@ -151,6 +151,7 @@ def test_suites_lists_the_builtins(run_cli):
         "cpu-engines",
         "loader-workers",
         "frameworks",
+        "llm",
     ]
 
 

@@ -80,6 +80,10 @@ class JaxTrainingStep:
     compile_s: float
     # XLA's cost analysis of the compiled step (per device: the partitioned program), or None.
     xla_flops_per_step: float | None
+    # Bytes of the parameters and the optimizer state on each device (replicated), counted
+    # from the arrays (0-dimensional counters left out, as the PyTorch side does).
+    params_bytes: int = 0
+    optimizer_bytes: int = 0
 
 
 def optimizer_of(spec: ModelSpec) -> optax.GradientTransformation:
@@ -199,4 +203,9 @@ def build_jax_step(spec: ModelSpec, case: Case) -> JaxTrainingStep:
         current[:] = jax.block_until_ready(updated)
         return loss
 
-    return JaxTrainingStep(step, devices, size, compile_s, xla_flops(compiled))
+    def nbytes(tree: Any) -> int:
+        return sum(leaf.nbytes for leaf in jax.tree.leaves(tree) if leaf.ndim > 0)
+
+    return JaxTrainingStep(
+        step, devices, size, compile_s, xla_flops(compiled), nbytes(params), nbytes(opt_state)
+    )
