@@ -141,8 +141,9 @@ def test_sharding_options_have_their_own_memory_keys_and_labels():
 
 
 def test_a_sharded_checkpointed_case_measures_on_two_cpu_ranks(tmp_path, run_cli):
+    # The command (batch left out: one sequence per device), kept short.
     code, out, _ = run_cli(
-        ["run", "-m", "llama-tiny", "-b", 2, "--parallel", "fsdp", "--devices", 2]
+        ["run", "-m", "llama-tiny", "--parallel", "fsdp", "--devices", 2]
         + ["--activation-checkpointing", "full", "--steps", "fixed:1:4", *TINY]
         + ["--db", tmp_path / "r.db", "--json"]
     )
@@ -150,6 +151,7 @@ def test_a_sharded_checkpointed_case_measures_on_two_cpu_ranks(tmp_path, run_cli
     assert code == 0, result["error"]
     m = result["metrics"]
     assert m["world_size"] == 2 and result["device"]["backend"] == "gloo"
+    assert m["device_batch"] == 1 and m["global_batch"] == 2
     assert m["tokens_per_s_median"] == pytest.approx(m["samples_per_s_median"] * 32)
     assert m["mfu"] is None and "no data-sheet peak" in m["mfu_absent_reason"]
     # Each of the two ranks holds half of every weight (the tiny shapes split evenly),

@@ -71,7 +71,12 @@ CASE_FLAGS = (
 @click.command()
 @click.argument("suite_name", metavar="[SUITE]", required=False)
 @click.option("--model", "-m", help="zoo model (see `trainperf models`) or package.module:function")
-@click.option("--batch-size", "-b", type=PositiveInt(), help="samples per step per device")
+@click.option(
+    "--batch-size",
+    "-b",
+    type=PositiveInt(),
+    help="samples per step per device (with --model: 1 when left out)",
+)
 @click.option(
     "--steps",
     default="adaptive",
@@ -164,9 +169,10 @@ def run(
             raise BadInput(str(exc)) from None
         items = [planned_item(p, skips.get(p.key)) for p in suite.planned]
     else:
-        if flags["batch_size"] is None:
-            raise BadInput("--model needs --batch-size (a positive integer)")
+        # One sample (sequence) per device unless given: always the smallest step, and the
+        # per-device batch large language models are measured at (torchtitan's Llama 3 8B).
         fields = {k: v for k, v in flags.items() if k != "devices"}
+        fields["batch_size"] = flags["batch_size"] or 1
         items = [
             SweepItem(case_from_flags(capabilities, **fields, devices=devices))
             for devices in flags["devices"] or [1]
