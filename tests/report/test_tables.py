@@ -78,3 +78,18 @@ def test_a_case_of_another_sweep_is_announced_once_with_its_owner():
     out = console.file.getvalue()
     assert out.count("being measured by another sweep") == 1
     assert f"{MODEL} b2" in out and f"pid 4242 on {HOST}" in out
+
+
+def test_results_table_shows_the_method_the_state_per_rank_and_why_mfu_is_absent():
+    sharded = result()
+    sharded["case"] |= {"devices": 2, "parallel": "fsdp", "activation_checkpointing": "full"}
+    sharded["metrics"] |= {
+        "mem_params_bytes": 2**20,
+        "mem_grads_bytes": 2**20,
+        "mem_optimizer_bytes": 2**21,
+        "mfu": None,
+        "mfu_absent_reason": "no data-sheet peak known for device 'AMD EPYC'",
+    }
+    out = rendered(results_table([sharded, result()], title="t"))
+    assert "cpu fsdp x2 ac-full" in out and "4.0 MiB" in out
+    assert "MFU -: no data-sheet peak known for device 'AMD EPYC'" in out

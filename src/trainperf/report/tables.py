@@ -10,6 +10,8 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from trainperf.case import parallel_mode
+
 CASE_COLUMNS = ("model", "batch_size", "image_size", "seq_len", "precision", "device", "steps")
 METRIC_COLUMNS = (
     "samples_per_s_median",
@@ -77,17 +79,30 @@ def results_table(results: Iterable[dict[str, Any]], title: str = "trainperf res
     interval, its runs, the between-run coefficient of variation, steps (warm-up +
     measured, over all runs) and what ended the runs. Cases on real data add their loader
     workers, the share of step time spent waiting for data and the samples/s of compute
-    alone (data ready)."""
+    alone (data ready). Distributed cases add their parallel method and the training state
+    per rank (parameters + gradients + optimizer state; sharded under fsdp). A missing MFU
+    has its reasons in the caption."""
     results = list(results)
     with_data = any("data_wait_share" in (r.get("metrics") or {}) for r in results)
+    with_ranks = any("mem_params_bytes" in (r.get("metrics") or {}) for r in results)
     table = Table(title=title)
     # With real data: workers after the device, the data split after the total samples/s.
     workers, split = ("workers>, ", "compute/s>, data wait>, ") if with_data else ("", "")
+    state = "state/rank>, " if with_ranks else ""
     add_columns(
         table,
         f"model, batch>, size>, prec, device, {workers}status, samples/s>, {split}±CI95>, "
-        "runs>, between>, tokens/s>, MFU>, peak mem>, steps>, runs ended",
+        f"runs>, between>, tokens/s>, MFU>, peak mem>, {state}steps>, runs ended",
     )
+    no_mfu = sorted(
+        {
+            m["mfu_absent_reason"]
+            for m in (r.get("metrics") or {} for r in results)
+            if m.get("mfu") is None and m.get("mfu_absent_reason")
+        }
+    )
+    if no_mfu:
+        table.caption = escape("MFU -: " + "; ".join(no_mfu))
     for r in results:
         case, m = r["case"], r.get("metrics") or {}
         status = r["status"]
@@ -116,12 +131,36 @@ def results_table(results: Iterable[dict[str, Any]], title: str = "trainperf res
             f"{m['steps_warmup']}+{m['steps_measured']}" if "steps_measured" in m else "-",
             escape(str(m.get("runs_stop_reason", "-"))),
         ]
+        if with_ranks:
+            state_bytes = _state_bytes(m)
+            row.insert(-2, "-" if state_bytes is None else _binary(state_bytes))
+            row[4] = escape(f"{case['device']} {_method(case)}".strip())
         if with_data:
             workers, compute, wait = _data_cells(case, m)
             row[7:7] = [compute, wait]
             row.insert(5, workers)
         table.add_row(*row)
     return table
+
+
+def _binary(value: int) -> str:
+    """Bytes in MiB below a GiB, else in GiB."""
+    return f"{value / 2**20:.1f} MiB" if value < 2**30 else f"{value / 2**30:.2f} GiB"
+
+
+def _state_bytes(m: dict[str, Any]) -> int | None:
+    """Parameters + gradients + optimizer state of the largest rank, or None."""
+    parts = [m.get(k) for k in ("mem_params_bytes", "mem_grads_bytes", "mem_optimizer_bytes")]
+    return None if parts[0] is None else sum(p or 0 for p in parts)
+
+
+def _method(case: dict[str, Any]) -> str:
+    """'fsdp x2 ac-full': the parallel mode over its devices and the checkpointing."""
+    mode, devices, nodes = parallel_mode(case), case.get("devices", 1), case.get("nodes", 1)
+    parts = [f"{mode} x{devices}" + (f"x{nodes}n" if nodes > 1 else "")] if mode != "none" else []
+    if (checkpointing := case.get("activation_checkpointing", "none")) != "none":
+        parts.append(f"ac-{checkpointing}")
+    return " ".join(parts)
 
 
 def _data_cells(case: dict[str, Any], m: dict[str, Any]) -> list[str]:
