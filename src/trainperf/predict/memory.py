@@ -410,6 +410,23 @@ class MemoryBreakdown:
         return asdict(self)
 
 
+def with_overheads(
+    parts: dict[str, float], gpu: bool, memory_bytes: float | None
+) -> dict[str, Any]:
+    """``parts`` (bytes) with the workspace fraction, the GPU context, their total, the
+    device's memory and whether the total fits in it (module doc)."""
+    workspace = WORKSPACE_FRACTION * sum(parts.values())
+    context = GPU_CONTEXT_BYTES if gpu else 0
+    total = sum(parts.values()) + workspace + context
+    return {k: float(v) for k, v in parts.items()} | {
+        "workspace_bytes": float(workspace),
+        "context_bytes": float(context),
+        "total_bytes": float(total),
+        "available_bytes": None if memory_bytes is None else float(memory_bytes),
+        "fits": None if memory_bytes is None else total <= memory_bytes,
+    }
+
+
 def memory_breakdown(
     counts: ShapeCounts,
     device_batch: int,
@@ -439,17 +456,7 @@ def memory_breakdown(
         "ddp_buckets_bytes": GRAD_BYTES * trainable if devices > 1 else 0,
         "activations_bytes": device_batch * activations.bytes(precision),
     }
-    workspace = WORKSPACE_FRACTION * sum(parts.values())
-    context = GPU_CONTEXT_BYTES if gpu else 0
-    total = sum(parts.values()) + workspace + context
-    return MemoryBreakdown(
-        **{k: float(v) for k, v in parts.items()},
-        workspace_bytes=float(workspace),
-        context_bytes=float(context),
-        total_bytes=float(total),
-        available_bytes=None if memory_bytes is None else float(memory_bytes),
-        fits=None if memory_bytes is None else total <= memory_bytes,
-    )
+    return MemoryBreakdown(**with_overheads(parts, gpu, memory_bytes))
 
 
 @dataclass(frozen=True)
@@ -522,14 +529,4 @@ def sharded_memory(
         "activations_bytes": device_batch
         * checkpointed_activations(counts, checkpointing).bytes(precision),
     }
-    workspace = WORKSPACE_FRACTION * sum(parts.values())
-    context = GPU_CONTEXT_BYTES if gpu else 0
-    total = sum(parts.values()) + workspace + context
-    return ShardedMemory(
-        **{k: float(v) for k, v in parts.items()},
-        workspace_bytes=float(workspace),
-        context_bytes=float(context),
-        total_bytes=float(total),
-        available_bytes=None if memory_bytes is None else float(memory_bytes),
-        fits=None if memory_bytes is None else total <= memory_bytes,
-    )
+    return ShardedMemory(**with_overheads(parts, gpu, memory_bytes))
