@@ -302,7 +302,7 @@ def check_case(case: Case, capabilities: dict[str, DeviceKind]) -> models.ModelS
         raise CaseError("cudnn_benchmark false (no cuDNN autotuning) applies to cuda only")
     if spec is not None:
         _check_model(case, spec)
-    _check_blocks(case, spec)
+    _check_blocks(case)
     _check_hardware(case, capabilities)
     return spec
 
@@ -339,28 +339,17 @@ def _check_model(case: Case, spec: models.ModelSpec) -> None:
         raise CaseError(str(exc)) from None
 
 
-def _check_blocks(case: Case, spec: models.ModelSpec | None) -> None:
+def _check_blocks(case: Case) -> None:
     """parallel fsdp and activation checkpointing wrap a transformer's repeated blocks: a
-    model without them is refused (a user's network is probed in a child process)."""
+    model without them is refused (trainperf.parallel.fsdp.blocks_refusal)."""
     if case.framework != "pytorch":
         return
     if case.mode != "fsdp" and case.activation_checkpointing == "none":
         return
-    from trainperf.parallel.fsdp import NoBlocks, blocks_of, probe_blocks
+    from trainperf.parallel.fsdp import blocks_refusal
 
-    if spec is None:
-        refusal = probe_blocks(case.model)
-        if refusal:
-            raise CaseError(refusal)
-        return
-    import torch
-
-    with torch.device("meta"):
-        model = spec.build()
-    try:
-        blocks_of(model, spec.name)
-    except NoBlocks as exc:
-        raise CaseError(str(exc)) from None
+    if refusal := blocks_refusal(case.model):
+        raise CaseError(refusal)
 
 
 def _check_jax(case: Case) -> None:

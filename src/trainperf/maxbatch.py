@@ -140,7 +140,7 @@ def search(
     return outcome
 
 
-def probe_verdict(result: dict[str, Any], batch_size: int) -> Probe:
+def probe_verdict(result: dict[str, Any], batch_size: int, what: str = "batch") -> Probe:
     """Turn the result of a probe run into fits / does not fit, or raise SearchFailed."""
     status = result["status"]
     message = (result.get("error") or {}).get("message", "")
@@ -150,7 +150,7 @@ def probe_verdict(result: dict[str, Any], batch_size: int) -> Probe:
         return Probe(batch_size, False, status, message)
     if status == "crashed" and "SIGKILL" in message:
         return Probe(batch_size, False, status, message)
-    raise SearchFailed(f"the probe at batch {batch_size} ended {status}: {message}")
+    raise SearchFailed(f"the probe at {what} {batch_size} ended {status}: {message}")
 
 
 def probe_case(template: Case, value: int, dimension: str = "batch_size") -> Case:
@@ -181,10 +181,12 @@ def find_max_batch(
     """
     from trainperf.runner import run_in_child
 
+    what = "batch" if dimension == "batch_size" else "sequence length"
+
     def fits(batch_size: int) -> Probe:
         result = run_in_child(probe_case(template, batch_size, dimension), workdir, stop)
-        verdict = probe_verdict(result, batch_size)
+        verdict = probe_verdict(result, batch_size, what)
         on_probe(verdict)
         return verdict
 
-    return search(fits, start, limit, "batch" if dimension == "batch_size" else "sequence length")
+    return search(fits, start, limit, what)

@@ -367,7 +367,9 @@ def maxbatch(
     record, capabilities = open_machine(db)
     template = case_from_flags(capabilities, model=model, batch_size=batch_size, **flags)
     if dimension == "seq_len":
-        spec = zoo_spec(template.model)
+        from trainperf import models as zoo
+
+        spec = zoo.look_up(template.model)  # None for a user's network (never run here)
         if spec is None or not spec.is_language_model:
             raise BadInput(f"--find seq-len needs a language model of the zoo, not {model}")
         ceiling = spec.max_size or search.DEFAULT_LIMIT
@@ -428,13 +430,6 @@ def maxbatch(
         )
     if found.batch_size is None:
         sys.exit(EXIT_FAILED_CASES)
-
-
-def zoo_spec(name: str) -> Any:
-    """The zoo spec of ``name``; None for a user's network (never run here)."""
-    from trainperf import models as zoo
-
-    return None if zoo.is_custom_reference(name) else zoo.get(name)
 
 
 def _show_longest_sequence(found: Any, template: Any, as_json: bool) -> None:

@@ -209,6 +209,29 @@ def local_collectives(model: nn.Module, *, all_gather: bool, reduce_scatter: boo
                 module.set_custom_reduce_scatter(_LocalReduceScatter())
 
 
+def blocks_refusal(model_name: str) -> str | None:
+    """Why ``model_name`` cannot be sharded or checkpointed block by block, or None. A zoo
+    model is built on the meta device here (once per name); a user's network is probed."""
+    from trainperf import models
+
+    if models.is_custom_reference(model_name):
+        return probe_blocks(model_name)
+    return _zoo_blocks_refusal(model_name)
+
+
+@functools.lru_cache(maxsize=64)
+def _zoo_blocks_refusal(model_name: str) -> str | None:
+    from trainperf import models
+
+    with torch.device("meta"):
+        model = models.get(model_name).build()
+    try:
+        blocks_of(model, model_name)
+    except NoBlocks as exc:
+        return str(exc)
+    return None
+
+
 def probe_blocks(reference: str) -> str | None:
     """For a user's network (``module:function``): the refusal line when it has no
     repeated blocks, else None. The function runs in a child process on the meta device
@@ -232,9 +255,10 @@ def _probe_main(reference: str) -> None:
         model = models.get(reference).build()
     try:
         blocks_of(model, reference)
-        print(json.dumps({"refusal": None}))
+        refusal = None
     except NoBlocks as exc:
-        print(json.dumps({"refusal": str(exc)}))
+        refusal = str(exc)
+    print(json.dumps({"refusal": refusal}))
 
 
 if __name__ == "__main__":

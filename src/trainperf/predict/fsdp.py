@@ -79,7 +79,7 @@ from trainperf.predict.model import (
     device_batches,
     link_costs,
 )
-from trainperf.predict.roofline import OpProfile, profile_step
+from trainperf.predict.roofline import OpProfile, zoo_step_profile
 from trainperf.predict.terms import NO_NOISE, NO_OVERHEAD, Overhead, StepNoise
 
 REDUCE_BYTES = {"fp32": 4, "bf16": 2}
@@ -185,15 +185,8 @@ def traffic_bytes(
 def fused_attention_profile(model: str, size: int) -> OpProfile:
     """The roofline's ops of a training step with attention as a GPU's fused kernel
     (``memory.FusedAttention``): its O(L) traffic, not the math path's L² probabilities."""
-    spec = models.get(model)
     with FusedAttention():
-        return profile_step(
-            spec.build,
-            lambda n: spec.task.example_batch(n, size, "meta"),
-            spec.loss,
-            model=model,
-            size=size,
-        )
+        return zoo_step_profile(model, size)
 
 
 def _counts(model: str, size: int | None, gpu: bool) -> BlockCounts:

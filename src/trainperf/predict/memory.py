@@ -99,6 +99,7 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
 from trainperf import models
+from trainperf.analysis.flops import count_parameters
 from trainperf.parallel.fsdp import SELECTIVE_SAVED_OPS, blocks_of
 
 GIB = 2**30
@@ -255,12 +256,12 @@ def _count(model: str, size: int) -> ShapeCounts:
     with FusedAttention() as fused:
         gpu = saved_for_backward(net, step).per(_COUNT_BATCH)
     cpu = saved_for_backward(net, step).per(_COUNT_BATCH) if fused.calls else gpu
-    params = list(net.parameters())
+    params, trainable = count_parameters(net)
     return ShapeCounts(
         model=model,
         size=size,
-        params=sum(p.numel() for p in params),
-        trainable_params=sum(p.numel() for p in params if p.requires_grad),
+        params=params,
+        trainable_params=trainable,
         optimizer=spec.optimizer,
         gpu_activations=gpu,
         cpu_activations=cpu,
@@ -371,18 +372,18 @@ def _count_blocks(model: str, size: int, gpu: bool) -> BlockCounts:
         _tally(t for t, region in saved.values() if region == index).per(_COUNT_BATCH)
         for index in range(len(blocks))
     ]
-    block_sizes = [sum(p.numel() for p in block.parameters()) for block in blocks]
-    params = list(net.parameters())
+    block_sizes = [count_parameters(block)[0] for block in blocks]
+    params, trainable = count_parameters(net)
     total_flops = sum(recorder.flops.values())
     return BlockCounts(
         model=model,
         size=size,
-        params=sum(p.numel() for p in params),
-        trainable_params=sum(p.numel() for p in params if p.requires_grad),
+        params=params,
+        trainable_params=trainable,
         optimizer=spec.optimizer,
         blocks=len(blocks),
         block_params=max(block_sizes),
-        root_params=sum(p.numel() for p in params) - sum(block_sizes),
+        root_params=params - sum(block_sizes),
         forward_flops=total_flops / _COUNT_BATCH,
         block_flops_share=1 - recorder.flops.get(None, 0) / total_flops if total_flops else 0.0,
         saved_outside=_tally(t for t, region in saved.values() if region is None).per(_COUNT_BATCH),

@@ -269,8 +269,9 @@ def op_profile(model: str, size: int | None = None) -> OpProfile:
     return _zoo_profile(model, spec.resolve_size(size))
 
 
-@lru_cache(maxsize=64)
-def _zoo_profile(model: str, size: int) -> OpProfile:
+def zoo_step_profile(model: str, size: int) -> OpProfile:
+    """The roofline profile of a training step of zoo model ``model`` at ``size``, counted
+    afresh (under whatever dispatch mode the caller has entered; ``op_profile`` caches)."""
     spec = models.get(model)
     return profile_step(
         spec.build,
@@ -279,6 +280,9 @@ def _zoo_profile(model: str, size: int) -> OpProfile:
         model=model,
         size=size,
     )
+
+
+_zoo_profile = lru_cache(maxsize=64)(zoo_step_profile)
 
 
 def roofline_seconds_per_sample(
