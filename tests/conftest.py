@@ -1,8 +1,13 @@
 """Shared fixtures: user networks that misbehave on purpose, importable by child processes."""
 
+import os
 import textwrap
 
 import pytest
+
+# A NaN or infinity about to be written fails loudly in tests (trainperf.strict_json),
+# in this process and in the workers it starts.
+os.environ["TRAINPERF_STRICT_JSON"] = "1"
 
 from trainperf.cli import main
 

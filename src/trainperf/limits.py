@@ -12,6 +12,7 @@ meaningless. This module imports nothing heavy: reading a file must not import t
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 MAX_COUNT = 2**31 - 1
@@ -40,9 +41,14 @@ def number_problem(value: Any) -> str | None:
     return None
 
 
-def first_bad_number(document: Any, where: str = "") -> tuple[str, str] | None:
-    """(where, what) of the first number in a JSON document that ``number_problem`` refuses,
-    ``where`` as ``results[3].metrics.step_s[0]``; None when all are fine."""
+def first_bad_number(
+    document: Any,
+    where: str = "",
+    problem: Callable[[Any], str | None] = number_problem,
+) -> tuple[str, str] | None:
+    """(where, what) of the first number in a JSON document that ``problem`` (by default
+    ``number_problem``) refuses, ``where`` as ``results[3].metrics.step_s[0]``; None when
+    all are fine."""
     stack: list[tuple[str, Any]] = [(where, document)]
     while stack:
         path, value = stack.pop()
@@ -53,8 +59,8 @@ def first_bad_number(document: Any, where: str = "") -> tuple[str, str] | None:
             if all(type(v) is float and -math.inf < v < math.inf for v in value):
                 continue  # the common long list, step times: no path strings made
             stack.extend(reversed([(f"{path}[{i}]", v) for i, v in enumerate(value)]))
-        elif (problem := number_problem(value)) is not None:
-            return path, problem
+        elif (found := problem(value)) is not None:
+            return path, found
     return None
 
 

@@ -39,6 +39,7 @@ from typing import Any
 
 import psutil
 
+from trainperf import strict_json
 from trainperf.case import RANK_MODES, Case
 from trainperf.lease import Owner, is_live
 from trainperf.outcome import Outcome
@@ -207,7 +208,7 @@ def run_job(
     stop = stop or StopFlag()
     case_path, result_path = workdir / "case.json", workdir / "result.json"
     stderr_path = workdir / "stderr.txt"
-    case_path.write_text(json.dumps(document))
+    case_path.write_text(strict_json.dumps(document))
     for stale in workdir.glob("result.json*"):
         stale.unlink()
     deadline = time.monotonic() + job.timeout_s if job.timeout_s else None

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trainperf import lease
+from trainperf import lease, strict_json
 from trainperf.lease import Owner
 from trainperf.store_rows import (
     IMPORTED_COLUMNS,
@@ -176,7 +176,7 @@ class Store:
         with self._write() as db:
             db.execute(
                 "INSERT OR IGNORE INTO systems VALUES (?, ?, ?, ?)",
-                (record["fingerprint"], record["hostname"], json.dumps(record), now()),
+                (record["fingerprint"], record["hostname"], strict_json.dumps(record), now()),
             )
         return record["fingerprint"]
 
@@ -252,10 +252,10 @@ class Store:
                     result["case"]["model"],
                     result["status"],
                     result["result_schema"],
-                    json.dumps(result["case"]),
-                    json.dumps(result.get("device")),
-                    json.dumps(result.get("metrics") or {}),
-                    json.dumps(result["error"]) if result.get("error") else None,
+                    strict_json.dumps(result["case"]),
+                    strict_json.dumps(result.get("device")),
+                    strict_json.dumps(result.get("metrics") or {}),
+                    strict_json.dumps(result["error"]) if result.get("error") else None,
                     suite_name,
                     suite_version,
                     case_key,
@@ -301,8 +301,8 @@ class Store:
             cursor = db.execute(
                 "INSERT INTO max_batch (uid, system, created_at, memory_key, case_json,"
                 " batch_size, probes_json, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (uuid.uuid4().hex, system, now(), memory_key, json.dumps(case), batch_size)
-                + (json.dumps(probes), note),
+                (uuid.uuid4().hex, system, now(), memory_key, strict_json.dumps(case), batch_size)
+                + (strict_json.dumps(probes), note),
             )
         return int(cursor.lastrowid)
 
@@ -334,10 +334,10 @@ class Store:
                     now(),
                     params["kind"],
                     result["status"],
-                    json.dumps(params),
-                    json.dumps(result.get("device")),
-                    json.dumps(result.get("metrics") or {}),
-                    json.dumps(result["error"]) if result.get("error") else None,
+                    strict_json.dumps(params),
+                    strict_json.dumps(result.get("device")),
+                    strict_json.dumps(result.get("metrics") or {}),
+                    strict_json.dumps(result["error"]) if result.get("error") else None,
                 ),
             )
         return int(cursor.lastrowid)
@@ -360,7 +360,14 @@ class Store:
                 "INSERT INTO train_runs (uid, system, created_at, updated_at, status,"
                 " config_json, config_key, evaluations_json, metrics_json)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (uuid.uuid4().hex, fingerprint, written, written, "running", json.dumps(config))
+                (
+                    uuid.uuid4().hex,
+                    fingerprint,
+                    written,
+                    written,
+                    "running",
+                    strict_json.dumps(config),
+                )
                 + (config_key, "[]", "{}"),
             )
         return int(cursor.lastrowid)
@@ -384,10 +391,10 @@ class Store:
                 " time_to_target_s = ?, status = COALESCE(?, status),"
                 " metrics_json = COALESCE(?, metrics_json), error_json = COALESCE(?, error_json)"
                 " WHERE id = ?",
-                (now(), json.dumps(evaluations), int(reached), time_to_target_s, status)
+                (now(), strict_json.dumps(evaluations), int(reached), time_to_target_s, status)
                 + (
-                    json.dumps(metrics) if metrics is not None else None,
-                    json.dumps(error) if error is not None else None,
+                    strict_json.dumps(metrics) if metrics is not None else None,
+                    strict_json.dumps(error) if error is not None else None,
                     run_id,
                 ),
             )

@@ -10,6 +10,8 @@ import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
+from trainperf import strict_json
+
 # Case fields added after results were first stored, with the value every result stored
 # before them had (trainperf.case.Case's default): a stored case lacking one reads as that,
 # so old and new results of one workload meet in comparisons and scaling baselines.
@@ -66,14 +68,14 @@ IMPORTED_COLUMNS: dict[str, str] = {
 def column_value(column: str, document: dict[str, Any]) -> Any:
     """The value of ``column`` for an imported document (see ``IMPORTED_COLUMNS``)."""
     if column == "record":  # a system's document is its record
-        return json.dumps(document)
+        return strict_json.dumps(document)
     if column == "first_seen":
         return now()
     if column == "model":
         return document["case"]["model"]
     if column.endswith("_json"):
         value = document[column.removesuffix("_json")]
-        return None if value is None else json.dumps(value)
+        return None if value is None else strict_json.dumps(value)
     return document[column]
 
 

@@ -29,8 +29,9 @@ Schema version lives in ``PRAGMA user_version``. History (add a migration for ev
 
 from __future__ import annotations
 
-import json
 import sqlite3
+
+from trainperf import strict_json
 
 SCHEMA_VERSION = 7
 
@@ -181,9 +182,9 @@ def _results_to_runs(db: sqlite3.Connection) -> None:
             " error_json = ? WHERE id = ?",
             (
                 result["result_schema"],
-                json.dumps(result["case"]),
-                json.dumps(result["metrics"]),
-                json.dumps(result["error"]) if result.get("error") else None,
+                strict_json.dumps(result["case"]),
+                strict_json.dumps(result["metrics"]),
+                strict_json.dumps(result["error"]) if result.get("error") else None,
                 row["id"],
             ),
         )

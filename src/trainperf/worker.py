@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from trainperf import strict_json
 from trainperf.fileio import write_atomic
 from trainperf.micro import KINDS as MICRO_KINDS
 from trainperf.outcome import Outcome
@@ -143,7 +144,7 @@ def run_document(
 
 def write_atomically(path: Path, document: dict[str, Any]) -> None:
     """Write ``document`` as JSON: the runner reads the whole file or none of it."""
-    write_atomic(path, json.dumps(document))
+    write_atomic(path, strict_json.dumps(document))
 
 
 def rank_file(result_path: Path, rank: int, kind: str = "") -> Path:

@@ -6,7 +6,6 @@ This module imports no verb module, so the verb modules import it and nothing lo
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 import sys
@@ -99,8 +98,10 @@ class PrecisionChoice(click.Choice):
 
 
 def emit_json(document: Any) -> None:
-    """Print one JSON document on stdout (values JSON does not know as strings)."""
-    sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
+    """Print one strict JSON document on stdout (trainperf.strict_json)."""
+    from trainperf.strict_json import dumps
+
+    sys.stdout.write(dumps(document, indent=2) + "\n")
 
 
 def _apply(options: tuple[Any, ...], function: Any) -> Any:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ def export(file: Path, db: Path, system: str | None, format_: str | None) -> Non
     `trainperf import` on another machine; CSV holds the results, as `results --csv`.
     An existing FILE is replaced (atomically).
     """
-    from trainperf import exchange
+    from trainperf import exchange, strict_json
     from trainperf.fileio import write_atomic
     from trainperf.store import Store, StoreError
 
@@ -52,7 +51,7 @@ def export(file: Path, db: Path, system: str | None, format_: str | None) -> Non
                 text, counts = results_csv(rows), {"results": len(rows)}
             else:
                 document = exchange.export_document(store, system)
-                text = json.dumps(document, indent=2) + "\n"
+                text = strict_json.dumps(document, indent=2) + "\n"
                 counts = {table: len(document[table]) for table in exchange.TABLES}
     except exchange.ExchangeError as exc:
         raise BadInput(str(exc)) from None
