@@ -23,10 +23,15 @@ class Net(nn.Module):
         super().__init__()
         self.pool, self.fc = nn.AdaptiveAvgPool2d(1), nn.Linear(3, 2)
         self.behaviour = behaviour
+        self.calls = 0
 
     def forward(self, x):
         if x.device.type != "meta":
+            self.calls += 1
             rank1 = os.environ.get("RANK") == "1"  # torchrun's rank of this process
+            nan = self.behaviour == "nan_from_3" or (self.behaviour == "nan_rank1_from_3" and rank1)
+            if nan and self.calls >= 3:  # from the third step on, the loss is NaN
+                return self.fc(self.pool(x).flatten(1)) * float("nan")
             if self.behaviour == "abort" or (self.behaviour == "abort_rank1" and rank1):
                 os.abort()
             if self.behaviour == "hang" or (self.behaviour == "hang_rank1" and rank1):
@@ -60,6 +65,12 @@ def abort_rank1():
 
 def hang_rank1():
     return Net("hang_rank1")
+
+def nan_from_3():
+    return Net("nan_from_3")
+
+def nan_rank1_from_3():
+    return Net("nan_rank1_from_3")
 """
 
 

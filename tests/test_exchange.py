@@ -14,20 +14,25 @@ import pytest
 
 from report_fixture import build
 from trainperf import exchange
+from trainperf.case import make_case
 from trainperf.convergence import records
+from trainperf.convergence.trainer import TrainConfig
+from trainperf.exchange_format import FORMAT_VERSION
 from trainperf.report.tables import CSV_COLUMNS
 from trainperf.store import Store
 
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory):
-    """The two-system fixture database, with one largest-batch search added: (path, facts)."""
+    """The two-system fixture database, with one largest-batch search added: (path, facts).
+    No result of a model outside the zoo: trainperf stores none (its import refuses it)."""
     path = tmp_path_factory.mktemp("source") / "source.db"
-    facts = build(path)
+    facts = build(path, hostile_model=False)
     with Store(path) as store:
-        store.add_max_batch(facts["systems"]["b"], "key", {"model": "cifarnet"}, 48, [], "n")
+        template = make_case(model="cifarnet", batch_size=1).model_dump()  # as maxbatch stores
+        store.add_max_batch(facts["systems"]["b"], "key", template, 48, [], "n")
         system_b = next(s for s in store.systems() if s["fingerprint"] == facts["systems"]["b"])
-        config = {"model": "cifarnet", "data": "cifar10:/d", "target_metric": "top1"}
+        config = TrainConfig("cifarnet", "cifar10:/d", "top1", 0.8, 1, 64).to_dict()
         run = records.start_run(store, system_b, config)
         evaluation = {"epoch": 1, "samples_seen": 512, "time_s": 1.5, "top1": 0.9}
         store.update_train_run(
@@ -139,7 +144,9 @@ def test_round_trip_into_an_empty_database(source, tmp_path, run_cli):
     assert code == 0, err
     assert out.strip() == f"exported {counted(source[0])} to {file}"
     document = json.loads(file.read_text())
-    assert document["format"] == "trainperf-results" and document["format_version"] == 3
+    assert (
+        document["format"] == "trainperf-results" and document["format_version"] == FORMAT_VERSION
+    )
     assert all(
         "id" not in row for table in ("results", "micro", "max_batch") for row in document[table]
     )
@@ -266,10 +273,14 @@ HOSTILE = {
     "not json": (lambda text: "hello, not JSON", "is not valid JSON"),
     "truncated": (lambda text: text[: len(text) // 2], "truncated?"),
     "wrong format": (_set(["format"], "pytest-results"), "not a trainperf results export"),
-    "newer version": (_set(["format_version"], 99), "99 is not one this trainperf reads (1, 2, 3)"),
+    "newer version": (
+        _set(["format_version"], 99),
+        "99 is not one this trainperf reads (1, 2, 3, 4)",
+    ),
     "bad status": (
         _set(["results", 3, "status"], "great"),
-        "results[3].status: 'great' is not one of ok, oom, timeout, crashed, error or skipped",
+        "results[3].status: 'great' is not one of ok, oom, timeout, crashed, error, diverged "
+        "or skipped",
     ),
     "unknown system": (_set(["results", 1, "system"], "0ddba11"), "results[1].system: system"),
     "results not a list": (_set(["results"], {"a": 1}), "results: expected an array"),
@@ -308,6 +319,56 @@ HOSTILE = {
     "NaN": (
         _set(["runs", 0, "metrics", "samples_per_s_median"], float("nan")),
         "runs[0].metrics.samples_per_s_median: nan is not a finite number",
+    ),
+    # every imported case goes through the case model of suites (issue: import accepted
+    # these, and they travelled on in every export)
+    "batch size true": (
+        _set(["results", 0, "case", "batch_size"], True),
+        "results[0].case: batch_size must be a positive integer, got True",
+    ),
+    "batch size as text": (
+        _set(["runs", 0, "case", "batch_size"], "4"),
+        "runs[0].case: batch_size must be a positive integer, got '4'",
+    ),
+    "batch size 4.5": (
+        _set(["results", 0, "case", "batch_size"], 4.5),
+        "results[0].case: batch_size must be a positive integer, got 4.5",
+    ),
+    "unknown case field": (
+        _set(["results", 0, "case", "learning_rate"], 0.1),
+        "results[0].case: unknown case field 'learning_rate'",
+    ),
+    "unknown model": (
+        _set(["results", 0, "case", "model"], "resnet9000"),
+        "results[0].case: model 'resnet9000' is neither a model of this trainperf's zoo",
+    ),
+    "model with a NUL": (
+        _set(["runs", 0, "case", "model"], "cifar\x00net"),
+        "runs[0].case.model: control character '\\x00' at position 5",
+    ),
+    "hostname with a NUL": (
+        _set(["systems", 0, "hostname"], "vm\x00"),
+        "systems[0].hostname: control character '\\x00'",
+    ),
+    "created_at yesterday": (
+        _set(["results", 0, "created_at"], "yesterday"),
+        "results[0].created_at: 'yesterday' is not an ISO 8601 time",
+    ),
+    "created_at without offset": (
+        _set(["runs", 0, "created_at"], "2026-11-01T00:00:00"),
+        "runs[0].created_at: '2026-11-01T00:00:00' has no UTC offset",
+    ),
+    "negative step time": (
+        _set(["results", 0, "metrics", "step_s_median"], -0.5),
+        "results[0].metrics.step_s_median: a measured time or rate must be a positive number",
+    ),
+    "zero step time in a run": (
+        _set(["runs", 0, "metrics", "step_s", 1], 0.0),
+        "runs[0].metrics.step_s[1]: a measured time or rate must be a positive number",
+    ),
+    "training config with a string count": (
+        _set(["train_runs", 0, "config", "batch_size"], "64"),
+        "train_runs[0].config: batch_size: '64' is not of type int",
     ),
     "max batch above a C int": (
         _set(["max_batch", 0, "batch_size"], 2**40),

@@ -86,7 +86,7 @@ def migrated(tmp_path):
 
 def test_every_result_becomes_a_one_run_result_with_nothing_lost(migrated):
     store, system, rows = migrated
-    assert store.schema_version == SCHEMA_VERSION == 7
+    assert store.schema_version == SCHEMA_VERSION == 8
     results = store.results()
     assert [r["uid"] for r in results] == [row["uid"] for row in rows]
     for result, row in zip(results, rows, strict=True):

@@ -26,7 +26,6 @@ before its last rank has its batch) and the step time its slowest rank's, as abo
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +37,7 @@ from trainperf.analysis.flops import count_flops
 from trainperf.analysis.peaks import peak_flops
 from trainperf.case import RANK_MODES, Case, model_of
 from trainperf.case_result import INPUT_BOUND_SHARE
+from trainperf.measure.divergence import LossWatch
 from trainperf.measure.memory import memory_split, read_peak, reset_peak
 from trainperf.measure.policy import parse_policy
 from trainperf.measure.probes import CaseProbes, probe_metrics
@@ -96,14 +96,18 @@ def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -
     training = build_training_step(spec, case, device)
     on_phase("measuring")
     probes = CaseProbes(device, device_indices=indices)
+    losses = LossWatch()
     record = measure_steps(
         training.step,
         policy,
         make_timer(device.type),
         probes=probes,
         data_timer=training.data_timer,
+        losses=losses,
     )
-    final_loss = float(training.step().detach())  # one more step, outside the timing
+    losses.add(training.step())  # one more step, outside the timing: the final loss
+    losses.check()  # a non-finite loss anywhere: Diverged
+    final_loss = float(losses.losses[-1])
     # DataParallel's replicas run the forward in threads of their own: no split for dp.
     split = {}
     if case.mode == "none":
@@ -119,7 +123,7 @@ def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -
         metrics["mem_reserved_peak_bytes"] = peak.mem_reserved_peak_bytes
     if peak.mem_peak_bytes_per_device is not None:
         metrics["mem_peak_bytes_per_device"] = peak.mem_peak_bytes_per_device
-    metrics["final_loss"] = final_loss if math.isfinite(final_loss) else None
+    metrics["final_loss"] = final_loss
     metrics |= split
     if training.loaders is not None:
         metrics["data_train_samples"] = training.loaders.train_samples

@@ -17,11 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from trainperf import models
 from trainperf.datasets import DataError, check_source, parse_data
 from trainperf.datasets.source import FORMS as DATA_FORMS
-from trainperf.limits import INT64_MAX, INT64_MIN, MAX_COUNT
+from trainperf.limits import INT64_MAX, INT64_MIN, MAX_COUNT, control_problem
 from trainperf.measure.policy import PolicyError, default_timeout_s, parse_policy
 from trainperf.measure.runs import ALLOWED as RUNS_ALLOWED
 from trainperf.measure.runs import RunsError, parse_runs
-from trainperf.models.custom import CustomModelError
+from trainperf.models.custom import CustomModelError, is_well_formed
 from trainperf.precision import JAX_PRECISIONS, Precision
 
 # TF32 tensor-core math exists from compute capability 8.0 (Ampere) on.
@@ -106,6 +106,13 @@ class Case(BaseModel):
     )
     timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     seed: int = Field(default=0, ge=INT64_MIN, le=INT64_MAX)
+
+    @field_validator("model", "data", "steps", "runs")
+    @classmethod
+    def _printable(cls, value: object) -> object:
+        if isinstance(value, str) and (problem := control_problem(value)):
+            raise ValueError(problem)
+        return value
 
     @field_validator("steps")
     @classmethod
@@ -234,6 +241,28 @@ def make_case(**fields: object) -> Case:
         return Case(**fields)
     except ValidationError as exc:
         raise CaseError(describe_validation_error(exc)) from None
+
+
+def stored_case_problem(fields: object, *, max_batch: bool = False) -> str | None:
+    """What is wrong with a case read from elsewhere (an imported file), checked as a case
+    of a suite is: the ``Case`` model's types and ranges, and a model of the zoo or a
+    well-formed ``module:function`` (whose module need not exist here: the network ran
+    where it was measured). ``max_batch``: ``batch_size`` may be ``max`` (a request whose
+    largest-batch search failed). None when nothing is."""
+    if not isinstance(fields, dict):
+        return "expected an object"
+    if max_batch and fields.get("batch_size") == "max":
+        fields = fields | {"batch_size": 1}
+    try:
+        case = Case.model_validate(fields)
+    except ValidationError as exc:
+        return describe_validation_error(exc)
+    if case.model not in models.names() and not is_well_formed(case.model):
+        return (
+            f"model {case.model!r} is neither a model of this trainperf's zoo nor a "
+            "package.module:function reference"
+        )
+    return None
 
 
 def describe_validation_error(exc: ValidationError) -> str:

@@ -210,6 +210,8 @@ def _throughput(estimates: list[float], pooled: dict[str, Any]) -> dict[str, Any
         "cv": pooled["cv"],
         "jitter": pooled["jitter"],
     }
+    if pooled.get("cv_absent_reason"):
+        out["cv_absent_reason"] = pooled["cv_absent_reason"]
     if interval is None:
         return out | {
             "samples_per_s_ci95": None,

@@ -35,6 +35,13 @@ Format history (bump ``FORMAT_VERSION`` for every change and keep reading the ol
      each result is one run: it reads as a 1-run result beside its run, made as the
      store's migration makes them (``case_result.from_legacy``), so that importing an old
      file and a new export of the same database adds nothing twice.
+  4: strict JSON (RFC 8259): every number is finite, a value that could not be computed
+     is null with ``<key>_absent_reason`` beside it, and a file holding NaN or Infinity
+     is refused. Files of versions 1 to 3 could hold them (the intervals of runs of 1 to
+     3 steps, Fieller's unbounded ratios, a diverged loss): they read with each such
+     number as null and its reason (``strict_json.finite``), as store schema 8 converts a
+     database. The status ``diverged`` (a non-finite loss) appears from this version on.
+     Every imported case is checked as a case of a suite is (``trainperf.case.Case``).
 """
 
 from __future__ import annotations
@@ -50,20 +57,24 @@ from typing import Any, Literal, NamedTuple
 from pydantic import ValidationError
 
 from trainperf.exchange_format import (
+    FINITE_SINCE,
     FORMAT,
     FORMAT_VERSION,
     READABLE_VERSIONS,
     ROW_TABLES,
+    RUNS_SINCE,
     TABLES,
     ExchangeError,
     ExportFile,
     Json,
     check_throughput,
+    measured_problem,
     short_value,
     without,
 )
 from trainperf.limits import count_problem, first_bad_number
 from trainperf.store import Store, StoreError
+from trainperf.strict_json import finite
 
 
 class Reference(NamedTuple):
@@ -248,11 +259,13 @@ def validate(document: Any) -> ValidatedExport:
     if not isinstance(document, dict):
         raise ExchangeError(f"expected a JSON object ({FORMAT}), got {_kind(document)}")
     _check_format(document)
+    if document["format_version"] < FINITE_SINCE:
+        document = finite(document)  # older trainperf wrote NaN and Infinity
     if bad := first_bad_number(document):
         raise ExchangeError(f"{bad[0]}: {bad[1]}: numbers must be finite, integers 64-bit")
     from trainperf.exchange_legacy import LegacyExportFile, upgrade
 
-    shape = ExportFile if document["format_version"] == FORMAT_VERSION else LegacyExportFile
+    shape = ExportFile if document["format_version"] >= RUNS_SINCE else LegacyExportFile
     try:
         shape.model_validate(document)
     except ValidationError as exc:
@@ -269,7 +282,7 @@ def validate(document: Any) -> ValidatedExport:
     for index, row in enumerate(tables["results"]):
         if row["status"] == "ok":
             check_throughput(row["metrics"], f"results[{index}].metrics")
-    _check_counts(tables)
+    _check_contents(tables)
     return ValidatedExport(
         document["format_version"],
         document["exported_at"],
@@ -279,17 +292,30 @@ def validate(document: Any) -> ValidatedExport:
     )
 
 
-# table -> the field of its rows that holds a case (a training run's configuration is one)
-_CASE_FIELD = {"results": "case", "runs": "case", "max_batch": "case", "train_runs": "config"}
+def _check_contents(tables: dict[str, list[Json]]) -> None:
+    """What the rows hold, checked as the door checks it: every case as a case of a suite
+    (``case.stored_case_problem``: types, ranges, a known model or a ``module:function``,
+    printable names; a failed largest-batch request may say ``batch_size: max``), every
+    training configuration as ``trainperf train`` checks its own, and the measured times
+    and rates of every ok result and run positive (``measured_problem``)."""
+    from trainperf.case import stored_case_problem
+    from trainperf.convergence.trainer import stored_config_problem
 
-
-def _check_counts(tables: dict[str, list[Json]]) -> None:
-    """The counts of every case (batch size, devices, ...) within what a case allows
-    (``trainperf.limits``): readers multiply and index with them."""
-    for table, field in _CASE_FIELD.items():
+    for table in ("results", "runs", "max_batch"):
         for index, row in enumerate(tables[table]):
-            if bad := count_problem(row[field]):
-                raise ExchangeError(f"{table}[{index}].{field}.{bad[0]}: {bad[1]}")
+            where = f"{table}[{index}]"
+            if bad := count_problem(row["case"]):  # named by its field, before the model
+                raise ExchangeError(f"{where}.case.{bad[0]}: {bad[1]}")
+            ok = row.get("status", "ok") == "ok" and table != "max_batch"
+            if problem := stored_case_problem(row["case"], max_batch=not ok):
+                raise ExchangeError(f"{where}.case: {problem}")
+            if ok and (bad := measured_problem(row["metrics"])):
+                raise ExchangeError(f"{where}.metrics.{bad[0]}: {bad[1]}")
+    for index, row in enumerate(tables["train_runs"]):
+        if bad := count_problem(row["config"]):
+            raise ExchangeError(f"train_runs[{index}].config.{bad[0]}: {bad[1]}")
+        if problem := stored_config_problem(row["config"]):
+            raise ExchangeError(f"train_runs[{index}].config: {problem}")
 
 
 def _references(tables: dict[str, list[Json]]) -> list[Reference]:
@@ -390,7 +416,7 @@ def _describe(exc: ValidationError) -> str:
     elif kind in _EXPECTED:
         what = f"expected {_EXPECTED[kind]}, got {_kind(value)} {short_value(value)}"
     else:
-        what = f"{error['msg']} (got {short_value(value)})"
+        what = f"{error['msg'].removeprefix('Value error, ')} (got {short_value(value)})"
     more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
     return f"{where}: {what}{more}"
 

@@ -7,20 +7,26 @@ reader of older formats (trainperf.exchange_legacy) build on these.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
-from trainperf.limits import MAX_COUNT
+from trainperf.limits import MAX_COUNT, control_problem
 
 FORMAT = "trainperf-results"
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
+# The first version whose numbers are all finite (RFC 8259); older files may hold NaN and
+# Infinity, which read as null with their reason (trainperf.strict_json.finite).
+FINITE_SINCE = 4
+# The first version in which a result gathers runs (older files: trainperf.exchange_legacy).
+RUNS_SINCE = 3
 TABLES = ("systems", "sweeps", "results", "runs", "micro", "max_batch", "train_runs")
 ROW_TABLES = ("results", "runs", "micro", "max_batch", "train_runs")  # rows with a uid
 # The statuses a result or micro-benchmark run can have (sweep.py: ok, FAILED_STATUSES,
 # skipped); spelled out here so that reading a file does not import torch.
-STATUSES = ("ok", "oom", "timeout", "crashed", "error", "skipped")
+STATUSES = ("ok", "oom", "timeout", "crashed", "error", "diverged", "skipped")
 
 
 class ExchangeError(Exception):
@@ -29,9 +35,30 @@ class ExchangeError(Exception):
 
 # --- the file's shape -------------------------------------------------------------------
 
+
+def _printable(text: str) -> str:
+    if problem := control_problem(text):
+        raise ValueError(problem)
+    return text
+
+
+def _timestamp(text: str) -> str:
+    """An ISO 8601 time with its UTC offset, kept as written (the round trip is exact)."""
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text[:40]!r} is not an ISO 8601 time") from None
+    if parsed.tzinfo is None:
+        raise ValueError(f"{text!r} has no UTC offset (trainperf writes e.g. +00:00)")
+    return text
+
+
 Uid = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
-Key = Annotated[str, StringConstraints(min_length=1)]
-Status = Literal["ok", "oom", "timeout", "crashed", "error", "skipped"]
+# A name (a host, a suite, a kind) or an id: printable text (limits.control_problem).
+Name = Annotated[str, AfterValidator(_printable)]
+Key = Annotated[str, StringConstraints(min_length=1), AfterValidator(_printable)]
+Timestamp = Annotated[str, AfterValidator(_timestamp)]
+Status = Literal["ok", "oom", "timeout", "crashed", "error", "diverged", "skipped"]
 Json = dict[str, Any]
 
 
@@ -47,7 +74,7 @@ class _Open(BaseModel):
 
 class SystemItem(_Open):
     fingerprint: Key
-    hostname: str
+    hostname: Name
 
 
 class CaseItem(_Open):
@@ -56,9 +83,9 @@ class CaseItem(_Open):
 
 class SweepItem(Item):
     sweep_id: Key
-    started_at: str
+    started_at: Timestamp
     system: Key
-    label: str | None
+    label: Name | None
     order_seed: Annotated[int, Field(ge=0)] | None = None
 
 
@@ -68,21 +95,21 @@ class Measured(Item):
 
     uid: Uid
     system: Key
-    created_at: str
+    created_at: Timestamp
     status: Status
     result_schema: Annotated[int, Field(ge=1)]
     case: CaseItem
     device: Json | None
     metrics: Json
     error: Json | None
-    suite_version: str | None
-    case_key: str | None
+    suite_version: Name | None
+    case_key: Name | None
 
 
 class ResultFields(Measured):
     """A result's fields but the sweep it belongs to (named differently by format)."""
 
-    suite: str | None
+    suite: Name | None
 
 
 class ResultItem(ResultFields):
@@ -98,7 +125,7 @@ class RunItem(Measured):
 class MicroItem(Item):
     uid: Uid
     system: Key
-    created_at: str
+    created_at: Timestamp
     kind: Key
     status: Status
     params: Json
@@ -110,8 +137,8 @@ class MicroItem(Item):
 class MaxBatchItem(Item):
     uid: Uid
     system: Key
-    created_at: str
-    memory_key: str
+    created_at: Timestamp
+    memory_key: Name
     case: Json
     batch_size: Annotated[int, Field(ge=1, le=MAX_COUNT)] | None
     probes: list[Json]
@@ -121,9 +148,9 @@ class MaxBatchItem(Item):
 class TrainRunItem(Item):
     uid: Uid
     system: Key
-    created_at: str
-    updated_at: str
-    status: Literal["running", "ok", "aborted", "oom", "timeout", "crashed", "error"]
+    created_at: Timestamp
+    updated_at: Timestamp
+    status: Literal["running", "ok", "aborted", "oom", "timeout", "crashed", "error", "diverged"]
     config: CaseItem
     config_key: Key
     reached: bool
@@ -136,8 +163,8 @@ class TrainRunItem(Item):
 class ExportFile(Item):
     format: Literal["trainperf-results"]
     format_version: int
-    exported_at: str
-    trainperf_version: str
+    exported_at: Timestamp
+    trainperf_version: Name
     systems: list[SystemItem]
     sweeps: list[SweepItem]
     results: list[ResultItem]
@@ -169,6 +196,44 @@ def check_throughput(metrics: Json, where: str) -> None:
         raise ExchangeError(
             f"{where}.run_samples_per_s: expected an array of positive numbers, got {found}"
         )
+
+
+# Measured times and rates of an ok result or run: each a positive, finite number (or a list
+# of them, per step or per rank). A time that may be negative (an exposed communication
+# time is a difference of medians, noise included) is not among them.
+MEASURED_POSITIVE = (
+    "step_s",
+    "warmup_step_s",
+    "step_s_median",
+    "step_s_mean",
+    "samples_per_s_median",
+    "samples_per_s_mean",
+    "run_samples_per_s",
+    "tokens_per_s_median",
+    "tokens_per_s_mean",
+    "measure_elapsed_s",
+    "wall_s",
+    "compute_step_s",
+    "compute_step_s_median",
+    "gather_free_step_s_median",
+    "rank_step_s",
+)
+
+
+def measured_problem(metrics: Json) -> tuple[str, str] | None:
+    """(key, what) of the first measured time or rate of ``metrics`` that is not a
+    positive number (``MEASURED_POSITIVE``), or None."""
+    for key in MEASURED_POSITIVE:
+        if key not in metrics or metrics[key] is None:
+            continue
+        stack, path = [(key, metrics[key])], key
+        while stack:
+            path, value = stack.pop()
+            if isinstance(value, list):
+                stack.extend((f"{path}[{i}]", v) for i, v in enumerate(value))
+            elif isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                return path, f"a measured time or rate must be a positive number, got {value!r}"
+    return None
 
 
 def short_value(value: Any, limit: int = 60) -> str:

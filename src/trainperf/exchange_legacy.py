@@ -18,8 +18,10 @@ from trainperf.exchange_format import (
     Key,
     MaxBatchItem,
     MicroItem,
+    Name,
     ResultFields,
     SystemItem,
+    Timestamp,
     TrainRunItem,
     check_throughput,
     without,
@@ -30,9 +32,9 @@ class LegacySweepItem(Item):
     """A sweep in a file of format 1 or 2, where sweeps were called runs."""
 
     run_id: Key
-    started_at: str
+    started_at: Timestamp
     system: Key
-    label: str | None
+    label: Name | None
 
 
 class LegacyResultItem(ResultFields):
@@ -44,8 +46,8 @@ class LegacyResultItem(ResultFields):
 class LegacyExportFile(Item):
     format: Literal["trainperf-results"]
     format_version: int
-    exported_at: str
-    trainperf_version: str
+    exported_at: Timestamp
+    trainperf_version: Name
     systems: list[SystemItem]
     runs: list[LegacySweepItem]
     results: list[LegacyResultItem]

@@ -64,6 +64,15 @@ def first_bad_number(
     return None
 
 
+def control_problem(text: str) -> str | None:
+    """What is wrong with a name (a model, a host, a suite): a control character (C0, DEL
+    or C1) that would corrupt a terminal, a CSV row or a C string (NUL), or None."""
+    for index, char in enumerate(text):
+        if ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F:
+            return f"control character {char!r} at position {index}: names are printable text"
+    return None
+
+
 def count_problem(fields: dict[str, Any]) -> tuple[str, str] | None:
     """(field, what) of the first count of a case dict above ``MAX_COUNT`` or below 0."""
     for name in COUNT_FIELDS:

@@ -6,7 +6,9 @@ combined result) is made here, so its shape is decided once:
 kind, the keys that job adds. The constructors, by status:
 - ``ok``: the work ended and returned its device and metrics;
 - ``from_exception``: the work raised: ``oom`` when device or host memory ran out (told from
-  the exception), ``error`` otherwise, with the exception's type, message and traceback;
+  the exception), ``diverged`` when the loss stopped being finite (with the phase, step and
+  rank where it did; trainperf.measure.divergence), ``error`` otherwise, with the
+  exception's type, message and traceback;
 - ``crashed`` and ``timeout``: seen from outside by the parent (trainperf.runner), with the
   tail of the child's stderr;
 - ``skipped``: a case that was not run, and why;
@@ -35,8 +37,8 @@ from typing import Any, Literal
 RUN_SCHEMA = 1
 RESULT_SCHEMA = 2
 
-Status = Literal["ok", "oom", "error", "crashed", "timeout", "skipped"]
-FAILED_STATUSES: tuple[Status, ...] = ("oom", "timeout", "crashed", "error")
+Status = Literal["ok", "oom", "error", "crashed", "timeout", "diverged", "skipped"]
+FAILED_STATUSES: tuple[Status, ...] = ("oom", "timeout", "crashed", "error", "diverged")
 # Messages by which PyTorch, XLA and the C++ allocators report exhausted memory.
 OOM_MARKERS = (
     "out of memory",
@@ -96,8 +98,9 @@ class Outcome:
         return document | _thawed(self.extra)
 
     def on_rank(self, rank: int) -> Outcome:
-        """A failure as rank ``rank`` of a distributed job saw it (named in its message)."""
-        if self.error is None:
+        """A failure as rank ``rank`` of a distributed job saw it (named in its message),
+        unless it names its rank already (a divergence found on another rank)."""
+        if self.error is None or "rank" in self.error:
             return self
         error = dict(self.error) | {"message": f"rank {rank}: {self.error.get('message', '')}"}
         return replace(self, error=error | {"rank": rank})
@@ -114,7 +117,13 @@ class Outcome:
 
     @classmethod
     def from_exception(cls, case: Mapping[str, Any], exc: BaseException) -> Outcome:
-        """The work raised ``exc``: ``oom`` when memory ran out, ``error`` otherwise."""
+        """The work raised ``exc``: ``oom`` when memory ran out, ``diverged`` when the loss
+        did not stay finite, ``error`` otherwise."""
+        from trainperf.measure.divergence import Diverged
+
+        if isinstance(exc, Diverged):
+            error = {"type": "diverged", "message": str(exc)} | exc.details()
+            return cls("diverged", case, error=error)
         out_of_memory = is_out_of_memory(exc)
         error = {
             "type": type(exc).__name__,

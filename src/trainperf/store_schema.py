@@ -25,6 +25,10 @@ Schema version lives in ``PRAGMA user_version``. History (add a migration for ev
      measuring, with its owner (sweep id, host, pid and the process's start time) and when
      the owner last renewed it, so that a concurrent sweep of the same suite skips it
      (``trainperf.lease``). Leases stay home: an export does not carry them.
+  8: strict JSON: every number in a ``*_json`` column (and a system's record) is finite.
+     trainperf before this wrote NaN and Infinity there (per-run intervals of runs of 1 to
+     3 steps, Fieller's unbounded ratios, a diverged DDP loss); each becomes null with
+     ``<key>_absent_reason`` beside it (``strict_json.finite``), the format 4 rule.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import sqlite3
 
 from trainperf import strict_json
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 SCHEMA_V1 = """
 CREATE TABLE systems (
@@ -194,6 +198,36 @@ def _results_to_runs(db: sqlite3.Connection) -> None:
             insert_run(db, run | {"case_key": row["case_key"]})
 
 
+# The JSON columns of each table (schema 8 makes their numbers finite).
+JSON_COLUMNS = {
+    "systems": ("record",),
+    "results": ("case_json", "device_json", "metrics_json", "error_json"),
+    "runs": ("case_json", "device_json", "metrics_json", "error_json"),
+    "micro": ("params_json", "device_json", "metrics_json", "error_json"),
+    "max_batch": ("case_json", "probes_json"),
+    "train_runs": ("config_json", "evaluations_json", "metrics_json", "error_json"),
+}
+
+
+def _finite_numbers(db: sqlite3.Connection) -> None:
+    """Schema 8: NaN and Infinity in stored JSON become null with their reason. Only the
+    texts that can hold one (SQLite's LIKE is a quick filter) are decoded."""
+    import json
+
+    for table, columns in JSON_COLUMNS.items():
+        for column in columns:
+            rows = db.execute(
+                f"SELECT rowid, {column} FROM {table}"
+                f" WHERE {column} LIKE '%Infinity%' OR {column} LIKE '%NaN%'"
+            ).fetchall()
+            for rowid, text in rows:
+                converted = strict_json.dumps(strict_json.finite(json.loads(text)))
+                if converted != text:
+                    db.execute(
+                        f"UPDATE {table} SET {column} = ? WHERE rowid = ?", (converted, rowid)
+                    )
+
+
 # version reached -> SQL taking the previous version to it (statements split on ';'),
 # then Python for what SQL cannot say
 MIGRATIONS: dict[int, str] = {
@@ -204,5 +238,6 @@ MIGRATIONS: dict[int, str] = {
     5: SCHEMA_V5,
     6: SCHEMA_V6,
     7: SCHEMA_V7,
+    8: "",
 }
-MIGRATION_STEPS = {6: _results_to_runs}
+MIGRATION_STEPS = {6: _results_to_runs, 8: _finite_numbers}

@@ -36,8 +36,28 @@ def test_summarize_known_data():
     assert s.jitter == pytest.approx(1.4826 * 5)
     low, high = s.samples_per_s_ci95
     ci = mean_ci95(step_s)
-    assert low == pytest.approx(10 / ci.high)
-    assert high == math.inf or high == pytest.approx(10 / ci.low)
+    assert (low, high) == (pytest.approx(10 / ci.high), pytest.approx(10 / ci.low))
+
+
+def test_an_interval_reaching_zero_seconds_has_no_throughput_interval():
+    step_s = [0.1, 0.1, 2.0]  # three widely spread steps: the interval reaches below 0 s
+    s = summarize(step_s, samples_per_step=10)
+    assert mean_ci95(step_s).low < 0
+    assert s.samples_per_s_ci95 is None and "no upper bound" in s.samples_per_s_ci95_absent_reason
+    assert s.ci95_relative == pytest.approx(mean_ci95(step_s).relative_half_width)
+
+
+@pytest.mark.parametrize("steps", [[0.5], [0.5, 0.7]])
+def test_too_few_steps_give_no_interval_and_say_why(steps):
+    """Below 3 steps no interval exists: None with the reason, never an infinity (which
+    would reach stored and printed JSON)."""
+    s = summarize(steps, samples_per_step=4)
+    document = s.as_dict()
+    assert document["samples_per_s_ci95"] is None and document["ci95_relative"] is None
+    assert f"only {len(steps)} measured step" in document["ci95_absent_reason"]
+    assert all(not isinstance(v, float) or math.isfinite(v) for v in document.values())
+    assert (document["cv"] is None) == (len(steps) == 1)
+    assert ("cv_absent_reason" in document) == (len(steps) == 1)
 
 
 def test_throughput_interval_brackets_the_mean():

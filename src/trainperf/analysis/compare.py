@@ -36,7 +36,7 @@ from scipy import stats
 
 from trainperf.case import Case, label_of, parallel_mode
 from trainperf.case_result import run_estimates
-from trainperf.measure.hierarchy import MIN_RUNS_FOR_DECISION, ratio_interval
+from trainperf.measure.hierarchy import MIN_RUNS_FOR_DECISION, UNBOUNDED, ratio_interval
 
 NOT_WORKLOAD = ("seed", "timeout_s", "steps", "runs", "threads")
 CASE_DEFAULTS = {
@@ -87,6 +87,8 @@ def significance(base_runs: Sequence[float], runs: Sequence[float]) -> Significa
             )
             return Significance(None, None, reason)
     found = ratio_interval(base_runs, runs)
+    if not found.bounded:
+        return Significance(None, found.decision(), UNBOUNDED)
     return Significance((found.low, found.high), found.decision())
 
 

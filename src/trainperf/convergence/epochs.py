@@ -18,6 +18,7 @@ import torch
 
 from trainperf.convergence.evaluation import evaluate, reached
 from trainperf.convergence.schedule import Schedule
+from trainperf.measure.divergence import Diverged, LossWatch
 from trainperf.models.spec import ModelSpec
 from trainperf.parallel.peers import Peers
 from trainperf.training_step import Step
@@ -125,6 +126,7 @@ class Run:
         # loss sum, steps, samples (this rank's; summed over ranks at the end)
         totals = torch.zeros(3, dtype=torch.float64, device=self.device)
         wait_s, lr, requested, aborted = 0.0, 0.0, False, False
+        losses = LossWatch()  # checked once the epoch is over: no wait per step
         start = time.perf_counter()
         batches = iter(loader)
         for step in range(steps_per_epoch):
@@ -142,6 +144,7 @@ class Run:
                 targets.to(self.device, non_blocking=True),
             )
             loss = self.step(lambda: on_device).detach()  # noqa: B023 (called at once)
+            losses.add(loss)
             totals[0] += loss.double()
             totals[1] += 1
             totals[2] += inputs.shape[0]
@@ -151,6 +154,9 @@ class Run:
                 aborted = True
                 break
         loss_sum, steps, samples = peers.sum_(totals).tolist()  # waits for the device
+        if (found := losses.first_non_finite()) is not None:
+            rank = peers.rank if peers.distributed else None
+            raise Diverged(f"epoch {epoch}", found["step"], found["loss"], rank)
         train_s = time.perf_counter() - start
         record = {
             "epoch": epoch,

@@ -3,7 +3,8 @@
 A run is stored when it starts (status ``running``) and updated after every evaluation, so
 an interrupted or killed run keeps what it reached; the final status replaces ``running``:
 ``ok`` (finished: target reached or epoch limit), ``aborted`` (stopped by the user),
-``timeout``, ``crashed``, ``oom`` or ``error``.
+``timeout``, ``crashed``, ``oom``, ``diverged`` (the training loss stopped being finite) or
+``error``.
 
 ``config_key`` groups the runs that repeat one configuration (every field except the seed
 and the logging paths): the olympic mean of ``trainperf train --runs`` is taken over them.

@@ -27,6 +27,7 @@ import dataclasses
 import json
 import os
 import random
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,53 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def stored_config_problem(config: object) -> str | None:
+    """What is wrong with a training run's configuration read from elsewhere (an imported
+    file), checked as ``trainperf train`` checks its own: the fields of ``TrainConfig`` with
+    their types and ranges, a model of the zoo or a ``module:function`` reference, and
+    printable names. None when nothing is."""
+    from trainperf import models
+    from trainperf.limits import control_problem, count_problem
+    from trainperf.models.custom import is_well_formed
+
+    if not isinstance(config, dict):
+        return "expected an object"
+    hints = typing.get_type_hints(TrainConfig)
+    if unknown := sorted(set(config) - set(hints) - set(LOGGING_FIELDS)):
+        return f"unknown field '{unknown[0]}': allowed {', '.join(sorted(hints))}"
+    for key, value in config.items():
+        if key in hints and not _has_type(value, hints[key]):
+            kind = getattr(hints[key], "__name__", str(hints[key]))
+            return f"{key}: {value!r} is not of type {kind}"
+        if isinstance(value, str) and (problem := control_problem(value)):
+            return f"{key}: {problem}"
+    if bad := count_problem(config):
+        return f"{bad[0]}: {bad[1]}"
+    try:
+        run = TrainConfig(**{k: v for k, v in config.items() if k in hints})
+    except (TypeError, ValueError) as exc:  # a missing field, the run's own checks
+        return str(exc)
+    if run.model not in models.names() and not is_well_formed(run.model):
+        return f"model {run.model!r} is neither of this trainperf's zoo nor module:function"
+    return None
+
+
+# Fields a stored configuration may hold beside TrainConfig's: where the run logged.
+LOGGING_FIELDS = ("mllog",)
+
+
+def _has_type(value: object, hint: object) -> bool:
+    """Whether a JSON value fits a field's type: an int is no bool, a float may be an int."""
+    allowed = typing.get_args(hint) or (hint,)
+    if value is None:
+        return type(None) in allowed
+    if isinstance(value, bool):
+        return bool in allowed
+    if isinstance(value, int):
+        return int in allowed or float in allowed
+    return any(isinstance(value, kind) for kind in allowed if kind in (float, str))
 
 
 class Listener(Protocol):

@@ -23,7 +23,6 @@ RSS, as for PyTorch.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +33,7 @@ import torch
 from trainperf.benchmark import case_metrics
 from trainperf.case import Case, model_of
 from trainperf.jax.step import build_jax_step
+from trainperf.measure.divergence import LossWatch
 from trainperf.measure.memory import read_peak
 from trainperf.measure.policy import parse_policy
 from trainperf.measure.probes import CaseProbes
@@ -114,9 +114,12 @@ def run_jax_case(
     gpus = [d.local_hardware_id for d in training.devices] if case.device == "cuda" else None
     probes = CaseProbes(torch.device(case.device), device_indices=gpus, sync_devices=False)
     measuring_from = _COMPILATIONS.count
-    record = measure_steps(training.step, policy, HostTimer(), probes=probes)
+    losses = LossWatch()
+    record = measure_steps(training.step, policy, HostTimer(), probes=probes, losses=losses)
     compilations_while = _COMPILATIONS.count - measuring_from
-    final_loss = float(training.step())  # one more step, outside the timing
+    losses.add(training.step())  # one more step, outside the timing: the final loss
+    losses.check()  # a non-finite loss anywhere: Diverged
+    final_loss = float(losses.losses[-1])
     info = device_info(case, training.devices)
     metrics = case_metrics(spec, case, training.size, record, probes, info["name"])
     metrics |= memory_metrics(case, training.devices)
@@ -125,7 +128,7 @@ def run_jax_case(
         "compilations_before_measuring": compilations_before,
         "compilations_while_measuring": compilations_while,
         "xla_flops_per_step": training.xla_flops_per_step,
-        "final_loss": final_loss if math.isfinite(final_loss) else None,
+        "final_loss": final_loss,
         # The memory split of trainperf.measure.memory, as far as JAX shows it.
         "mem_params_bytes": training.params_bytes,
         "mem_optimizer_bytes": training.optimizer_bytes,

@@ -148,18 +148,29 @@ def optimal_steps_per_run(
     return max(1, math.ceil(math.sqrt(ratio)))
 
 
+UNBOUNDED = (
+    "Fieller's 95% interval of the ratio is unbounded: the runs vary too much for the "
+    "baseline's mean to be told from zero (measure more runs)"
+)
+
+
 @dataclass(frozen=True)
 class Ratio:
-    """The ratio other / base of two case estimates with its Fieller 95% interval."""
+    """The ratio other / base of two case estimates with its Fieller 95% interval; ``low``
+    and ``high`` are None when that interval is unbounded (``UNBOUNDED``)."""
 
     ratio: float
-    low: float
-    high: float
+    low: float | None
+    high: float | None
+
+    @property
+    def bounded(self) -> bool:
+        return self.low is not None and self.high is not None
 
     def decision(self) -> str:
-        if self.low > 1:
+        if self.low is not None and self.low > 1:
             return "faster"
-        if self.high < 1:
+        if self.high is not None and self.high < 1:
             return "slower"
         return "no significant difference"
 
@@ -167,8 +178,9 @@ class Ratio:
 def ratio_interval(base: Sequence[float], other: Sequence[float]) -> Ratio | None:
     """Fieller's 95% interval of mean(other) / mean(base), independent run estimates.
 
-    None when a side has fewer than 2 runs. The upper end is infinite when the base
-    mean is not distinguishable from zero (never for a throughput).
+    None when a side has fewer than 2 runs. The interval is unbounded (``low`` and
+    ``high`` None) when the base mean is not distinguishable from zero: with 2 or 3 runs
+    that vary a lot, a throughput can be.
     """
     a, b = np.asarray(base, dtype=float), np.asarray(other, dtype=float)
     if a.size < MIN_RUNS_FOR_INTERVAL or b.size < MIN_RUNS_FOR_INTERVAL:
@@ -187,7 +199,7 @@ def ratio_interval(base: Sequence[float], other: Sequence[float]) -> Ratio | Non
     qb = -2 * mean_a * mean_b
     qc = mean_b**2 - t2 * var_b
     disc = qb**2 - 4 * qa * qc
-    if qa <= 0 or disc < 0:
-        return Ratio(rho, 0.0, math.inf)
+    if qa <= 0 or disc < 0:  # the set of rho is not a finite interval
+        return Ratio(rho, None, None)
     root = math.sqrt(disc)
     return Ratio(rho, (-qb - root) / (2 * qa), (-qb + root) / (2 * qa))

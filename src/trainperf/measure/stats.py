@@ -7,6 +7,10 @@ Conventions (every function takes step times in seconds, warm-up already removed
 - the 95% confidence interval of the mean step time uses Student's t with n-1 degrees of
   freedom, mean ± t(0.975, n-1)·s/√n; the throughput interval is its image under B/t.
 - cv = s / mean of the step times (s with Bessel's correction).
+- What cannot be computed is None with the reason beside it (never an infinity): the
+  interval below ``MIN_STEPS_FOR_CI`` steps (``ci95_absent_reason``), the throughput's upper
+  end when the step-time interval reaches zero (``samples_per_s_ci95_absent_reason``: B/t
+  is unbounded there), the cv of a single step (``cv_absent_reason``).
 - jitter = 1.4826 · MAD of the per-step throughput: the median absolute deviation scaled
   to estimate a normal distribution's standard deviation, robust to outliers.
 """
@@ -54,22 +58,27 @@ def mean_ci95(values: Sequence[float]) -> MeanCI:
 
 @dataclass(frozen=True)
 class ThroughputSummary:
-    """Throughput of a measured window, with its uncertainty. Units in the names."""
+    """Throughput of a measured window, with its uncertainty. Units in the names; a value
+    that cannot be computed is None with its reason (module doc)."""
 
     steps_measured: int
     step_s_median: float
     step_s_mean: float
     samples_per_s_median: float
     samples_per_s_mean: float
-    samples_per_s_ci95: tuple[float, float]
-    ci95_relative: float
-    cv: float
+    samples_per_s_ci95: tuple[float, float] | None
+    ci95_relative: float | None
+    cv: float | None
     jitter: float
+    ci95_absent_reason: str | None = None
+    samples_per_s_ci95_absent_reason: str | None = None
+    cv_absent_reason: str | None = None
 
     def as_dict(self) -> dict:
         out = asdict(self)
-        out["samples_per_s_ci95"] = list(self.samples_per_s_ci95)
-        return out
+        if self.samples_per_s_ci95 is not None:
+            out["samples_per_s_ci95"] = list(self.samples_per_s_ci95)
+        return {k: v for k, v in out.items() if v is not None or not k.endswith("_reason")}
 
 
 def summarize(step_s: Sequence[float], samples_per_step: int) -> ThroughputSummary:
@@ -79,20 +88,34 @@ def summarize(step_s: Sequence[float], samples_per_step: int) -> ThroughputSumma
     t = np.asarray(step_s, dtype=float)
     ci = mean_ci95(t)
     per_step = samples_per_step / t
-    # B/t is decreasing: the low end of the throughput interval comes from the high end of
-    # the step-time interval. A non-positive low step time means an unbounded throughput.
-    tp_low = samples_per_step / ci.high if math.isfinite(ci.high) else 0.0
-    tp_high = samples_per_step / ci.low if ci.low > 0 else math.inf
+    uncertain: dict = {}
+    if not math.isfinite(ci.high):
+        steps = f"{t.size} measured step" + ("s" if t.size != 1 else "")
+        reason = f"only {steps}: an interval needs {MIN_STEPS_FOR_CI}"
+        uncertain = {"samples_per_s_ci95": None, "ci95_relative": None}
+        uncertain["ci95_absent_reason"] = reason
+    elif ci.low <= 0:
+        # B/t is decreasing: the throughput interval is (B/high, B/low), unbounded above
+        # when the step-time interval reaches zero.
+        uncertain = {"samples_per_s_ci95": None, "ci95_relative": ci.relative_half_width}
+        uncertain["samples_per_s_ci95_absent_reason"] = (
+            "the step time's 95% interval reaches 0 s (few steps, widely spread): "
+            "the throughput has no upper bound"
+        )
+    else:
+        interval = (samples_per_step / ci.high, samples_per_step / ci.low)
+        uncertain = {"samples_per_s_ci95": interval, "ci95_relative": ci.relative_half_width}
+    cv = {"cv": float(t.std(ddof=1) / ci.mean)} if t.size > 1 else {}
     return ThroughputSummary(
         steps_measured=int(t.size),
         step_s_median=float(np.median(t)),
         step_s_mean=ci.mean,
         samples_per_s_median=samples_per_step / float(np.median(t)),
         samples_per_s_mean=samples_per_step * t.size / float(t.sum()),
-        samples_per_s_ci95=(tp_low, tp_high),
-        ci95_relative=ci.relative_half_width,
-        cv=float(t.std(ddof=1) / ci.mean) if t.size > 1 else 0.0,
+        cv=cv.get("cv"),
+        cv_absent_reason=None if cv else "one measured step: no spread",
         jitter=MAD_TO_SIGMA * float(np.median(np.abs(per_step - np.median(per_step)))),
+        **uncertain,
     )
 
 
@@ -115,15 +138,14 @@ def instability_reasons(
     reasons = []
     if summary.steps_measured < MIN_STEPS_FOR_CI:
         reasons.append(f"only {summary.steps_measured} measured steps: no confidence interval")
-    if summary.cv > UNSTABLE_CV:
+    if summary.cv is not None and summary.cv > UNSTABLE_CV:
         reasons.append(f"coefficient of variation {summary.cv:.1%} above {UNSTABLE_CV:.0%}")
     change, p = drift(step_s)
     if abs(change) > DRIFT_FRACTION and p < DRIFT_P:
         reasons.append(
             f"step time drifted {change:+.1%} from the first to the second half (p={p:.1g})"
         )
-    if ci_target is not None and summary.ci95_relative > ci_target:
-        reasons.append(
-            f"95% CI ±{summary.ci95_relative:.1%} wider than the target ±{ci_target:.1%}"
-        )
+    relative = summary.ci95_relative
+    if ci_target is not None and relative is not None and relative > ci_target:
+        reasons.append(f"95% CI ±{relative:.1%} wider than the target ±{ci_target:.1%}")
     return reasons

@@ -1,9 +1,11 @@
 """The measured loop: warm-up, then timed steps, each bracketed by the step timer.
 
 The only harness work inside a timed window is the timer's own ``start``/``stop`` (a clock
-read or an event record). Policy decisions happen between windows and, while measuring,
-only at the policy's check points (geometrically spaced for the adaptive policy), so the
-loop costs what a hand-written loop costs (benchmarks/harness_overhead.py checks this).
+read or an event record). A step's loss, when a ``LossWatch`` keeps them, is kept after its
+window closed, without synchronising (trainperf.measure.divergence). Policy decisions
+happen between windows and, while measuring, only at the policy's check points
+(geometrically spaced for the adaptive policy), so the loop costs what a hand-written loop
+costs (benchmarks/harness_overhead.py checks this).
 
 A step fed by a real data set also opens windows of its own ``data_timer`` inside the
 step (one per micro-batch, around getting the batch); the loop only resets that timer
@@ -17,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from trainperf.measure.divergence import LossWatch
 from trainperf.measure.policy import StepPolicy
 from trainperf.measure.timer import StepTimer
 
@@ -41,19 +44,25 @@ def measure_steps(
     clock: Callable[[], float] = time.perf_counter,
     probes: Any = None,
     data_timer: StepTimer | None = None,
+    losses: LossWatch | None = None,
 ) -> StepRecord:
     """Run ``step`` under ``policy``, timing every step with ``timer``.
 
     ``probes`` (trainperf.measure.probes.CaseProbes) hears ``begin()`` when the warm-up is
     over and ``end()`` after the last measured step: its window is the measured steps.
     ``data_timer``: the timer the step opens around getting its data (see the module doc).
+    ``losses`` keeps what each step returns (its loss), warm-up and measured steps apart.
     """
+    keep = losses.add if losses is not None else lambda loss: None
     warmup_started = clock()
     while not (warmup_reason := policy.warmup_done(timer.durations(), clock() - warmup_started)):
         timer.start()
-        step()
+        loss = step()
         timer.stop()
+        keep(loss)
     warmup_s = timer.durations()
+    if losses is not None:
+        losses.end_warmup()
     timer.reset()
     if data_timer is not None:
         data_timer.reset()
@@ -65,14 +74,17 @@ def measure_steps(
     while True:
         for _ in range(policy.steps_until_check(step_s, clock() - started)):
             timer.start()
-            step()
+            loss = step()
             timer.stop()
+            keep(loss)
         step_s = timer.durations()
         if stop_reason := policy.measure_done(step_s, clock() - started):
             break
     measure_elapsed_s = clock() - started
     if probes is not None:
         probes.end()
+    if losses is not None:
+        losses.end_measuring()
     data_wait_s = None if data_timer is None else per_step(data_timer.durations(), len(step_s))
     return StepRecord(
         warmup_s=warmup_s,

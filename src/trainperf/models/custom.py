@@ -55,6 +55,12 @@ def check_reference(reference: str) -> None:
         )
 
 
+def is_well_formed(reference: str) -> bool:
+    """Whether ``reference`` has the form ``package.module:function`` (nothing is looked up:
+    a stored result's network ran where it was measured, not necessarily here)."""
+    return bool(_REFERENCE.match(reference))
+
+
 def _split(reference: str) -> tuple[str, str]:
     """(module, function) of a well-formed reference; CustomModelError otherwise."""
     if not _REFERENCE.match(reference):

@@ -20,6 +20,8 @@ Metrics added to the single-device ones (all from every rank's own step times):
   gradients and optimizer state counted from this rank's tensors (its shards under fsdp),
   and on a GPU what one forward pass holds when it ends (activations and output,
   ``mem_activations_bytes``; absent on a CPU, with the reason).
+A non-finite loss on any rank ends the case as ``diverged``, naming the earliest step and
+its rank (trainperf.measure.divergence): every rank's losses are gathered with its times.
 With real data each rank loads its own DistributedSampler shard; the data wait of step i
 is its longest over the ranks (trainperf.benchmark's data metrics), and ``ranks`` gives
 each rank's ``data_wait_s_median``. The no-sync steps fetch their data too, so the data
@@ -36,6 +38,7 @@ from typing import Any
 import torch
 
 from trainperf.case import Case, model_of
+from trainperf.measure.divergence import Diverged, LossWatch, earliest
 from trainperf.measure.memory import memory_split, read_peak, reset_peak
 from trainperf.measure.policy import parse_policy
 from trainperf.measure.probes import CaseProbes, probe_metrics
@@ -67,14 +70,17 @@ def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[st
         training = build_training_step(spec, case, job.device, rank=job.ranks.rank)
         on_phase("measuring")
         probes = CaseProbes(job.device, read_cpu_energy=job.ranks.local_rank == 0)
+        losses = LossWatch()
         record = measure_steps(
             training.step,
             policy,
             make_timer(job.device.type),
             probes=probes,
             data_timer=training.data_timer,
+            losses=losses,
         )
-        final_loss = float(training.step().detach())
+        losses.add(training.step())  # one more step, outside the timing: the final loss
+        final_loss = float(losses.losses[-1])
         memory = memory_split(training.model, training.optimizer, training.step, job.device)
         on_phase("measuring compute only")
         compute = measure_without_communication(case, training, len(record.step_s), job.device)
@@ -91,6 +97,7 @@ def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[st
             "memory": memory,
             "mem_peak_bytes": read_peak(job.device).mem_peak_bytes,
             "final_loss": final_loss,
+            "diverged": losses.first_non_finite(),
             "readings": probes.readings,
             "context_start": probes.start_context,
             "context_end": probes.end_context,
@@ -99,6 +106,8 @@ def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[st
         on_phase("done")
         if everyone is None:
             return None
+        if (found := earliest([r["diverged"] for r in everyone])) is not None:
+            raise Diverged(**found)  # on any rank: the case diverged (there, first)
         slowest = StepRecord(
             warmup_s=[max(steps) for steps in zip(*(r["warmup_s"] for r in everyone), strict=True)],
             step_s=slowest_per_step([r["step_s"] for r in everyone]),

@@ -29,7 +29,7 @@ from typing import Any
 
 from trainperf.case import label_of, parallel_mode
 from trainperf.case_result import run_estimates
-from trainperf.measure.hierarchy import MIN_RUNS_FOR_INTERVAL, ratio_interval
+from trainperf.measure.hierarchy import MIN_RUNS_FOR_INTERVAL, UNBOUNDED, ratio_interval
 
 # Fields that may differ between the N-device result and its baseline.
 NOT_IN_SETTING = ("devices", "nodes", "parallel", "seed", "timeout_s", "threads", "scaling")
@@ -146,13 +146,17 @@ def _row(
     speedup, efficiency = speedup_efficiency(throughput, count, base)
     row |= {"speedup": speedup, "efficiency": efficiency, "baseline_samples_per_s": base}
     interval = ratio_interval(run_estimates(baseline), run_estimates(result))
-    if interval is None:
+    if interval is None or not interval.bounded:
         fewest = min(len(run_estimates(baseline)), len(run_estimates(result)))
+        reason = (
+            f"{fewest} run on a side: an interval needs {MIN_RUNS_FOR_INTERVAL} on each"
+            if interval is None
+            else UNBOUNDED
+        )
         return row | {
             "speedup_ci95": None,
             "efficiency_ci95": None,
-            "interval_absent_reason": f"{fewest} run on a side: an interval needs "
-            f"{MIN_RUNS_FOR_INTERVAL} on each",
+            "interval_absent_reason": reason,
         }
     return row | {
         "speedup_ci95": [interval.low, interval.high],

@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-STATUS_ORDER = ("ok", "skipped", "oom", "timeout", "crashed", "error")
+STATUS_ORDER = ("ok", "skipped", "oom", "timeout", "crashed", "error", "diverged")
 
 
 def _clock(seconds: float | None) -> str:
