@@ -171,7 +171,23 @@ def seed_micro() -> list[dict[str, Any]]:
     return json.loads(SEED.read_text())["micro"]
 
 
+@functools.cache
+def conv_run() -> tuple[dict[str, Any], dict[str, Any]]:
+    """A real `micro conv` run (one small layer of cifarnet, on this CPU): params, result."""
+    from trainperf.micro import conv
+
+    params = {"kind": "conv", "device": "cpu", "dtype": "fp32", "cudnn_benchmark": True}
+    params |= {"model": "cifarnet", "batch_size": 2, "limit": 1, "flush": False}
+    params |= {"warmup": 1, "iters": 2}
+    body = conv.run_document(params, Path("."))
+    return params, {"status": "ok", "error": None} | body
+
+
 def add_micro(store: Store, record: dict[str, Any], entry: dict[str, Any]) -> None:
+    if entry["kind"] == "conv":
+        params, result = conv_run()
+        store.add_micro(record, params, copy.deepcopy(result))
+        return
     if entry["kind"] == "p2p":  # what a machine without two GPUs stores
         metrics = {
             "status": "skipped",
@@ -277,7 +293,7 @@ micro_entries = st.one_of(
     st.fixed_dictionaries(
         {"kind": st.just("seed"), "index": st.integers(0, 3), "scale": st.floats(0.01, 100.0)}
     ),
-    st.just({"kind": "p2p"}),
+    st.sampled_from([{"kind": "p2p"}, {"kind": "conv"}]),
 )
 train_entries = st.fixed_dictionaries(
     {
@@ -321,7 +337,7 @@ FULL = {
             "cases": _full_cases(),
             "unrun": ["skipped", "max"],
             "micro": [{"kind": "seed", "index": i, "scale": 1.0} for i in range(4)]
-            + [{"kind": "p2p"}],
+            + [{"kind": "p2p"}, {"kind": "conv"}],
             "max_batch": [{"batch": 64}, {"batch": None}],
             "train_runs": [
                 {"curve": [0.5, 0.7, 0.85], "epoch_s": 8.0, "status": "ok", "seed": 1},

@@ -293,7 +293,8 @@ HOSTILE = {
     ),
     "no throughput": (
         _set(["results", 0, "metrics", "samples_per_s_median"], "fast"),
-        "results[0].metrics.samples_per_s_median: expected a positive number, got 'fast'",
+        "results[0].metrics.samples_per_s_median: a measured time or rate must be a positive "
+        "number, got 'fast'",
     ),
     "bad run number": (
         _set(["runs", 0, "run_number"], 0),

@@ -52,7 +52,7 @@ def test_the_full_store_holds_every_kind(full_store):
         assert statuses == {"ok", "oom", "timeout", "crashed", "error", "diverged", "skipped"}
         assert {("ddp", "pytorch"), ("dp", "pytorch"), ("fsdp", "pytorch")} <= modes
         assert ("auto", "jax") in modes
-        assert micro == {"gemm", "collective", "memory", "profile", "p2p"}
+        assert micro == {"gemm", "conv", "collective", "memory", "profile", "p2p"}
         assert store.max_batches() and store.train_runs()
         short = [r for r in store.results() if r["status"] == "ok" and r["metrics"]["runs"] < 3]
         one_step = [run["metrics"] for r in short for run in r["runs"]]

@@ -47,7 +47,7 @@ def old_database(path):
     )
     db.execute(
         "INSERT INTO runs VALUES (?, ?, ?, ?)",
-        ("oldrun000001", "2026-11-01", system["fingerprint"], "suite quick 0123"),
+        ("oldrun000001", "2026-11-01T00:00:00+00:00", system["fingerprint"], "suite quick 0123"),
     )
     rows = []
     for r in results:
@@ -108,7 +108,7 @@ def test_every_result_becomes_a_one_run_result_with_nothing_lost(migrated):
     assert store.sweeps() == [
         {
             "sweep_id": "oldrun000001",
-            "started_at": "2026-11-01",
+            "started_at": "2026-11-01T00:00:00+00:00",
             "system": system["fingerprint"],
             "label": "suite quick 0123",
             "order_seed": None,
@@ -127,7 +127,7 @@ def test_an_old_export_adds_nothing_to_the_migrated_database(migrated):
         "runs": [
             {
                 "run_id": "oldrun000001",
-                "started_at": "2026-11-01",
+                "started_at": "2026-11-01T00:00:00+00:00",
                 "system": system["fingerprint"],
                 "label": "suite quick 0123",
             }
@@ -153,3 +153,29 @@ def test_an_old_export_adds_nothing_to_the_migrated_database(migrated):
 def test_schema_7_adds_an_empty_table_of_leases(migrated):
     store, _, _ = migrated
     assert store.db.execute("SELECT count(*) FROM leases").fetchone()[0] == 0
+
+
+def test_schema_8_turns_stored_nan_and_infinity_into_null_with_the_reason(tmp_path):
+    """A database written before strict JSON holds Infinity (a run's interval of two steps)
+    and NaN (a DDP run's diverged loss); opened now, each is null with its reason, and the
+    database exports as strict JSON."""
+    path = tmp_path / "old.db"
+    old_database(path)
+    with Store(path):
+        pass  # migrated to the current schema
+    db = sqlite3.connect(path, isolation_level=None)
+    metrics = json.loads(db.execute("SELECT metrics_json FROM runs LIMIT 1").fetchone()[0])
+    metrics |= {"ci95_relative": float("inf"), "final_loss": float("nan")}
+    db.execute("UPDATE runs SET metrics_json = ? WHERE id = 1", (json.dumps(metrics),))
+    db.execute("PRAGMA user_version = 7")
+    db.close()
+    with Store(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        (stored,) = [r["metrics"] for r in store.runs() if r["id"] == 1]
+        document = exchange.export_document(store)
+    assert stored["ci95_relative"] is None and stored["final_loss"] is None
+    assert "not a finite number (inf)" in stored["ci95_relative_absent_reason"]
+    assert "not a finite number (nan)" in stored["final_loss_absent_reason"]
+    from trainperf.strict_json import dumps, loads
+
+    loads(dumps(document))

@@ -279,9 +279,6 @@ def validate(document: Any) -> ValidatedExport:
         (table, "uid") for table in ROW_TABLES
     ):
         _check_unique(tables[table], table, key)
-    for index, row in enumerate(tables["results"]):
-        if row["status"] == "ok":
-            check_throughput(row["metrics"], f"results[{index}].metrics")
     _check_contents(tables)
     return ValidatedExport(
         document["format_version"],
@@ -309,13 +306,25 @@ def _check_contents(tables: dict[str, list[Json]]) -> None:
             ok = row.get("status", "ok") == "ok" and table != "max_batch"
             if problem := stored_case_problem(row["case"], max_batch=not ok):
                 raise ExchangeError(f"{where}.case: {problem}")
-            if ok and (bad := measured_problem(row["metrics"])):
+            if ok and table == "results":
+                check_throughput(row["metrics"], f"{where}.metrics")
+            elif ok and (bad := measured_problem(row["metrics"])):
                 raise ExchangeError(f"{where}.metrics.{bad[0]}: {bad[1]}")
     for index, row in enumerate(tables["train_runs"]):
+        where = f"train_runs[{index}]"
         if bad := count_problem(row["config"]):
-            raise ExchangeError(f"train_runs[{index}].config.{bad[0]}: {bad[1]}")
+            raise ExchangeError(f"{where}.config.{bad[0]}: {bad[1]}")
         if problem := stored_config_problem(row["config"]):
-            raise ExchangeError(f"train_runs[{index}].config: {problem}")
+            raise ExchangeError(f"{where}.config: {problem}")
+        times = {"time_to_target_s": row["time_to_target_s"]}
+        times |= {
+            f"evaluations[{i}].time_s": e.get("time_s") for i, e in enumerate(row["evaluations"])
+        }
+        for field, value in times.items():
+            if value is not None and not (isinstance(value, int | float) and value > 0):
+                raise ExchangeError(
+                    f"{where}.{field}: a measured time must be positive, got {value!r}"
+                )
 
 
 def _references(tables: dict[str, list[Json]]) -> list[Reference]:

@@ -179,23 +179,18 @@ def without(document: Json, *keys: str) -> Json:
 
 
 def check_throughput(metrics: Json, where: str) -> None:
-    """An ok result must say its throughput: the comparisons divide by it."""
-
-    def positive(value: Any) -> bool:
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        return number and value > 0 and value != float("inf")
-
-    if not positive(metrics.get("samples_per_s_median")):
-        found = short_value(metrics.get("samples_per_s_median"))
-        raise ExchangeError(
-            f"{where}.samples_per_s_median: expected a positive number, got {found}"
-        )
+    """An ok result must say its throughput (the comparisons divide by it), and every
+    measured time and rate of it must be positive (``measured_problem``)."""
+    if metrics.get("samples_per_s_median") is None:
+        raise ExchangeError(f"{where}.samples_per_s_median: expected a positive number, got null")
     runs = metrics.get("run_samples_per_s")
-    if runs is not None and not (isinstance(runs, list) and runs and all(map(positive, runs))):
+    if runs is not None and not (isinstance(runs, list) and runs):
         found = short_value(runs)
         raise ExchangeError(
             f"{where}.run_samples_per_s: expected an array of positive numbers, got {found}"
         )
+    if bad := measured_problem(metrics):
+        raise ExchangeError(f"{where}.{bad[0]}: {bad[1]}")
 
 
 # Measured times and rates of an ok result or run: each a positive, finite number (or a list

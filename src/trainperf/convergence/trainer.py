@@ -24,7 +24,6 @@ included), then ``{"event": "stop", "status": ..., "reached": ...}``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import random
 import typing
@@ -36,7 +35,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from trainperf import models
+from trainperf import models, strict_json
 from trainperf.convergence.epochs import Loaders, Run
 from trainperf.convergence.evaluation import HIGHER_IS_BETTER
 from trainperf.convergence.schedule import parse_schedule
@@ -104,7 +103,6 @@ def stored_config_problem(config: object) -> str | None:
     file), checked as ``trainperf train`` checks its own: the fields of ``TrainConfig`` with
     their types and ranges, a model of the zoo or a ``module:function`` reference, and
     printable names. None when nothing is."""
-    from trainperf import models
     from trainperf.limits import control_problem, count_problem
     from trainperf.models.custom import is_well_formed
 
@@ -167,7 +165,7 @@ class ProgressFile:
 
     def write(self, record: dict[str, Any]) -> None:
         with self.path.open("a", encoding="utf-8") as out:
-            out.write(json.dumps(record, default=str) + "\n")
+            out.write(strict_json.dumps(record) + "\n")
             out.flush()
             os.fsync(out.fileno())
 
