@@ -55,3 +55,58 @@ def test_trainperf_writes_files_atomically_in_one_place():
         if re.search(r"os\.replace\(|mkstemp\(|\.replace\(\w*path\)", path.read_text())
     )
     assert writers == ["fileio.py"]
+
+
+def test_write_atomic_never_renames_over_a_fifo_or_a_symlink(tmp_path):
+    """A rename replaces whatever has the name: as root, an export to /dev/full replaced
+    the device. A FIFO and a symlink stand in for devices here."""
+    fifo, target, link = tmp_path / "fifo", tmp_path / "theirs", tmp_path / "link"
+    os.mkfifo(fifo)
+    target.write_text("theirs")
+    link.symlink_to(target)
+    with pytest.raises(fileio.FileKindError, match="fifo: is a FIFO, not a regular file"):
+        write_atomic(fifo, "x")
+    with pytest.raises(fileio.FileKindError, match="link: is a symlink"):
+        write_atomic(link, "x")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and link.is_symlink()
+    assert target.read_text() == "theirs"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "link", "theirs"]
+
+
+def test_check_output_says_what_a_path_is_in_one_line(tmp_path):
+    fifo, target, link, dangling = (tmp_path / n for n in ("fifo", "t", "link", "dangling"))
+    os.mkfifo(fifo)
+    target.write_text("t")
+    link.symlink_to(target)
+    dangling.symlink_to(tmp_path / "none")
+    device = tmp_path / "null"
+    device.symlink_to("/dev/null")
+    assert fileio.check_output(tmp_path / "new", "--out") == tmp_path / "new"
+    assert fileio.check_output(target, "--out") == target
+    assert fileio.check_output(link, follow_symlinks=True) == target
+    refusals = {
+        fifo: f"--out {fifo}: is a FIFO, not a regular file",
+        tmp_path: f"--out {tmp_path}: is a directory: give a file path",
+        link: f"--out {link}: is a symlink (to {target}): give the file itself or give -F",
+        dangling: f"--out {dangling}: is a dangling symlink (to {tmp_path / 'none'})",
+        tmp_path / "no" / "x": f"--out {tmp_path / 'no' / 'x'}: directory {tmp_path / 'no'} does",
+    }
+    for path, message in refusals.items():
+        with pytest.raises(fileio.FileKindError) as info:
+            fileio.check_output(path, "--out", follow_flag="-F")
+        assert str(info.value).startswith(message) and "\n" not in str(info.value)
+    with pytest.raises(fileio.FileKindError, match="points to /dev/null, a character device"):
+        fileio.check_output(device, follow_symlinks=True)
+
+
+def test_check_input_looks_without_opening(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(fileio.FileKindError, match="is a FIFO, not a regular file"):
+        fileio.check_input(fifo)  # opening it would block: no writer
+    with pytest.raises(fileio.FileKindError, match="is a character device"):
+        fileio.check_input("/dev/null", "import")
+    with pytest.raises(fileio.NoSuchFile, match="no such file"):
+        fileio.check_input(tmp_path / "none")
+    (tmp_path / "file").write_text("x")
+    fileio.check_input(tmp_path / "file")

@@ -67,7 +67,7 @@ def test_check_writable(tmp_path):
         check_writable(tmp_path)
     text = tmp_path / "notes.txt"
     text.write_text("hello, not a database")
-    with pytest.raises(StoreError, match="not an SQLite"):
+    with pytest.raises(StoreError, match="not SQLite"):
         check_writable(text)
     with pytest.raises(StoreError, match="does not exist"):
         check_writable(text / "x.db")

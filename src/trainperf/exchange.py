@@ -56,6 +56,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import ValidationError
 
+from trainperf import fileio
 from trainperf.exchange_format import (
     FINITE_SINCE,
     FORMAT,
@@ -200,9 +201,9 @@ def export_document(store: Store, system: str | None = None) -> Json:
 
 
 def read_file(path: Path) -> Any:
-    """The JSON value in ``path``; ``ExchangeError`` when it is missing or not JSON."""
-    if not path.is_file():
-        raise ExchangeError(f"{path}: " + ("is a directory" if path.is_dir() else "no such file"))
+    """The JSON value in ``path``; ``ExchangeError`` when it is missing, not a regular file
+    (never opened: ``fileio.check_input``) or not JSON."""
+    _check_file(path)
     try:
         text = path.read_text(encoding="utf-8")
         return json.loads(text)
@@ -228,8 +229,7 @@ def read_results(path: Path, model: str | None = None) -> list[Json]:
     """The results (with their runs and systems, as ``Store.results`` gives them) held by
     a database or an exported file, read in place: nothing is written anywhere. Raise
     ``ExchangeError`` when ``path`` is neither, or is damaged."""
-    if not path.is_file():
-        raise ExchangeError(f"{path}: " + ("is a directory" if path.is_dir() else "no such file"))
+    _check_file(path)
     with path.open("rb") as f:
         head = f.read(16)
     if head == b"SQLite format 3\x00":
@@ -246,6 +246,13 @@ def read_results(path: Path, model: str | None = None) -> list[Json]:
     with Store(":memory:") as store:
         import_document(store, validated)
         return store.results(model)
+
+
+def _check_file(path: Path) -> None:
+    try:
+        fileio.check_input(path)
+    except fileio.FileKindError as exc:
+        raise ExchangeError(str(exc)) from None
 
 
 def validate(document: Any) -> ValidatedExport:

@@ -112,7 +112,7 @@ def _open(db_path: str | os.PathLike[str]) -> Store:
     """The store at ``db_path``, which must exist (``Store`` would create an empty one),
     read without writing anything (``Store.copy_of``)."""
     path = Path(db_path)
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():  # a FIFO, device or dangling link: copy_of
         raise FileNotFoundError(f"no trainperf results database at {path}")
     return Store.copy_of(path)
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trainperf import lease, strict_json
+from trainperf import fileio, lease, strict_json
 from trainperf.lease import Owner
 from trainperf.store_rows import (
     IMPORTED_COLUMNS,
@@ -37,6 +37,8 @@ from trainperf.store_schema import MIGRATION_STEPS, MIGRATIONS, SCHEMA_VERSION
 # How long a writer waits for another to finish its transaction (ours take milliseconds).
 BUSY_TIMEOUT_S = 60.0
 SQLITE_HEADER = b"SQLite format 3\x00"
+# The tables every trainperf store has had since schema version 1.
+STORE_TABLES = ("systems", "results")
 
 
 class StoreError(Exception):
@@ -44,42 +46,95 @@ class StoreError(Exception):
 
 
 def check_writable(path: Path) -> None:
-    """Raise ``StoreError`` unless ``path`` can hold the database. Writes nothing."""
-    if path.exists():
-        if path.is_dir():
-            raise StoreError(
-                f"--db {path} is a directory: give a file path, e.g. {path}/trainperf.db"
-            )
-        if not os.access(path, os.R_OK | os.W_OK):
-            raise StoreError(f"--db {path} is not readable and writable by this user")
-        with path.open("rb") as f:
-            head = f.read(16)
-        if head and head != SQLITE_HEADER:
-            raise StoreError(f"--db {path} exists and is not an SQLite database")
+    """Raise ``StoreError`` unless ``path`` can hold the database: absent (in a directory
+    this user may write: it is created), an empty file, or one that ``check_store``
+    accepts. Writes nothing."""
+    if not path.exists() and not path.is_symlink():
+        parent = path.parent if str(path.parent) else Path(".")
+        if not parent.is_dir():
+            raise StoreError(f"--db {path}: directory {parent} does not exist")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise StoreError(f"--db {path}: directory {parent} is not writable by this user")
         return
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise StoreError(f"--db {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise StoreError(f"--db {path}: directory {parent} is not writable by this user")
+    if path.is_dir():
+        raise StoreError(f"--db {path} is a directory: give a file path, e.g. {path}/trainperf.db")
+    try:
+        check_store(path, empty_ok=True)
+    except StoreError as exc:
+        raise StoreError(f"--db {path}: {exc}") from None
+    if not os.access(path, os.W_OK):
+        raise StoreError(f"--db {path} is not writable by this user")
 
 
 def check_readable(path: Path) -> None:
-    """Raise ``StoreError`` unless ``path`` is an SQLite file this user can read (callers
-    name the path: the message says what is wrong with it)."""
-    if not path.is_file():
-        kind = ": it is a directory" if path.is_dir() else ""
-        raise StoreError(
-            f"no results database at {path}{kind}: run `trainperf run` first or give --db"
-        )
+    """Raise ``StoreError`` unless ``path`` is a database this user can read
+    (``check_store``, and not empty). Callers name the path: the message says what is wrong
+    with it, except when nothing is there."""
+    if not path.exists() and not path.is_symlink():
+        raise StoreError(f"no results database at {path}: run `trainperf run` first or give --db")
+    check_store(path, empty_ok=False)
+
+
+def check_store(path: Path, *, empty_ok: bool) -> None:
+    """Raise ``StoreError`` (the reason, without the path) unless the file at ``path`` is a
+    trainperf store or an empty SQLite database (or, with ``empty_ok``, an empty file, which
+    a writer makes a store). Special files are refused by ``stat`` before anything opens
+    them, and the database is read without writing anything (``read_only_uri``)."""
+    try:
+        fileio.check_input(path)
+    except fileio.FileKindError as exc:
+        raise StoreError(exc.reason) from None
     if not os.access(path, os.R_OK):
         raise StoreError("not readable by this user")
     with path.open("rb") as f:
         head = f.read(16)
     if not head:
+        if empty_ok:
+            return
         raise StoreError("the file is empty: not a trainperf database")
     if head != SQLITE_HEADER:
         raise StoreError("not a trainperf database (not SQLite)")
+    try:
+        db = sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_S)
+        try:
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+            tables = [
+                row[0]
+                for row in db.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'"
+                    " AND name NOT LIKE 'sqlite!_%' ESCAPE '!' ORDER BY name"
+                )
+            ]
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"not a readable SQLite database ({exc})") from None
+    reason = _not_a_store(version, tables)
+    if reason:
+        raise StoreError(reason)
+
+
+def _not_a_store(version: int, tables: list[str]) -> str | None:
+    """Why an SQLite database of this ``user_version`` and these tables is not one that
+    trainperf may open, or None. Version 0 without tables is an empty database (a store
+    yet to be made); trainperf sets a version from 1 with its first tables."""
+    if version > SCHEMA_VERSION:
+        return (
+            f"schema version {version}, newer than this trainperf ({SCHEMA_VERSION}): "
+            "upgrade trainperf to read it"
+        )
+    if version < 0 or (version == 0 and tables):
+        shown = ", ".join(tables[:8]) + (f", ... ({len(tables)} in all)" if len(tables) > 8 else "")
+        details = [f"it has tables: {shown}" if tables else "it has no tables"]
+        details += [f"user_version {version}"] if version else []
+        return f"an SQLite database but not a trainperf store ({'; '.join(details)})"
+    missing = [name for name in STORE_TABLES if name not in tables]
+    if version > 0 and missing:
+        return (
+            f"damaged or not a trainperf store: schema version {version} "
+            f"but no {' or '.join(missing)} table"
+        )
+    return None
 
 
 def read_only_uri(path: Path) -> str:
@@ -90,11 +145,12 @@ def read_only_uri(path: Path) -> str:
     and cannot open the database in a directory the reader cannot write. Without a
     ``-wal`` file no writer has the database open (the last one to close removes it), so
     it is read ``immutable``: no lock, no file made. With one, a writer may be at work, and
-    ``mode=ro`` reads its committed transactions through the files that are there.
+    ``mode=ro`` reads its committed transactions through the files that are there (beside
+    the file a symlink points to: SQLite names them after it).
     """
-    uri = path.resolve().as_uri()
-    wal = path.with_name(path.name + "-wal")
-    return f"{uri}?mode=ro" if wal.exists() else f"{uri}?immutable=1"
+    resolved = path.resolve()
+    wal = resolved.with_name(resolved.name + "-wal")
+    return f"{resolved.as_uri()}?mode=ro" if wal.exists() else f"{resolved.as_uri()}?immutable=1"
 
 
 class Store:
@@ -102,6 +158,11 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        if str(path) != ":memory:" and (self.path.exists() or self.path.is_symlink()):
+            try:  # never add trainperf's tables to someone else's database
+                check_store(self.path, empty_ok=True)
+            except StoreError as exc:
+                raise StoreError(f"{self.path}: {exc}") from None
         # isolation_level=None: no implicit transactions; every write says where it begins.
         self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         self.db.row_factory = sqlite3.Row
@@ -114,7 +175,7 @@ class Store:
         """An in-memory copy of the database at ``path``, migrated to this trainperf's
         schema: reading a database this way writes nothing (``read_only_uri``), which is
         how every verb that only reads opens it. ``StoreError`` when ``path`` is missing,
-        empty or not SQLite."""
+        empty or not a trainperf store (``check_readable``)."""
         store = cls.__new__(cls)
         store.path = Path(path)
         check_readable(store.path)

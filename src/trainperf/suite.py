@@ -48,6 +48,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from trainperf import fileio
 from trainperf.case import Case, CaseError, DeviceKind, HardwareAbsent, check_case, label_of
 from trainperf.case import describe_validation_error as describe_case_error
 from trainperf.store_rows import ADDED_CASE_FIELDS
@@ -218,11 +219,14 @@ def resolve(name_or_path: str) -> Suite:
 
 
 def load(path: Path) -> Suite:
-    """Read and validate a suite file."""
+    """Read and validate a suite file (a regular file: a FIFO would block the read)."""
     try:
+        fileio.check_input(path, "suite file")
         text = path.read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, fileio.NoSuchFile):
         raise SuiteError(f"suite file {path} does not exist") from None
+    except fileio.FileKindError as exc:
+        raise SuiteError(str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SuiteError(f"cannot read suite file {path}: {exc}") from None
     return parse(text, str(path))

@@ -35,6 +35,16 @@ class BadInput(click.ClickException):
     exit_code = EXIT_BAD_INPUT
 
 
+class NonEmptyPath(click.Path):
+    """``click.Path`` that refuses an empty value, which click would turn into the current
+    directory (``Path("")`` is ``Path(".")``): a place no one means by giving nothing."""
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if isinstance(value, str) and not value:
+            self.fail("is empty: give a path", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 class PositiveInt(click.ParamType):
     name = "positive integer"
 
@@ -256,7 +266,7 @@ def db_option(help: str | None = None, path_type: type = Path) -> Any:
         "--db",
         default=DEFAULT_DB,
         show_default=True,
-        type=click.Path(path_type=path_type),
+        type=NonEmptyPath(path_type=path_type),
         help=help,
     )
 
@@ -304,13 +314,32 @@ def one_output(as_json: bool, table_format: str, *others: tuple[str, bool]) -> N
         raise BadInput(f"choose one of {' and '.join(chosen)}")
 
 
-def check_out_file(path: Path, flag: str) -> None:
-    """Bad input unless ``path`` can be written as a file (checked before anything runs)."""
-    if path.is_dir():
-        raise BadInput(f"{flag} {path} is a directory: give a file path")
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise BadInput(f"{flag} {path}: directory {parent} does not exist")
+def check_out_file(
+    path: Path, flag: str, *, follow_symlinks: bool = False, follow_flag: str | None = None
+) -> Path:
+    """The file to write for ``path`` (``fileio.check_output``: absent or a regular file,
+    never a directory, device, FIFO or a symlink unless the user asked with ``follow_flag``),
+    or bad input naming ``flag``; checked before anything runs."""
+    from trainperf.fileio import FileKindError, check_output
+
+    try:
+        return check_output(path, flag, follow_symlinks=follow_symlinks, follow_flag=follow_flag)
+    except FileKindError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def check_db_readable(db: Path, made_by: str = "run") -> None:
+    """Bad input unless ``--db`` is a results database to read (``store.check_readable``):
+    one line, and nothing opened but a regular file. ``made_by``: the verb that would have
+    made it."""
+    from trainperf.store import StoreError, check_readable
+
+    if not db.exists() and not db.is_symlink():
+        raise BadInput(f"no results database at {db}: run `trainperf {made_by}` first or give --db")
+    try:
+        check_readable(db)
+    except StoreError as exc:
+        raise BadInput(f"cannot read --db {db}: {exc}") from None
 
 
 def open_machine(db: Path) -> tuple[dict, dict]:
@@ -353,8 +382,7 @@ def read_results(db: Path, model: str | None = None) -> list[dict]:
     database is read without writing anything (``Store.copy_of``)."""
     from trainperf.store import Store, StoreError
 
-    if not db.is_file():
-        raise BadInput(f"no results database at {db}: run `trainperf run` first or give --db")
+    check_db_readable(db)
     try:
         with Store.copy_of(db) as store:
             return store.results(model)

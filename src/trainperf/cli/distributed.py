@@ -12,6 +12,7 @@ import click
 from trainperf.cli.common import (
     EXIT_FAILED_CASES,
     BadInput,
+    NonEmptyPath,
     PositiveInt,
     apply_options,
     case_from_flags,
@@ -103,8 +104,9 @@ def equivalence(
 @db_option(help="database path on the nodes", path_type=str)
 @click.option(
     "--out",
-    type=click.Path(path_type=Path),
-    help="script file (default: trainperf-SUITE.sbatch; '-' for stdout)",
+    type=NonEmptyPath(path_type=Path),
+    help="script file, new or a regular file to replace (default: trainperf-SUITE.sbatch; "
+    "'-' for stdout)",
 )
 def slurm(
     suite_name: str,
@@ -117,11 +119,10 @@ def slurm(
     out: Path | None,
 ) -> None:
     """Write an sbatch script that runs SUITE across the nodes of a Slurm allocation."""
+    from trainperf.fileio import write_atomic
     from trainperf.parallel.slurm import SlurmError, safe_name, sbatch_script
     from trainperf.suite import SuiteError, resolve
 
-    if out is not None and str(out) != "-":
-        check_out_file(out, "--out")
     try:
         suite = resolve(suite_name)
         sets = [*overrides, f"nodes={nodes}"] + (
@@ -136,9 +137,9 @@ def slurm(
     if str(out) == "-":
         sys.stdout.write(script)
         return
-    path = out or Path(f"trainperf-{safe_name(suite.name)}.sbatch")
+    path = check_out_file(out or Path(f"trainperf-{safe_name(suite.name)}.sbatch"), "--out")
     try:
-        path.write_text(script)
+        write_atomic(path, script)
     except OSError as exc:
-        raise BadInput(f"--out {path}: cannot write: {exc.strerror}") from None
+        raise BadInput(f"--out {path}: cannot write: {exc.strerror or exc}") from None
     stderr.print(f"wrote {path}: submit it with `sbatch {path}`", markup=False)

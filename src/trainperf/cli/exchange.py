@@ -9,13 +9,22 @@ from typing import Any
 
 import click
 
-from trainperf.cli.common import BadInput, db_option, emit_json, json_option, stdout
+from trainperf.cli.common import (
+    BadInput,
+    NonEmptyPath,
+    check_db_readable,
+    check_out_file,
+    db_option,
+    emit_json,
+    json_option,
+    stdout,
+)
 
 FORMATS = ("json", "csv")
 
 
 @click.command()
-@click.argument("file", type=click.Path(path_type=Path))
+@click.argument("file", type=NonEmptyPath(path_type=Path))
 @db_option()
 @click.option("--system", "-s", help="only this system: its hostname or fingerprint")
 @click.option(
@@ -24,24 +33,30 @@ FORMATS = ("json", "csv")
     type=click.Choice(FORMATS),
     help="json (for `trainperf import`) or csv (the results); default: FILE's extension",
 )
-def export(file: Path, db: Path, system: str | None, format_: str | None) -> None:
+@click.option(
+    "--follow-symlinks",
+    is_flag=True,
+    help="FILE may be a symlink to a regular file: replace that file (else refused)",
+)
+def export(
+    file: Path, db: Path, system: str | None, format_: str | None, follow_symlinks: bool
+) -> None:
     """Write the database (or one system of it) to FILE.
 
     JSON holds every system, run, result, micro-benchmark and largest-batch search, for
     `trainperf import` on another machine; CSV holds the results, as `results --csv`.
-    An existing FILE is replaced (atomically).
+    An existing FILE is replaced (atomically) only when it is a regular file: a directory,
+    device, FIFO or socket is refused, and so is a symlink unless --follow-symlinks.
     """
     from trainperf import exchange, strict_json
     from trainperf.fileio import write_atomic
     from trainperf.store import Store, StoreError
 
     format_ = format_ or _format_of(file)
-    if file.is_dir():
-        raise BadInput(f"{file} is a directory: give a file path")
-    if not file.parent.is_dir():
-        raise BadInput(f"{file}: directory {file.parent} does not exist")
-    if not db.is_file():
-        raise BadInput(f"no results database at {db}: run `trainperf run` first or give --db")
+    target = check_out_file(
+        file, "", follow_symlinks=follow_symlinks, follow_flag="--follow-symlinks"
+    )
+    check_db_readable(db)
     try:
         with Store.copy_of(db) as store:  # reads without writing anything
             if format_ == "csv":
@@ -58,7 +73,7 @@ def export(file: Path, db: Path, system: str | None, format_: str | None) -> Non
     except (StoreError, sqlite3.DatabaseError) as exc:
         raise BadInput(f"cannot read {db}: {exc}") from None
     try:
-        write_atomic(file, text)
+        write_atomic(target, text)
     except OSError as exc:
         raise BadInput(f"cannot write {file}: {exc.strerror or exc}") from None
     line = f"exported {exchange.counts_text(counts)} to {file}"
@@ -66,7 +81,7 @@ def export(file: Path, db: Path, system: str | None, format_: str | None) -> Non
 
 
 @click.command("import")
-@click.argument("file", type=click.Path(path_type=Path))
+@click.argument("file", type=NonEmptyPath(path_type=Path))
 @db_option()
 @json_option
 def import_(file: Path, db: Path, as_json: bool) -> None:

@@ -15,6 +15,7 @@ import click
 from trainperf.cli.common import (
     BadInput,
     CountList,
+    NonEmptyPath,
     PositiveInt,
     apply_options,
     emit_json,
@@ -137,7 +138,7 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
 @click.option(
     "--calibrate",
     "calibrate_db",
-    type=click.Path(path_type=Path),
+    type=NonEmptyPath(path_type=Path),
     help="results database of this machine: fit the achieved fraction (or throughput), "
     "the step-time noise, the data-parallel overhead and, for a link flag left out, "
     "the link from `micro collective`",

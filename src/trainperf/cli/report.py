@@ -8,7 +8,15 @@ from pathlib import Path
 
 import click
 
-from trainperf.cli.common import BadInput, db_option, emit_json, stdout
+from trainperf.cli.common import (
+    BadInput,
+    NonEmptyPath,
+    check_db_readable,
+    check_out_file,
+    db_option,
+    emit_json,
+    stdout,
+)
 
 
 @click.command()
@@ -17,23 +25,28 @@ from trainperf.cli.common import BadInput, db_option, emit_json, stdout
     "--out",
     default="trainperf-report",
     show_default=True,
-    type=click.Path(path_type=Path),
-    help="directory for index.html (made if needed)",
+    type=NonEmptyPath(path_type=Path),
+    help="directory for index.html (made if needed; an index.html there must be a regular file)",
 )
 @click.option("--json", "as_json", is_flag=True, help="print what was written as JSON")
 def report(db: Path, out: Path, as_json: bool) -> None:
     """Write a self-contained HTML report (tables, figures, failures) of the database."""
+    from trainperf.fileio import kind
     from trainperf.report.html import write_report
     from trainperf.store import StoreError
 
-    if not db.is_file():
-        raise BadInput(f"no results database at {db}: run `trainperf run` first or give --db")
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"--out {out} is a file: give a directory for the report")
+    check_db_readable(db)
+    if out.is_dir():
+        check_out_file(out / "index.html", "--out")
+    elif out.exists() or out.is_symlink():
+        what = kind(out.stat().st_mode) if out.exists() else "a dangling symlink"
+        raise BadInput(f"--out {out} is {what}: give a directory for the report")
     try:
         summary = write_report(db, out)
     except (StoreError, sqlite3.DatabaseError) as exc:
         raise BadInput(f"cannot read {db}: {exc}") from None
+    except OSError as exc:
+        raise BadInput(f"--out {out}: cannot write the report: {exc.strerror or exc}") from None
     if as_json:
         emit_json({**asdict(summary), "path": str(summary.path)})
         return

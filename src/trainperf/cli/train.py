@@ -21,7 +21,10 @@ import click
 from trainperf.cli.common import (
     EXIT_FAILED_CASES,
     BadInput,
+    NonEmptyPath,
     PositiveInt,
+    check_db_readable,
+    check_out_file,
     db_option,
     device_option,
     emit_json,
@@ -95,11 +98,9 @@ def _check_config(config: dict[str, Any], capabilities: dict) -> None:
         )
 
 
-def _mllog_path(base: Path | None, index: int, runs: int) -> str | None:
+def _mllog_path(base: Path, index: int, runs: int) -> Path:
     """The log of run ``index``: ``base`` itself for one run, else ``NAME.runK.EXT``."""
-    if base is None:
-        return None
-    return str(base if runs == 1 else base.with_name(f"{base.stem}.run{index + 1}{base.suffix}"))
+    return base if runs == 1 else base.with_name(f"{base.stem}.run{index + 1}{base.suffix}")
 
 
 class Progress:
@@ -262,7 +263,11 @@ def _show_run(run: dict[str, Any]) -> None:
     show_default=True,
     help="repeat with seeds seed, seed+1, ...; 3 or more give the olympic mean",
 )
-@click.option("--mllog", type=click.Path(path_type=Path), help="write an MLPerf-style log here")
+@click.option(
+    "--mllog",
+    type=NonEmptyPath(path_type=Path),
+    help="write an MLPerf-style log here (new, or a regular file to replace)",
+)
 @click.option(
     "--timeout",
     "timeout_s",
@@ -296,8 +301,9 @@ def train(
         **options,
     }
     _check_config(config, capabilities)
-    if mllog is not None and not mllog.parent.is_dir():
-        raise BadInput(f"--mllog {mllog}: directory {mllog.parent} does not exist")
+    if mllog is not None:  # every run's log, before the first run starts
+        for index in range(runs):
+            check_out_file(_mllog_path(mllog, index, runs), "--mllog")
 
     stored = []
     with Store(db) as store:
@@ -307,7 +313,7 @@ def train(
                 "kind": "train",
                 "config": this,
                 "timeout_s": timeout_s,
-                "mllog": _mllog_path(mllog, index, runs),
+                "mllog": str(_mllog_path(mllog, index, runs)) if mllog else None,
                 "system_name": record.get("hostname", "unknown"),
             }
             stderr.print(
@@ -351,9 +357,8 @@ def isoaccuracy(
     from trainperf.convergence.isoaccuracy import compare_curves
     from trainperf.store import Store
 
-    if not db.is_file():
-        raise BadInput(f"no results database at {db}: run `trainperf train` first or give --db")
-    with Store(db) as store:
+    check_db_readable(db, made_by="train")
+    with Store.copy_of(db) as store:  # reads without writing anything
         runs = [store.train_run(ref) for ref in (run_a, run_b)]
     for ref, run in zip((run_a, run_b), runs, strict=True):
         if run is None:

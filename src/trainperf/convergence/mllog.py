@@ -32,6 +32,7 @@ from typing import Any
 from mlperf_logging.mllog import constants as c
 from mlperf_logging.mllog.mllog import MLLogger
 
+from trainperf import fileio
 from trainperf.convergence.evaluation import HIGHER_IS_BETTER
 
 RULESET = "trainperf_common.yaml"
@@ -129,6 +130,9 @@ class MLPerfLogger:
             c.SUBMISSION_PLATFORM: platform or system_name,
         }
         self._target_metric = ""
+        # A log goes into a new or regular file only: opening a FIFO would block the run,
+        # and a device or a symlink is not where a user means a log to go.
+        fileio.check_output(self.path)
         self._handler = logging.FileHandler(self.path, mode="w", encoding="utf-8")
         # getLogger keeps every logger for the process' life; one per run is negligible.
         logger = logging.getLogger(f"trainperf.mllog.run{next(_LOGGER_IDS)}")

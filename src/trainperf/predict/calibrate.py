@@ -173,7 +173,7 @@ def calibrate(
     (a fingerprint) defaults to the system of the newest matching single-device result.
     """
     path = Path(db_path)
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():  # a FIFO, device or dangling link: below
         raise CalibrationError(f"no results database at {path}")
     try:  # a read-only copy: calibrating never writes to (or migrates) the database
         with Store.copy_of(path) as store:
