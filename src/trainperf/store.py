@@ -12,7 +12,8 @@ A write that finds the database locked by another process (after SQLite's own wa
 busy timeout) or the disk full (``SQLITE_FULL``, ``ENOSPC``) is tried again, the wait told
 through ``on_wait`` each time, for up to ``wait_s`` in all (``TRAINPERF_STORE_WAIT_S``,
 ``STORE_WAIT_S`` by default); then it raises ``StoreUnavailable``. All of it is in
-``Store._write``, the one way in to a write transaction.
+``Store._write``, the one way in to a write transaction. What a sweep measured and could
+not store then goes to a recovery file (trainperf.recovery).
 """
 
 from __future__ import annotations
@@ -206,6 +207,14 @@ class Store:
         store._migrate()
         return store
 
+    @classmethod
+    def spool(cls) -> Store:
+        """An in-memory store that checks no reference between its rows: where rows are
+        gathered that may name a sweep it does not hold (trainperf.recovery)."""
+        store = cls(":memory:", wait_s=0.0)
+        store.db.execute("PRAGMA foreign_keys = OFF")
+        return store
+
     def close(self) -> None:
         self.db.close()
 
@@ -317,6 +326,14 @@ class Store:
             "SELECT * FROM runs WHERE system = ? AND suite_version = ? AND case_key = ?"
             " AND result_uid IS NULL AND status = 'ok' ORDER BY id",
             (system, suite_version, case_key),
+        ).fetchall()
+        return [row_document(row) for row in rows]
+
+    def loose_runs(self, system: str) -> list[dict[str, Any]]:
+        """The runs of a system that no result holds (yet): a run is stored as it ends,
+        and joins its result when its case is done. Oldest first."""
+        rows = self.db.execute(
+            "SELECT * FROM runs WHERE system = ? AND result_uid IS NULL ORDER BY id", (system,)
         ).fetchall()
         return [row_document(row) for row in rows]
 
@@ -624,8 +641,10 @@ class Store:
         (``systems``, ``sweeps``, ``results``, ``runs``, ``micro``, ``max_batch``,
         ``train_runs``), keeping their uids, times and sweep ids. All go in one
         transaction: all or nothing. A row already here (same fingerprint, sweep id or
-        uid) is left as it is. Return (added, already here)
-        per table. The caller checks the documents first (``exchange.validate``).
+        uid) is left as it is, but for a run stored before its result (its sweep stopped
+        first, see trainperf.recovery), which joins the result the document gives it.
+        Return (added, already here) per table. The caller checks the documents first
+        (``exchange.validate``).
         """
 
         def insert(db: sqlite3.Connection) -> dict[str, tuple[int, int]]:
@@ -640,6 +659,11 @@ class Store:
                     for row in rows
                 )
                 counts[table] = (added, len(rows) - added)
+            joined = [(r["result_uid"], r["uid"]) for r in documents.get("runs", [])]
+            db.executemany(
+                "UPDATE runs SET result_uid = ? WHERE uid = ? AND result_uid IS NULL",
+                [pair for pair in joined if pair[0] is not None],
+            )
             return counts
 
         return self._write(insert)
