@@ -247,3 +247,80 @@ def test_a_recovery_file_never_replaces_another(tmp_path):
     first, _ = recovery.save_file({"n": 1}, tmp_path / "r.db", "abc")
     second, _ = recovery.save_file({"n": 2}, tmp_path / "r.db", "abc")
     assert first != second and json.loads(first.read_text()) == {"n": 1}
+
+
+# --- the command line --------------------------------------------------------------------
+
+RUN = ["run", "--model", "cifarnet", "--image-size", "32", "--device", "cpu", "--runs", "2"]
+
+
+def test_run_names_the_recovery_file_in_one_error_line(tmp_path, run_cli, monkeypatch):
+    db, held = tmp_path / "r.db", []
+    monkeypatch.setenv("TRAINPERF_STORE_WAIT_S", "1")
+    worker = Worker(lambda number: held.append(lock(db)) if number == 2 else None)
+    monkeypatch.setattr(sweep_module, "run_in_child", worker)
+    code, out, err = run_cli([*RUN, "--db", db])
+    assert code == 1 and "Traceback" not in err
+    assert f"trainperf: results database {db} {LOCKED}; waiting (" in err
+    (file,) = tmp_path.glob("r.db.recovered-*.json")
+    (line,) = [line for line in err.splitlines() if "error" in line]
+    assert line.startswith(f"trainperf: error: could not store 1 result, 1 run in {db} (")
+    assert line.endswith(
+        f": saved them to {file}; import them later with: trainperf import {file} --db {db}"
+    )
+    assert "stored in" not in err
+    held[0].rollback()
+    code, out, err = run_cli(["import", file, "--db", db])
+    assert code == 0, err
+    assert out.startswith(f"imported 1 result, 1 run from {file} (1 run, 1 system, 1 sweep already")
+    code, out, err = run_cli(["results", "--db", db, "--json"])
+    (result,) = json.loads(out)["results"]
+    assert [run["run_number"] for run in result["runs"]] == [1, 2]
+
+
+def test_run_says_what_was_not_stored_in_its_json(tmp_path, run_cli, monkeypatch):
+    db, held = tmp_path / "r.db", []
+    monkeypatch.setenv("TRAINPERF_STORE_WAIT_S", "0.5")
+    worker = Worker(lambda number: held.append(lock(db)) if number == 2 else None)
+    monkeypatch.setattr(sweep_module, "run_in_child", worker)
+    code, out, err = run_cli([*RUN, "--db", db, "--json"])
+    held[0].rollback()
+    assert code == 1
+    document = json.loads(out)
+    (file,) = tmp_path.glob("r.db.recovered-*.json")
+    assert document["not_stored"] == {
+        "db": str(db),
+        "reason": LOCKED,
+        "waited_s": 0.5,
+        "counts": {"results": 1, "runs": 1, "max_batch": 0},
+        "file": str(file),
+        "problems": [],
+    }
+    assert document["results"][0]["id"] is None
+
+
+def test_run_that_cannot_start_says_so_in_one_line(tmp_path, run_cli, monkeypatch):
+    db = tmp_path / "r.db"
+    Store(db).close()
+    monkeypatch.setenv("TRAINPERF_STORE_WAIT_S", "0.5")
+    worker = Worker()
+    monkeypatch.setattr(sweep_module, "run_in_child", worker)
+    held = lock(db)
+    code, out, err = run_cli([*RUN, "--db", db])
+    held.rollback()
+    assert code == 1 and "Traceback" not in err and worker.calls == []
+    assert err.splitlines()[-1] == (
+        f"trainperf: error: results database {db} {LOCKED} (waited 0.5 s): the sweep could "
+        "not start; nothing was measured"
+    )
+    assert list(tmp_path.glob("*.recovered-*")) == []
+
+
+def test_a_bound_that_is_not_seconds_is_bad_input(tmp_path, run_cli, monkeypatch):
+    monkeypatch.setenv("TRAINPERF_STORE_WAIT_S", "later")
+    code, out, err = run_cli([*RUN, "--db", tmp_path / "r.db"])
+    assert code == 2
+    assert err == (
+        "trainperf: error: TRAINPERF_STORE_WAIT_S='later' is not valid: give seconds, "
+        "a number >= 0\n"
+    )
