@@ -71,3 +71,13 @@ def test_release_without_a_case_gives_up_every_lease_of_the_owner(store):
     store.claim(("s", "v", "k3"), other)
     store.release(me)
     assert [r[0] for r in store.db.execute("SELECT case_key FROM leases")] == ["k3"]
+
+
+def test_a_sweep_of_this_process_that_is_done_holds_its_leases_no_more(store):
+    """A sweep that could not give its leases up (its database could not be written) does
+    not keep them from the next sweep of a process that lives on (a notebook)."""
+    first, second = Owner.this_process("first"), Owner.this_process("second")
+    assert store.claim(CASE, first) is None
+    assert store.claim(CASE, second)["sweep_id"] == "first"
+    first.done()
+    assert store.claim(CASE, second) is None

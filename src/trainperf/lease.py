@@ -6,11 +6,15 @@ and that process's start time. It holds while its owner lives: on the owner's ho
 a process of that pid and start time exists (the start time tells a reused pid from the
 owner); from another host, which cannot see the process, until the owner has not renewed
 it for ``EXPIRY_S``. The owner renews it before each run of the case and gives it up when
-the case has its result or the sweep ends.
+the case has its result or the sweep ends. Within the owner's own process, a lease holds
+while its sweep measures (``Owner.done``): a sweep that ended without giving its leases up
+(its database could not be written, trainperf.recovery) frees them for the next sweep of a
+process that lives on, a notebook's.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from dataclasses import dataclass
@@ -25,6 +29,8 @@ EXPIRY_S = 24 * 3600.0
 POLL_S = 5.0
 # psutil's process start times are rounded (to 1/100 s on Linux): allow for it.
 _START_TOLERANCE_S = 1.0
+# The sweeps of this process that measure: the pid cannot tell them from those that ended.
+_MEASURING: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -38,8 +44,14 @@ class Owner:
 
     @classmethod
     def this_process(cls, sweep_id: str) -> Owner:
+        """The owner of a sweep of this process that starts measuring (until ``done``)."""
         pid = psutil.Process().pid
+        _MEASURING.add(sweep_id)
         return cls(sweep_id, socket.gethostname(), pid, psutil.Process(pid).create_time())
+
+    def done(self) -> None:
+        """The sweep measures no more: its leases hold no more, given up or not."""
+        _MEASURING.discard(self.sweep_id)
 
 
 def is_live(lease: dict[str, Any], now: float | None = None) -> bool:
@@ -53,4 +65,6 @@ def is_live(lease: dict[str, Any], now: float | None = None) -> bool:
         return False
     except psutil.AccessDenied:  # it exists; its start time is hidden: assume the owner
         return True
-    return abs(started - lease["pid_started"]) < _START_TOLERANCE_S
+    if abs(started - lease["pid_started"]) >= _START_TOLERANCE_S:
+        return False
+    return lease["pid"] != os.getpid() or lease["sweep_id"] in _MEASURING

@@ -5,21 +5,29 @@ The schema and its migrations are in ``trainperf.store_schema``.
 Each result is committed in its own transaction as soon as it arrives, so an interrupted
 run keeps everything finished before the interruption, and a process killed in the middle
 of a write leaves no half row (SQLite rolls the journal back). Several sweeps may write one
-database at once: it is in WAL mode, every write takes the write lock up front
-(``BEGIN IMMEDIATE``) and waits up to ``BUSY_TIMEOUT_S`` for it.
+database at once: it is in WAL mode, and every write takes the write lock up front
+(``BEGIN IMMEDIATE``).
+
+A write that finds the database locked by another process (after SQLite's own wait, its
+busy timeout) or the disk full (``SQLITE_FULL``, ``ENOSPC``) is tried again, the wait told
+through ``on_wait`` each time, for up to ``wait_s`` in all (``TRAINPERF_STORE_WAIT_S``,
+``STORE_WAIT_S`` by default); then it raises ``StoreUnavailable``. All of it is in
+``Store._write``, the one way in to a write transaction. What a sweep measured and could
+not store then goes to a recovery file (trainperf.recovery).
 """
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import json
 import os
 import sqlite3
+import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from trainperf import fileio, lease, strict_json
 from trainperf.lease import Owner
@@ -34,15 +42,76 @@ from trainperf.store_rows import (
 )
 from trainperf.store_schema import MIGRATION_STEPS, MIGRATIONS, SCHEMA_VERSION
 
-# How long a writer waits for another to finish its transaction (ours take milliseconds).
+# How long a write waits in all, trying again, for a database that another process holds
+# locked or on a full disk before it gives up (``StoreUnavailable``); the environment
+# variable overrides it (seconds). Our own transactions take milliseconds: a lock held for
+# minutes is another program's (a browser of the database, a stuck process).
+STORE_WAIT_S = 600.0
+WAIT_VARIABLE = "TRAINPERF_STORE_WAIT_S"
+# SQLite's own wait for the write lock in one try (its busy timeout): at most this, and a
+# tenth of the whole wait, so that a long wait is told as it goes.
 BUSY_TIMEOUT_S = 60.0
 SQLITE_HEADER = b"SQLite format 3\x00"
 # The tables every trainperf store has had since schema version 1.
 STORE_TABLES = ("systems", "results")
+LOCKED = "is locked by another process"
+FULL = "cannot grow: database or disk is full"
+
+T = TypeVar("T")
 
 
 class StoreError(Exception):
     """A database path that cannot be used; the message is one line for the user."""
+
+
+class StoreUnavailable(Exception):
+    """The database could not be written for ``waited_s`` (the store's bound): another
+    process held it locked, or the disk was full (``reason``: ``LOCKED`` or ``FULL``).
+    Nothing of the write that failed is in the database."""
+
+    def __init__(self, path: Path, reason: str, waited_s: float) -> None:
+        self.path, self.reason, self.waited_s = path, reason, waited_s
+        super().__init__(f"results database {path} {reason} (waited {duration(waited_s)})")
+
+
+def duration(seconds: float) -> str:
+    """'10 min', '1 min 5 s', '1.5 s': a wait for people."""
+    if seconds < 9.95:  # what rounds to 10.0 reads as 10 s
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    if not minutes:
+        return f"{rest} s"
+    return f"{minutes} min" + (f" {rest} s" if rest else "")
+
+
+def wait_from_environment() -> float:
+    """``TRAINPERF_STORE_WAIT_S`` in seconds (``STORE_WAIT_S`` when unset); ``StoreError``
+    unless it is a number >= 0."""
+    text = os.environ.get(WAIT_VARIABLE)
+    if text is None:
+        return STORE_WAIT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise StoreError(f"{WAIT_VARIABLE}={text!r} is not valid: give seconds, a number >= 0")
+    return seconds
+
+
+def _tell(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _unavailable_reason(exc: BaseException) -> str | None:
+    """``LOCKED`` or ``FULL`` when ``exc`` says that the database is locked by another
+    process or the disk is full: a write worth trying again later. None otherwise."""
+    if isinstance(exc, sqlite3.OperationalError):
+        code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF  # primary code
+        return {sqlite3.SQLITE_BUSY: LOCKED, sqlite3.SQLITE_FULL: FULL}.get(code)
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return FULL
+    return None
 
 
 def check_writable(path: Path) -> None:
@@ -156,15 +225,24 @@ def read_only_uri(path: Path) -> str:
 class Store:
     """Open (creating or migrating) the database at ``path``."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        wait_s: float | None = None,
+        on_wait: Callable[[str], None] | None = None,
+    ) -> None:
         self.path = Path(path)
         if str(path) != ":memory:" and (self.path.exists() or self.path.is_symlink()):
             try:  # never add trainperf's tables to someone else's database
                 check_store(self.path, empty_ok=True)
             except StoreError as exc:
                 raise StoreError(f"{self.path}: {exc}") from None
+        self.wait_s = wait_from_environment() if wait_s is None else wait_s
+        self.on_wait = on_wait or _tell  # hears each wait for the database, one line
+        busy_timeout_s = min(BUSY_TIMEOUT_S, self.wait_s / 10)
         # isolation_level=None: no implicit transactions; every write says where it begins.
-        self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        self.db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None)
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA foreign_keys = ON")
         self.db.execute("PRAGMA journal_mode = WAL")
@@ -177,7 +255,7 @@ class Store:
         how every verb that only reads opens it. ``StoreError`` when ``path`` is missing,
         empty or not a trainperf store (``check_readable``)."""
         store = cls.__new__(cls)
-        store.path = Path(path)
+        store.path, store.wait_s, store.on_wait = Path(path), 0.0, _tell
         check_readable(store.path)
         source = sqlite3.connect(read_only_uri(store.path), uri=True)
         try:
@@ -190,6 +268,14 @@ class Store:
         store._migrate()
         return store
 
+    @classmethod
+    def spool(cls) -> Store:
+        """An in-memory store that checks no reference between its rows: where rows are
+        gathered that may name a sweep it does not hold (trainperf.recovery)."""
+        store = cls(":memory:", wait_s=0.0)
+        store.db.execute("PRAGMA foreign_keys = OFF")
+        return store
+
     def close(self) -> None:
         self.db.close()
 
@@ -199,16 +285,42 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @contextlib.contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction, holding the write lock from its start."""
+    def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``body`` in one write transaction, holding the write lock from its start,
+        and return what it returns. While another process holds the lock or the disk is
+        full, try again (the whole transaction: a failed one leaves nothing), saying so to
+        ``on_wait``, for up to ``wait_s`` in all; then raise ``StoreUnavailable``."""
+        started = time.monotonic()
+        pace = self.db.execute("PRAGMA busy_timeout").fetchone()[0] / 1000
+        while True:
+            tried = time.monotonic()
+            try:
+                return self._transaction(body)
+            except (sqlite3.OperationalError, OSError) as exc:
+                reason = _unavailable_reason(exc)
+                if reason is None:
+                    raise
+                waited = time.monotonic() - started
+                if waited >= self.wait_s:
+                    raise StoreUnavailable(self.path, reason, self.wait_s) from exc
+            self.on_wait(
+                f"trainperf: results database {self.path} {reason}; waiting "
+                f"({duration(waited)} of {duration(self.wait_s)})..."
+            )
+            # A lock is waited for by SQLite (the busy timeout); a full disk fails at once:
+            # either way, one try per ``pace``, the last one at the end of the wait.
+            time.sleep(max(0.0, min(pace - (time.monotonic() - tried), self.wait_s - waited)))
+
+    def _transaction(self, body: Callable[[sqlite3.Connection], T]) -> T:
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            yield self.db
+            done = body(self.db)
+            self.db.execute("COMMIT")
         except BaseException:
-            self.db.execute("ROLLBACK")
+            if self.db.in_transaction:  # SQLite ends it itself on some errors (a full disk)
+                self.db.execute("ROLLBACK")
             raise
-        self.db.execute("COMMIT")
+        return done
 
     @property
     def schema_version(self) -> int:
@@ -217,8 +329,9 @@ class Store:
     def _migrate(self) -> None:
         if self.schema_version == SCHEMA_VERSION:
             return
-        # Read the version again under the write lock: another process may be migrating.
-        with self._write() as db:
+
+        def migrate(db: sqlite3.Connection) -> None:
+            # Read the version again under the write lock: another process may be migrating.
             version = self.schema_version
             if version > SCHEMA_VERSION:
                 raise StoreError(
@@ -233,12 +346,11 @@ class Store:
                     MIGRATION_STEPS[target](db)
                 db.execute(f"PRAGMA user_version = {target}")
 
+        self._write(migrate)
+
     def add_system(self, record: dict[str, Any]) -> str:
-        with self._write() as db:
-            db.execute(
-                "INSERT OR IGNORE INTO systems VALUES (?, ?, ?, ?)",
-                (record["fingerprint"], record["hostname"], strict_json.dumps(record), now()),
-            )
+        row = (record["fingerprint"], record["hostname"], strict_json.dumps(record), now())
+        self._write(lambda db: db.execute("INSERT OR IGNORE INTO systems VALUES (?, ?, ?, ?)", row))
         return record["fingerprint"]
 
     def start_sweep(
@@ -247,11 +359,8 @@ class Store:
         """Register the system and a new sweep; return the sweep id."""
         fingerprint = self.add_system(system)
         sweep_id = uuid.uuid4().hex[:12]
-        with self._write() as db:
-            db.execute(
-                "INSERT INTO sweeps VALUES (?, ?, ?, ?, ?)",
-                (sweep_id, now(), fingerprint, label, order_seed),
-            )
+        row = (sweep_id, now(), fingerprint, label, order_seed)
+        self._write(lambda db: db.execute("INSERT INTO sweeps VALUES (?, ?, ?, ?, ?)", row))
         return sweep_id
 
     def add_run(
@@ -267,8 +376,8 @@ class Store:
         at once and not yet part of a result; return its uid."""
         uid = uuid.uuid4().hex
         row = run | {"uid": uid, "sweep_id": sweep_id, "system": system, "created_at": now()}
-        with self._write() as db:
-            insert_run(db, row | {"suite_version": suite_version, "case_key": case_key})
+        row |= {"suite_version": suite_version, "case_key": case_key}
+        self._write(lambda db: insert_run(db, row))
         return uid
 
     def pending_runs(self, system: str, suite_version: str, case_key: str) -> list[dict[str, Any]]:
@@ -278,6 +387,14 @@ class Store:
             "SELECT * FROM runs WHERE system = ? AND suite_version = ? AND case_key = ?"
             " AND result_uid IS NULL AND status = 'ok' ORDER BY id",
             (system, suite_version, case_key),
+        ).fetchall()
+        return [row_document(row) for row in rows]
+
+    def loose_runs(self, system: str) -> list[dict[str, Any]]:
+        """The runs of a system that no result holds (yet): a run is stored as it ends,
+        and joins its result when its case is done. Oldest first."""
+        rows = self.db.execute(
+            "SELECT * FROM runs WHERE system = ? AND result_uid IS NULL ORDER BY id", (system,)
         ).fetchall()
         return [row_document(row) for row in rows]
 
@@ -300,7 +417,8 @@ class Store:
         suite_name, suite_version = suite or (None, None)
         uid = uuid.uuid4().hex
         written = now()
-        with self._write() as db:
+
+        def insert(db: sqlite3.Connection) -> int:
             cursor = db.execute(
                 "INSERT INTO results (uid, sweep_id, system, created_at, model, status,"
                 " result_schema, case_json, device_json, metrics_json, error_json, suite,"
@@ -330,7 +448,9 @@ class Store:
                 run |= {"uid": uuid.uuid4().hex, "sweep_id": sweep_id, "system": system}
                 run |= {"created_at": written, "result_uid": uid, "suite_version": suite_version}
                 insert_run(db, run | {"case_key": case_key})
-        return int(cursor.lastrowid)
+            return int(cursor.lastrowid)
+
+        return self._write(insert)
 
     def finished(
         self, system: str, suite_version: str, case_key: str | None = None
@@ -358,13 +478,16 @@ class Store:
         note: str | None = None,
     ) -> int:
         """Store the outcome of a largest-batch search; return its id."""
-        with self._write() as db:
-            cursor = db.execute(
+
+        def insert(db: sqlite3.Connection) -> sqlite3.Cursor:
+            return db.execute(
                 "INSERT INTO max_batch (uid, system, created_at, memory_key, case_json,"
                 " batch_size, probes_json, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (uuid.uuid4().hex, system, now(), memory_key, strict_json.dumps(case), batch_size)
                 + (strict_json.dumps(probes), note),
             )
+
+        cursor = self._write(insert)
         return int(cursor.lastrowid)
 
     def max_batch(self, system: str, memory_key: str) -> dict[str, Any] | None:
@@ -385,8 +508,9 @@ class Store:
     ) -> int:
         """Store one micro-benchmark run (its rows and summary in ``metrics``)."""
         fingerprint = self.add_system(system)
-        with self._write() as db:
-            cursor = db.execute(
+
+        def insert(db: sqlite3.Connection) -> sqlite3.Cursor:
+            return db.execute(
                 "INSERT INTO micro (uid, system, created_at, kind, status, params_json,"
                 " device_json, metrics_json, error_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -401,6 +525,8 @@ class Store:
                     strict_json.dumps(result["error"]) if result.get("error") else None,
                 ),
             )
+
+        cursor = self._write(insert)
         return int(cursor.lastrowid)
 
     def micro(self, kind: str | None = None) -> list[dict[str, Any]]:
@@ -416,8 +542,9 @@ class Store:
         evaluation yet); return its id. See ``trainperf.convergence.records``."""
         fingerprint = self.add_system(system)
         written = now()
-        with self._write() as db:
-            cursor = db.execute(
+
+        def insert(db: sqlite3.Connection) -> sqlite3.Cursor:
+            return db.execute(
                 "INSERT INTO train_runs (uid, system, created_at, updated_at, status,"
                 " config_json, config_key, evaluations_json, metrics_json)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -431,6 +558,8 @@ class Store:
                 )
                 + (config_key, "[]", "{}"),
             )
+
+        cursor = self._write(insert)
         return int(cursor.lastrowid)
 
     def update_train_run(
@@ -446,8 +575,9 @@ class Store:
     ) -> None:
         """Replace a time-to-accuracy run's evaluations; ``status``, ``metrics`` and
         ``error`` change only when given."""
-        with self._write() as db:
-            db.execute(
+
+        def update(db: sqlite3.Connection) -> sqlite3.Cursor:
+            return db.execute(
                 "UPDATE train_runs SET updated_at = ?, evaluations_json = ?, reached = ?,"
                 " time_to_target_s = ?, status = COALESCE(?, status),"
                 " metrics_json = COALESCE(?, metrics_json), error_json = COALESCE(?, error_json)"
@@ -459,6 +589,8 @@ class Store:
                     run_id,
                 ),
             )
+
+        self._write(update)
 
     def train_runs(self, config_key: str | None = None) -> list[dict[str, Any]]:
         """Stored time-to-accuracy runs, oldest first, with their system record; only
@@ -542,7 +674,8 @@ class Store:
         ``owner``, unless another live owner holds it (``trainperf.lease``): then return
         that owner's lease and change nothing."""
         where = "system = ? AND suite_version = ? AND case_key = ?"
-        with self._write() as db:
+
+        def take(db: sqlite3.Connection) -> dict[str, Any] | None:
             row = db.execute(f"SELECT * FROM leases WHERE {where}", case).fetchone()
             if row is not None and row["sweep_id"] != owner.sweep_id and lease.is_live(dict(row)):
                 return dict(row)
@@ -550,7 +683,9 @@ class Store:
                 "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (*case, owner.sweep_id, owner.host, owner.pid, owner.pid_started, time.time()),
             )
-        return None
+            return None
+
+        return self._write(take)
 
     def release(self, owner: Owner, case: tuple[str, str, str] | None = None) -> None:
         """Give up ``owner``'s lease of ``case``, or all of its leases."""
@@ -558,8 +693,7 @@ class Store:
         if case is not None:
             where += " AND system = ? AND suite_version = ? AND case_key = ?"
             args += case
-        with self._write() as db:
-            db.execute(f"DELETE FROM leases WHERE {where}", args)
+        self._write(lambda db: db.execute(f"DELETE FROM leases WHERE {where}", args))
 
     def import_documents(
         self, documents: dict[str, list[dict[str, Any]]]
@@ -568,11 +702,14 @@ class Store:
         (``systems``, ``sweeps``, ``results``, ``runs``, ``micro``, ``max_batch``,
         ``train_runs``), keeping their uids, times and sweep ids. All go in one
         transaction: all or nothing. A row already here (same fingerprint, sweep id or
-        uid) is left as it is. Return (added, already here)
-        per table. The caller checks the documents first (``exchange.validate``).
+        uid) is left as it is, but for a run stored before its result (its sweep stopped
+        first, see trainperf.recovery), which joins the result the document gives it.
+        Return (added, already here) per table. The caller checks the documents first
+        (``exchange.validate``).
         """
-        counts = {}
-        with self._write() as db:
+
+        def insert(db: sqlite3.Connection) -> dict[str, tuple[int, int]]:
+            counts = {}
             for table, columns in IMPORTED_COLUMNS.items():
                 names = [name.strip() for name in columns.split(",")]
                 marks = ", ".join("?" * len(names))
@@ -583,7 +720,14 @@ class Store:
                     for row in rows
                 )
                 counts[table] = (added, len(rows) - added)
-        return counts
+            joined = [(r["result_uid"], r["uid"]) for r in documents.get("runs", [])]
+            db.executemany(
+                "UPDATE runs SET result_uid = ? WHERE uid = ? AND result_uid IS NULL",
+                [pair for pair in joined if pair[0] is not None],
+            )
+            return counts
+
+        return self._write(insert)
 
 
 _TRAIN_RUNS = "SELECT t.*, s.record FROM train_runs t JOIN systems s ON s.fingerprint = t.system"

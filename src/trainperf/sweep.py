@@ -30,6 +30,16 @@ next round; when only such cases are left, the sweep waits (``lease.POLL_S``) an
 takes their results. The lease of a sweep that died is taken over, with the runs it
 stored. ``--fresh`` sweeps and cases spanning nodes take no lease.
 
+**A database that cannot be written.** A write that finds the database locked by another
+process or the disk full waits, telling the display, and tries again, for a bounded time
+(trainperf.store). Should that run out, nothing measured is lost: the sweep stops before its
+next run and saves what it measured and could not store (runs, results, a largest-batch
+search) in a recovery file that ``trainperf import`` adds later (trainperf.recovery);
+``SweepOutcome.not_stored`` says where. A sweep that cannot even register itself measures
+nothing: ``run_sweep`` raises ``StoreUnavailable``. A lease the sweep holds when its
+database cannot be written is not given up (that would wait again): it lapses, as the lease
+of a sweep that died does (``lease.is_live``).
+
 **Several nodes.** A case that spans nodes runs the same runs on every node, and only the
 node of rank 0 sees the measurements, so its runs are a fixed number (the policy's
 minimum): the other nodes could not follow an adaptive decision. Every node must shuffle
@@ -38,23 +48,26 @@ alike: give them the same ``--order-seed`` (``trainperf run`` does when cases sp
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from trainperf import case_result, lease
 from trainperf.case import Case, label_of
 from trainperf.lease import Owner
 from trainperf.measure.runs import FixedRuns, RunsPolicy, parse_runs, share_steps
 from trainperf.outcome import FAILED_STATUSES, Outcome
+from trainperf.recovery import NotStored, Spool
 from trainperf.runner import Interrupted, StopFlag, job_directory, run_in_child
-from trainperf.store import Store
+from trainperf.store import Store, StoreUnavailable
 from trainperf.suite import MAX_BATCH, PlannedCase
 
 FOLLOWER = "this node took part; the node of rank 0 stores the result"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -132,7 +145,8 @@ class SweepOutcome:
     order_seed: int | None = None
     interrupted: str | None = None  # signal name when the sweep stopped early
     exit_signal: int | None = None
-    not_run: int = 0  # cases left without a result by the interruption
+    not_run: int = 0  # cases left without a result by the interruption or the database
+    not_stored: NotStored | None = None  # when the database could not be written
 
     @property
     def failed(self) -> bool:
@@ -176,6 +190,7 @@ class _Sweep:
     suite: tuple[str, str] | None
     rendezvous: str | None = None
     owner: Owner | None = None  # of this sweep's leases; None: it takes none
+    spool: Spool = field(default_factory=Spool)  # writes once the database cannot take them
 
 
 def run_cases(
@@ -215,7 +230,8 @@ def run_sweep(
     ``suite`` is (name, version): with it, finished cases and stored runs of this system
     and suite version are taken from the store (unless ``fresh``). ``rendezvous`` is the
     torchrun endpoint (HOST:PORT) of cases that span nodes; ``order_seed`` seeds the order
-    of the runs (a fresh random one when None).
+    of the runs (a fresh random one when None). ``StoreUnavailable`` when the sweep cannot
+    be registered in ``store`` (nothing was measured).
     """
     events = events or SweepEvents()
     order_seed = new_order_seed() if order_seed is None else order_seed
@@ -234,12 +250,39 @@ def run_sweep(
             _run_rounds(states, sweep, random.Random(order_seed))
         except Interrupted as exc:
             outcome.interrupted, outcome.exit_signal = str(exc), exc.signum
-            outcome.not_run = sum(1 for s in states if s.result is None)
+        except StoreUnavailable:
+            if sweep.spool.cause is None:  # not one the spool took: not ours to handle
+                raise
         finally:
-            if sweep.owner is not None:
-                store.release(sweep.owner)
+            _let_go(sweep)
     outcome.results = [s.result for s in states if s.result is not None]
+    outcome.not_run = sum(1 for s in states if s.result is None)
+    if sweep.spool.cause is not None:
+        outcome.not_stored = sweep.spool.save(sweep_id)
     return outcome
+
+
+def _let_go(sweep: _Sweep) -> None:
+    """End the sweep's leases (``Owner.done``) and give them up, unless the database could
+    not be written: rather than waiting for it again, they are left to lapse
+    (``lease.is_live``). A wait that runs out here leaves them so too, and hides no error
+    on its way out."""
+    if sweep.owner is not None:
+        sweep.owner.done()
+        if sweep.spool.cause is None:
+            with contextlib.suppress(StoreUnavailable):
+                sweep.store.release(sweep.owner)
+
+
+def _write(sweep: _Sweep, write: Callable[[Store], T]) -> T:
+    """``write`` to the sweep's database; once that cannot be written, to its spool (see
+    "A database that cannot be written" in the module doc)."""
+    if sweep.spool.store is None:
+        try:
+            return write(sweep.store)
+        except StoreUnavailable as exc:
+            sweep.spool.open(sweep.store, exc, sweep.system, sweep.sweep_id)
+    return write(sweep.spool.store)
 
 
 def _run_rounds(states: list[_CaseRuns], sweep: _Sweep, generator: random.Random) -> None:
@@ -275,7 +318,7 @@ def _claim(state: _CaseRuns, sweep: _Sweep) -> bool:
     key = _lease_key(state, sweep)
     if key is None:
         return True
-    holder = sweep.store.claim(key, sweep.owner)
+    holder = _write(sweep, lambda store: store.claim(key, sweep.owner))
     if holder is not None:
         sweep.events.on_wait(state.index, state.item, holder)
         return False
@@ -363,6 +406,7 @@ def _run_once(state: _CaseRuns, states: list[_CaseRuns], sweep: _Sweep) -> None:
     if isinstance(state.item, MaxBatchRequest) and not _resolve(state, sweep):
         _skip_larger_batches(state, states, sweep)
         return
+    sweep.spool.raise_if_open()  # a run measured now could not be stored
     case = state.item.case
     number = len(state.runs) + state.followed + 1
     left = sum(s.runs_left for s in states if s.result is None)
@@ -381,12 +425,15 @@ def _run_once(state: _CaseRuns, states: list[_CaseRuns], sweep: _Sweep) -> None:
     if run["status"] == "ok":
         run["metrics"]["wall_s"] = wall_s
     suite_version = sweep.suite[1] if sweep.suite else None
-    run["uid"] = sweep.store.add_run(
-        sweep.sweep_id,
-        sweep.system["fingerprint"],
-        run,
-        suite_version=suite_version,
-        case_key=state.item.key,
+    run["uid"] = _write(
+        sweep,
+        lambda store: store.add_run(
+            sweep.sweep_id,
+            sweep.system["fingerprint"],
+            run,
+            suite_version=suite_version,
+            case_key=state.item.key,
+        ),
     )
     sweep.events.on_run(state.index, run)
     if run["status"] != "ok":
@@ -409,18 +456,24 @@ def _finish_ok(state: _CaseRuns, reason: str, sweep: _Sweep) -> None:
 def _finish(state: _CaseRuns, result: dict[str, Any], sweep: _Sweep) -> None:
     """Store a new result (not a reused one, nor a follower's) and announce it."""
     if not result.get("reused") and not result.get("follower"):
-        result["id"] = sweep.store.add_result(
-            sweep.sweep_id,
-            sweep.system["fingerprint"],
-            result,
-            suite=sweep.suite,
-            case_key=state.item.key,
+        result["id"] = _write(
+            sweep,
+            lambda store: store.add_result(
+                sweep.sweep_id,
+                sweep.system["fingerprint"],
+                result,
+                suite=sweep.suite,
+                case_key=state.item.key,
+            ),
         )
+        if sweep.spool.store is not None:
+            result["id"] = None  # the spool's id: the database gives one on import
         result |= {"sweep_id": sweep.sweep_id, "system": sweep.system, "reused": False}
     result.setdefault("runs", [])
     state.result = result
     if state.held:
-        sweep.store.release(sweep.owner, _lease_key(state, sweep))
+        key = _lease_key(state, sweep)
+        _write(sweep, lambda store: store.release(sweep.owner, key))
         state.held = False
     sweep.events.on_result(state.index, result)
 
@@ -448,6 +501,7 @@ def _resolve_max_batch(
     store, fingerprint = sweep.store, sweep.system["fingerprint"]
     found = store.max_batch(fingerprint, key)
     if found is None:
+        sweep.spool.raise_if_open()  # a search measured now could not be stored
         try:
             search = maxbatch.find_max_batch(
                 template,
@@ -458,13 +512,16 @@ def _resolve_max_batch(
         except maxbatch.SearchFailed as exc:
             message = f"largest-batch search: {exc}"
             return 0, Outcome.unmeasured(request.fields, "error", message, "SearchFailed")
-        store.add_max_batch(
-            fingerprint,
-            key,
-            template.model_dump(),
-            search.batch_size,
-            [p.__dict__ for p in search.probes],
-            search.note,
+        _write(
+            sweep,
+            lambda store: store.add_max_batch(
+                fingerprint,
+                key,
+                template.model_dump(),
+                search.batch_size,
+                [p.__dict__ for p in search.probes],
+                search.note,
+            ),
         )
         found = {"batch_size": search.batch_size, "note": search.note}
     if found["batch_size"] is None:

@@ -1,8 +1,11 @@
 """The ``trainperf`` command: verbs that parse, call the library and print. No logic here.
 
-Exit codes: 0 success (every case ok or skipped); 1 a run finished but some cases failed;
-2 bad input (one line on stderr, nothing written); 128 + N a sweep stopped by signal N
-(130 Ctrl-C, 143 SIGTERM) after ending its running case, its finished results kept.
+Exit codes: 0 success (every case ok or skipped); 1 a run finished but some cases failed,
+or the results database could not be written (locked by another process or a full disk,
+after waiting: trainperf.store; a sweep's unstored results are then in a recovery file,
+trainperf.recovery); 2 bad input (one line on stderr, nothing written); 128 + N a sweep
+stopped by signal N (130 Ctrl-C, 143 SIGTERM) after ending its running case, its finished
+results kept.
 The library is imported inside the verbs, so ``--help`` and bad flags answer without
 waiting for torch to import.
 
@@ -25,7 +28,7 @@ from trainperf.cli import (
     run,
     train,
 )
-from trainperf.cli.common import EXIT_BAD_INPUT, BadInput, fail
+from trainperf.cli.common import EXIT_BAD_INPUT, EXIT_FAILED_CASES, BadInput, fail
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -63,9 +66,16 @@ for _command in COMMANDS:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: click's usage errors become one line and exit code 2."""
+    """Console entry point: click's usage errors become one line and exit code 2; a
+    database that stays locked or full, one line and exit code 1."""
+    from trainperf.store import StoreError, StoreUnavailable
+
     try:
         cli.main(args=argv, prog_name="trainperf", standalone_mode=False)
+    except StoreUnavailable as exc:
+        fail(str(exc), EXIT_FAILED_CASES)
+    except StoreError as exc:  # e.g. TRAINPERF_STORE_WAIT_S not a number of seconds
+        fail(str(exc), EXIT_BAD_INPUT)
     except BadInput as exc:
         fail(exc.format_message(), EXIT_BAD_INPUT)
     except click.UsageError as exc:

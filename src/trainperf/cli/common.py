@@ -343,12 +343,14 @@ def check_db_readable(db: Path, made_by: str = "run") -> None:
 
 
 def open_machine(db: Path) -> tuple[dict, dict]:
-    """Check the database path first (nothing written), then read this machine."""
+    """Check the database path and how long to wait for it first (nothing written), then
+    read this machine."""
     from trainperf import system
-    from trainperf.store import StoreError, check_writable
+    from trainperf.store import StoreError, check_writable, wait_from_environment
 
     try:
         check_writable(db)
+        wait_from_environment()
     except StoreError as exc:
         raise BadInput(str(exc)) from None
     record = system.collect()

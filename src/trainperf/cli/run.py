@@ -141,6 +141,7 @@ def run(
     database resumes: cases with an ok result for this system and suite version are not
     measured again, and a case cut short keeps its finished runs (--fresh measures all).
     """
+    from trainperf.store import StoreUnavailable
     from trainperf.suite import SuiteError, resolve
     from trainperf.sweep import SweepItem, planned_item
 
@@ -179,7 +180,11 @@ def run(
         ]
 
     order_seed = _tell_other_nodes(items, rdzv_endpoint, order_seed)
-    outcome = _sweep(items, db, record, suite, fresh, rdzv_endpoint, order_seed)
+    try:
+        outcome = _sweep(items, db, record, suite, fresh, rdzv_endpoint, order_seed)
+    except StoreUnavailable as exc:  # before the first run: see trainperf.sweep
+        fail(f"{exc}: the sweep could not start; nothing was measured", EXIT_FAILED_CASES)
+    not_stored = outcome.not_stored
     if as_json:
         emit_json(
             {
@@ -189,6 +194,7 @@ def run(
                 "interrupted": outcome.interrupted,
                 "counts": outcome.counts(),
                 "results": outcome.results,
+                "not_stored": not_stored.as_dict() if not_stored else None,
             }
         )
     else:
@@ -198,10 +204,13 @@ def run(
         title = f"trainperf on {record['hostname']}" + (f": suite {suite.name}" if suite else "")
         stdout.print(results_table(outcome.results, title=escape(title)))
         stdout.print(summary_table(outcome.results))
-        stderr.print(
-            f"stored in {db} (sweep {outcome.sweep_id}, run order seed {outcome.order_seed})",
-            markup=False,
-        )
+        if not not_stored:
+            stderr.print(
+                f"stored in {db} (sweep {outcome.sweep_id}, run order seed {outcome.order_seed})",
+                markup=False,
+            )
+    if not_stored:  # what it measured is in a recovery file (trainperf.recovery)
+        fail(not_stored.line(outcome.not_run), EXIT_FAILED_CASES)
     if outcome.interrupted:
         stderr.print(
             f"interrupted by {outcome.interrupted}: {outcome.not_run} case(s) not run; "
@@ -262,7 +271,10 @@ def _sweep(
     from trainperf.store import Store
     from trainperf.sweep import SweepEvents, run_sweep
 
-    with Store(db) as store, SweepDisplay(stderr, len(items)) as display:
+    with (
+        SweepDisplay(stderr, len(items)) as display,
+        Store(db, on_wait=display.on_store_wait) as store,
+    ):
         events = SweepEvents(
             display.on_start, display.on_probe, display.on_run, display.on_result, display.on_wait
         )

@@ -92,6 +92,10 @@ class SweepDisplay:
         line = f"  {item.label}: being measured by another sweep ({owner}); its result will be used"
         self.progress.console.print(line, markup=False, highlight=False)
 
+    def on_store_wait(self, line: str) -> None:
+        """Say that the results database keeps the sweep waiting (trainperf.store)."""
+        self.progress.console.print(line, markup=False, highlight=False)
+
     def on_result(self, index: int, result: dict[str, Any]) -> None:
         self.progress.update(self.task, advance=1, eta=_clock(self.eta_s()))
         # Messages quote paths and C++ sources ("[pair.cc:537]"): never read them as markup.
