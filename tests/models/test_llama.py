@@ -108,6 +108,41 @@ def test_weights_depend_on_the_seed_only_and_a_meta_build_initialises_alike():
     assert torch.equal(built.norm.weight, torch.ones_like(built.norm.weight))
 
 
+class _FakeCudaGenerator(torch.Generator):
+    """A generator of another device: what ``torch.Generator('cuda')`` would give on a GPU
+    (Philox: other numbers for the same seed); here a CPU generator seeded otherwise."""
+
+    def manual_seed(self, seed: int) -> torch.Generator:
+        return super().manual_seed(seed + 1_000_003)
+
+
+def test_the_same_seed_gives_the_same_weights_whatever_the_device(monkeypatch):
+    """Weights are drawn from one CPU generator and copied to the parameter's device: a
+    generator of the target device (CUDA's) would give other numbers for one seed, and the
+    FSDP equivalence check (a GPU run against a CPU reference) would fail for that alone."""
+    spec = models.get("llama-tiny")
+    reference = spec.build()
+    reference.init_weights(5)
+    made, cpu_generator = [], torch.Generator
+
+    def generator(device="cpu"):  # any device the code asks for gets "its own" numbers
+        made.append(torch.device(device))
+        return cpu_generator() if torch.device(device).type == "cpu" else _FakeCudaGenerator()
+
+    monkeypatch.setattr(torch, "Generator", generator)
+    with torch.device("meta"):  # parameters on another device than the CPU
+        elsewhere = spec.build()
+    elsewhere.init_weights(5)
+    assert made and {d.type for d in made} == {"cpu"}  # not the parameters' device
+    for target in ("cpu", "meta"):  # meta: a deferred build, materialised afterwards
+        with torch.device(target):
+            model = spec.build()
+        model.to_empty(device="cpu")
+        model.init_weights(5)
+        pairs = zip(reference.parameters(), model.parameters(), strict=True)
+        assert all(torch.equal(a, b) for a, b in pairs)
+
+
 def test_sequence_length_is_bounded_by_the_configuration():
     with pytest.raises(models.SizeError, match="allowed 1..8192"):
         models.get("llama3-8b").resolve_size(8193)

@@ -13,11 +13,14 @@ a test. RoPE is applied in the real "rotate half" form (as Hugging Face's Llama 
 reference pairs neighbouring channels as complex numbers: the same arithmetic on permuted
 channels); Llama 3.1/3.2's long-context frequency scaling is left out (it changes no cost).
 
-``init_weights(seed)`` draws every parameter as a whole tensor from a generator of its
-own, in a fixed order, and copies it into the parameter, or into this rank's shard of it
-when the parameter is a DTensor (sharded by FSDP2). So a model built on the meta device,
-sharded, then materialised (``to_empty``) and initialised holds exactly the weights one
-process builds with the same seed: the sharded run and the sequential one start alike.
+``init_weights(seed)`` draws every parameter as a whole tensor, in a fixed order, from one
+CPU generator seeded with ``seed``, and copies it to the parameter's device, or into this
+rank's shard of it when the parameter is a DTensor (sharded by FSDP2). So a model built on
+the meta device, sharded, then materialised (``to_empty``) and initialised holds exactly
+the weights one process builds with the same seed, and a seed means the same model on
+every device: CUDA's generator (Philox) and the CPU's (Mersenne Twister) give different
+numbers for one seed, so drawing on the device would make a GPU run start from other
+weights than its CPU reference.
 Initialisation follows Hugging Face's ``LlamaPreTrainedModel``: normal(0, 0.02) for the
 embedding and every projection, ones for the norms.
 """
@@ -145,17 +148,16 @@ class Llama(nn.Module):
         whether the parameters are whole or this rank's shards."""
         from torch.distributed.tensor import DTensor, distribute_tensor
 
-        generators: dict[torch.device, torch.Generator] = {}
+        generator = torch.Generator("cpu").manual_seed(seed)  # one seed, one model (doc)
         with torch.no_grad():
             for name, param in self.named_parameters():
                 local = param.to_local() if isinstance(param, DTensor) else param
-                if local.device not in generators:
-                    generators[local.device] = torch.Generator(local.device).manual_seed(seed)
-                full = torch.empty(param.shape, dtype=param.dtype, device=local.device)
+                full = torch.empty(param.shape, dtype=param.dtype)
                 if name.endswith("norm.weight"):
                     full.fill_(1.0)
                 else:
-                    full.normal_(0.0, INIT_STD, generator=generators[local.device])
+                    full.normal_(0.0, INIT_STD, generator=generator)
+                full = full.to(local.device)
                 if isinstance(param, DTensor):
                     # Every rank drew the same whole tensor: each keeps its shard, no traffic.
                     full = distribute_tensor(
