@@ -171,5 +171,5 @@ def test_a_huge_batch_flag_is_bad_input_and_writes_nothing(tmp_path, run_cli):
     db = tmp_path / "r.db"
     code, out, err = run_cli(f"run --model cifarnet -b 99999999999999999999 --db {db}")
     assert code == 2 and out == "" and err.count("\n") == 1
-    assert "batch_size must be at most 2147483647" in err
+    assert "'--batch-size'" in err and "positive integer up to 2147483647" in err
     assert not db.exists()

@@ -137,3 +137,25 @@ def test_a_key_given_twice_is_refused(text, expected):
 def test_an_empty_suite_name_is_refused(name):
     with pytest.raises(SuiteError, match="the suite name is empty: give a YAML file or one of"):
         resolve(name)
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (f"name: x\n{CASE}\ndescription: 'a\x00b'\n", 3),
+        (f"name: x\x01\n{CASE}\n", 1),
+        (f"# a comment\nname: x\n{CASE}\n\x1b\n", 4),
+    ],
+)
+def test_a_control_character_is_refused_with_its_line(text, line):
+    message = refused(text)
+    assert message.startswith(f"bad.yaml:{line}: character 0x00")
+    assert "not allowed in a suite file" in message
+
+
+@pytest.mark.parametrize("value", ["1.0e-320", "0.03125", "2097152"])
+def test_a_ddp_bucket_out_of_range_is_refused_with_its_line(value):
+    text = f"name: x\ncases:\n  - {{model: resnet18, batch_size: 2, bucket_mb: {value}}}\n"
+    assert refused(text).startswith(
+        "bad.yaml:3: cases[0].bucket_mb: bucket_mb must be from 0.0625 to 1048576 MiB"
+    )

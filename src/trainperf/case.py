@@ -17,7 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from trainperf import models
 from trainperf.datasets import DataError, check_source, parse_data
 from trainperf.datasets.source import FORMS as DATA_FORMS
-from trainperf.limits import INT64_MAX, INT64_MIN, MAX_COUNT, control_problem
+from trainperf.limits import (
+    BUCKET_MB_MAX,
+    BUCKET_MB_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    MAX_COUNT,
+    control_problem,
+)
 from trainperf.measure.policy import PolicyError, default_timeout_s, parse_policy
 from trainperf.measure.runs import ALLOWED as RUNS_ALLOWED
 from trainperf.measure.runs import RunsError, parse_runs
@@ -77,7 +84,11 @@ class Case(BaseModel):
     parallel: Literal["auto", "none", "ddp", "dp", "mesh", "fsdp"] = "auto"
     scaling: Literal["weak", "strong"] = "weak"
     bucket_mb: float | None = Field(
-        default=None, gt=0, allow_inf_nan=False, description="DDP gradient bucket size"
+        default=None,
+        ge=BUCKET_MB_MIN,
+        le=BUCKET_MB_MAX,
+        allow_inf_nan=False,
+        description="DDP gradient bucket size in MiB",
     )
     grad_compression: Literal["none", "fp16", "bf16"] = "none"
     static_graph: bool = False
@@ -124,7 +135,8 @@ class Case(BaseModel):
     @classmethod
     def _runs_number(cls, value: object) -> object:
         # "3" from a flag or a quoted YAML value is the number 3.
-        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        digits = value.strip().lstrip("+-") if isinstance(value, str) else ""
+        if digits.isascii() and digits.isdigit():
             return int(value)
         if isinstance(value, bool) or not isinstance(value, int | str):
             raise RunsError(f"not valid: allowed {RUNS_ALLOWED}")
@@ -141,6 +153,8 @@ class Case(BaseModel):
     def _data_parse(cls, value: str) -> str:
         try:
             parse_data(value)
+        except DataError as exc:  # a form it has, naming a home that cannot be expanded
+            raise ValueError(str(exc)) from None
         except ValueError:
             raise ValueError(f"not a data source: allowed {', '.join(DATA_FORMS)}") from None
         return value
@@ -280,6 +294,8 @@ def describe_validation_error(exc: ValidationError) -> str:
         return f"{field} {given!r} is not valid: allowed {allowed}"
     if field == "seed" and kind in ("greater_than_equal", "less_than_equal"):
         return f"seed must be an integer from {INT64_MIN} to {INT64_MAX}, got {given!r}"
+    if field == "bucket_mb" and kind in ("greater_than_equal", "less_than_equal"):
+        return f"bucket_mb must be from {BUCKET_MB_MIN:g} to {BUCKET_MB_MAX:.0f} MiB, got {given!r}"
     if kind == "less_than_equal":
         return f"{field} must be at most {err['ctx']['le']}, got {given!r}"
     if kind == "finite_number":

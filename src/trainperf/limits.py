@@ -29,6 +29,18 @@ COUNT_FIELDS = (
     "threads",
 )
 
+# A DDP gradient bucket (``bucket_mb``, MiB; a case's field, ``run`` and ``predict``): from
+# 64 KiB, below which every all-reduce is latency alone and the predictor's list of buckets
+# grows with the model (a 70B model in 64 KiB buckets is 4 million of them; at 1e-320 MiB
+# a bucket holds 0 bytes), to 1 TiB, above any device's memory.
+BUCKET_MB_MIN, BUCKET_MB_MAX = 2.0**-4, 2.0**20
+# The compute inputs of ``predict``: a fraction of peak FLOP/s down to 1e-6 (smaller ones
+# are no measurement, and a step time divided by 1e-320 overflows to infinity); a
+# single-device throughput from 1e-6 to 1e12 samples/s (a sample per 12 days to a thousand
+# times the fastest machine's), so that every time and rate it gives stays finite.
+ACHIEVED_FRACTION_MIN = 1e-6
+THROUGHPUT_MIN, THROUGHPUT_MAX = 1e-6, 1e12
+
 
 def number_problem(value: Any) -> str | None:
     """What is wrong with a JSON number (None if nothing, or if it is no number)."""

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from trainperf import fileio, lease, strict_json
 from trainperf.lease import Owner
+from trainperf.limits import INT64_MAX
 from trainperf.store_rows import (
     IMPORTED_COLUMNS,
     column_value,
@@ -603,9 +604,14 @@ class Store:
 
     def train_run(self, ref: str) -> dict[str, Any] | None:
         """The time-to-accuracy run with id ``ref`` (a number) or uid (or a unique uid
-        prefix of 6+ hex), or None."""
-        if ref.isdigit():
-            row = self.db.execute(_TRAIN_RUNS + " WHERE t.id = ?", (int(ref),)).fetchone()
+        prefix of 6+ hex), or None. An id is ASCII digits ('²' is a digit to ``isdigit``,
+        not to ``int``) and fits SQLite's 64-bit INTEGER; no row has a larger one."""
+        if ref.isascii() and ref.isdigit():
+            significant = ref.lstrip("0") or "0"  # int() of thousands of digits raises
+            number = int(significant) if len(significant) <= 19 else INT64_MAX + 1
+            if number > INT64_MAX:
+                return None
+            row = self.db.execute(_TRAIN_RUNS + " WHERE t.id = ?", (number,)).fetchone()
             return train_run_document(row) if row else None
         if len(ref) < 6:
             return None

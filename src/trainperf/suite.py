@@ -308,7 +308,16 @@ class _BoundedLoader(yaml.SafeLoader):
 
 def _load_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
     """Safe-load ``text``, also returning the line (1-based) of every key and list item."""
-    loader = _BoundedLoader(text, source, env_limit(MAX_ALIAS_NODES_ENV, MAX_ALIAS_NODES))
+    budget = env_limit(MAX_ALIAS_NODES_ENV, MAX_ALIAS_NODES)
+    try:
+        loader = _BoundedLoader(text, source, budget)
+    except yaml.reader.ReaderError as exc:  # the reader checks every character first
+        line = text.count("\n", 0, exc.position) + 1
+        raise SuiteError(
+            f"{source}:{line}: character {exc.character:#06x} is not allowed in a suite file "
+            "(YAML takes printable text: no NUL or other control character but tab and "
+            "line breaks)"
+        ) from None
     lines: dict[Path_, int] = {(): 1}
     try:
         node = loader.get_single_node()

@@ -6,6 +6,7 @@ This module imports no verb module, so the verb modules import it and nothing lo
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 import sys
@@ -15,6 +16,7 @@ from typing import Any, NoReturn
 import click
 from rich.console import Console
 
+from trainperf.limits import BUCKET_MB_MAX, BUCKET_MB_MIN, INT64_MAX, MAX_COUNT
 from trainperf.precision import PRECISIONS
 
 EXIT_OK, EXIT_FAILED_CASES, EXIT_BAD_INPUT = 0, 1, 2
@@ -45,16 +47,88 @@ class NonEmptyPath(click.Path):
         return super().convert(value, param, ctx)
 
 
+def positive_int(text: Any) -> int:
+    """The count from 1 to ``MAX_COUNT`` (a C int) that ``text`` spells in ASCII digits (a
+    + sign and spaces around allowed), else ValueError saying what is allowed.
+    ``str.isdigit`` is not enough: it accepts '²', which ``int`` refuses."""
+    digits = str(text).strip().removeprefix("+")
+    if not (digits.isascii() and digits.isdigit()) or not digits.strip("0"):
+        raise ValueError(f"must be a positive integer, got '{text}'")
+    significant = digits.lstrip("0")  # int() of thousands of digits raises: not tried
+    if len(significant) > len(str(MAX_COUNT)) or int(significant) > MAX_COUNT:
+        raise ValueError(f"must be a positive integer up to {MAX_COUNT}, got '{text}'")
+    return int(significant)
+
+
 class PositiveInt(click.ParamType):
+    """A count: 1 to ``MAX_COUNT`` (``positive_int``)."""
+
     name = "positive integer"
 
     def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_COUNT:
+            return value  # a default
         try:
-            number = int(value)
-        except (TypeError, ValueError):
-            number = 0
-        if number < 1 or str(value).strip() not in (str(number), f"+{number}"):
-            self.fail(f"must be a positive integer, got '{value}'", param, ctx)
+            return positive_int(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def count_range() -> click.IntRange:
+    """A count that may be 0 (loader workers, warm-up steps): 0 to ``MAX_COUNT``."""
+    return click.IntRange(min=0, max=MAX_COUNT)
+
+
+def seed_range() -> click.IntRange:
+    """A seed: 0 to ``INT64_MAX``, what SQLite's INTEGER and torch's generators hold."""
+    return click.IntRange(min=0, max=INT64_MAX)
+
+
+def _shown(bound: float) -> str:
+    """A bound as written in a message, exactly: 1048576, 0.0625, 1e-06."""
+    short = f"{bound:g}"
+    if float(short) == bound:
+        return short
+    return f"{bound:.0f}" if float(bound).is_integer() else repr(float(bound))
+
+
+class FiniteFloat(click.ParamType):
+    """A number option: finite, within optional bounds (open or closed). Every float option
+    of every verb takes this type: ``click.FloatRange`` lets NaN through (a comparison with
+    NaN is false, so no bound refuses it) and infinity where a side is unbounded."""
+
+    name = "number"
+
+    def __init__(
+        self,
+        min: float | None = None,
+        max: float | None = None,
+        min_open: bool = False,
+        max_open: bool = False,
+    ) -> None:
+        self.min, self.max, self.min_open, self.max_open = min, max, min_open, max_open
+
+    def allowed(self) -> str:
+        """What the option takes, in words: 'a finite number > 0 and <= 1'."""
+        bounds = []
+        if self.min is not None:
+            bounds.append(f"{'>' if self.min_open else '>='} {_shown(self.min)}")
+        if self.max is not None:
+            bounds.append(f"{'<' if self.max_open else '<='} {_shown(self.max)}")
+        return " ".join(["a finite number", " and ".join(bounds)]).strip()
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError, OverflowError):
+            number = math.nan
+        low, high = self.min, self.max
+        inside = math.isfinite(number) and not (
+            (low is not None and (number <= low if self.min_open else number < low))
+            or (high is not None and (number >= high if self.max_open else number > high))
+        )
+        if not inside:
+            self.fail(f"must be {self.allowed()}, got '{value}'", param, ctx)
         return number
 
 
@@ -85,12 +159,14 @@ class CountList(click.ParamType):
     def convert(self, value: Any, param: Any, ctx: Any) -> list[int]:
         if isinstance(value, list):
             return value
-        counts = []
-        for part in str(value).split(","):
-            if not part.strip().isdigit() or int(part) < 1:
-                self.fail(f"must be positive integers separated by commas, got '{value}'")
-            counts.append(int(part))
-        return counts
+        try:
+            return [positive_int(part) for part in str(value).split(",")]
+        except ValueError:
+            self.fail(
+                f"must be positive integers up to {MAX_COUNT} separated by commas, got '{value}'",
+                param,
+                ctx,
+            )
 
 
 class PrecisionChoice(click.Choice):
@@ -187,7 +263,7 @@ def parallel_options(function: Any) -> Any:
         ),
         click.option(
             "--bucket-mb",
-            type=click.FloatRange(min=0, min_open=True),
+            type=FiniteFloat(min=BUCKET_MB_MIN, max=BUCKET_MB_MAX),
             help="DDP gradient bucket size in MiB (PyTorch's default: 25)",
         ),
         grad_compression_option,
@@ -252,7 +328,7 @@ def case_options(function: Any) -> Any:
         click.option(
             "--timeout",
             "timeout_s",
-            type=click.FloatRange(min=0, min_open=True),
+            type=FiniteFloat(min=0, min_open=True),
             help="seconds before a case is killed and recorded as timeout",
         ),
     )
@@ -274,7 +350,7 @@ def db_option(help: str | None = None, path_type: type = Path) -> Any:
 def workers_option(default: int, help: str) -> Any:
     """``--workers``: data-loader processes per device, declared once for every verb."""
     return click.option(
-        "--workers", type=click.IntRange(min=0), default=default, show_default=True, help=help
+        "--workers", type=count_range(), default=default, show_default=True, help=help
     )
 
 

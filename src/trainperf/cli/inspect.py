@@ -14,6 +14,7 @@ from trainperf.cli.common import (
     PositiveInt,
     case_from_flags,
     case_options,
+    count_range,
     db_option,
     emit_json,
     fail,
@@ -51,7 +52,7 @@ def scaling(db: Path, model: str | None, as_json: bool, table_format: str) -> No
 @click.argument("model")
 @click.option("--batch-size", "-b", type=PositiveInt(), default=32, show_default=True)
 @click.option("--steps", type=PositiveInt(), default=10, show_default=True, help="profiled steps")
-@click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True)
+@click.option("--warmup", type=count_range(), default=3, show_default=True)
 @click.option("--no-mkldnn", is_flag=True, help="switch oneDNN off (CPU engines)")
 @case_options
 @db_option()

@@ -18,7 +18,9 @@ from trainperf.cli.common import (
     EXIT_FAILED_CASES,
     BadInput,
     Endpoint,
+    FiniteFloat,
     PositiveInt,
+    count_range,
     db_option,
     device_option,
     emit_json,
@@ -41,9 +43,9 @@ def _timing_options(warmup: int, iters: int) -> Any:
         function = click.option("--iters", type=PositiveInt(), default=iters, show_default=True)(
             function
         )
-        return click.option(
-            "--warmup", type=click.IntRange(min=0), default=warmup, show_default=True
-        )(function)
+        return click.option("--warmup", type=count_range(), default=warmup, show_default=True)(
+            function
+        )
 
     return decorate
 
@@ -52,7 +54,7 @@ def _timeout_option(function: Any) -> Any:
     return click.option(
         "--timeout",
         "timeout_s",
-        type=click.FloatRange(min=0, min_open=True),
+        type=FiniteFloat(min=0, min_open=True),
         default=3600,
         show_default=True,
         help="seconds before the run is killed",

@@ -15,6 +15,7 @@ import click
 from trainperf.cli.common import (
     BadInput,
     CountList,
+    FiniteFloat,
     NonEmptyPath,
     PositiveInt,
     apply_options,
@@ -23,9 +24,17 @@ from trainperf.cli.common import (
     grad_compression_option,
     json_option,
     one_output,
+    positive_int,
     sharding_options,
     show_table,
     stdout,
+)
+from trainperf.limits import (
+    ACHIEVED_FRACTION_MIN,
+    BUCKET_MB_MAX,
+    BUCKET_MB_MIN,
+    THROUGHPUT_MAX,
+    THROUGHPUT_MIN,
 )
 from trainperf.precision import PRECISIONS
 
@@ -104,17 +113,17 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
 @click.option("--size", type=PositiveInt(), help="image side or sequence length (default natural)")
 @click.option(
     "--single-device-throughput",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloat(min=THROUGHPUT_MIN, max=THROUGHPUT_MAX),
     help="measured samples/s of one device at the batch per device (replaces FLOPs/peak)",
 )
 @click.option(
     "--achieved-fraction",
-    type=click.FloatRange(min=0, max=1, min_open=True),
+    type=FiniteFloat(min=ACHIEVED_FRACTION_MIN, max=1),
     help="fraction of peak FLOP/s a whole training step reaches (default: the catalog's)",
 )
 @click.option(
     "--bucket-mb",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloat(min=BUCKET_MB_MIN, max=BUCKET_MB_MAX),
     default=25.0,
     show_default=True,
     help="DDP gradient bucket size in MiB",
@@ -244,12 +253,16 @@ def _uplink(catalog: Any, text: str | None) -> tuple[Any, int] | None:
     if text is None:
         return None
     link_id, _, count = text.partition(":")
-    if not count.isdigit() or int(count) < 1:
-        raise BadInput(f"--pcie-uplink {text}: give LINK:K, K a positive integer (e.g. pcie3:4)")
+    try:
+        sharing = positive_int(count)
+    except ValueError:
+        raise BadInput(
+            f"--pcie-uplink {text}: give LINK:K, K a positive integer (e.g. pcie3:4)"
+        ) from None
     link = _catalog_link(catalog, link_id)
     if link.scope != "intra":
         raise BadInput(f"--pcie-uplink {link_id} is an inter-node link: give one like pcie3:4")
-    return link, int(count)
+    return link, sharing
 
 
 def _fitted_link(calibration: Any, scope: str) -> Any:

@@ -30,6 +30,7 @@ from trainperf.cli.common import (
     open_machine,
     parallel_options,
     read_results,
+    seed_range,
     sharding_options,
     show_table,
     stderr,
@@ -119,7 +120,7 @@ CASE_FLAGS = (
 @click.option("--fresh", is_flag=True, help="measure every case again, even those already done")
 @click.option(
     "--order-seed",
-    type=click.IntRange(min=0),
+    type=seed_range(),
     help="seed of the shuffled order of the runs (default: a random one, stored)",
 )
 @click.pass_context

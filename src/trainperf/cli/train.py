@@ -10,6 +10,7 @@ child reports (``progress.jsonl``), so Ctrl-C or a crash keeps what was reached.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import tempfile
 import time
@@ -21,6 +22,7 @@ import click
 from trainperf.cli.common import (
     EXIT_FAILED_CASES,
     BadInput,
+    FiniteFloat,
     NonEmptyPath,
     PositiveInt,
     check_db_readable,
@@ -31,10 +33,12 @@ from trainperf.cli.common import (
     open_machine,
     precision_option,
     resolve_device,
+    seed_range,
     stderr,
     stdout,
     workers_option,
 )
+from trainperf.limits import INT64_MAX
 
 
 def parse_target(text: str) -> tuple[str, float]:
@@ -48,7 +52,9 @@ def parse_target(text: str) -> tuple[str, float]:
     try:
         number = float(value)
     except ValueError:
-        raise BadInput(f"--target '{text}': '{value}' is not a number") from None
+        number = math.nan
+    if not math.isfinite(number):
+        raise BadInput(f"--target '{text}': '{value}' is not a finite number")
     if metric != "eval_loss" and not 0 < number <= 1:
         raise BadInput(f"--target '{text}': accuracy targets are fractions in (0, 1]")
     if metric == "eval_loss" and number <= 0:
@@ -242,7 +248,7 @@ def _show_run(run: dict[str, Any]) -> None:
     show_default=True,
     help="piecewise:LR@EPOCH,...  |  cosine[:BASE_LR]  |  constant:LR",
 )
-@click.option("--warmup-epochs", type=click.FloatRange(min=0), default=0.0, show_default=True)
+@click.option("--warmup-epochs", type=FiniteFloat(min=0), default=0.0, show_default=True)
 @click.option(
     "--devices",
     type=PositiveInt(),
@@ -255,7 +261,7 @@ def _show_run(run: dict[str, Any]) -> None:
 @device_option
 @click.option("--image-size", type=PositiveInt(), help="image side (imagefolder data)")
 @click.option("--seq-len", type=PositiveInt(), help="sequence length (token data)")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--seed", type=seed_range(), default=0, show_default=True)
 @click.option(
     "--runs",
     type=PositiveInt(),
@@ -271,7 +277,7 @@ def _show_run(run: dict[str, Any]) -> None:
 @click.option(
     "--timeout",
     "timeout_s",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloat(min=0, min_open=True),
     help="seconds before a run is killed and stored as timeout",
 )
 @db_option()
@@ -291,6 +297,12 @@ def train(
     from trainperf.store import Store
 
     metric, value = parse_target(target_text)
+    last_seed = options["seed"] + runs - 1  # run k trains with seed + k - 1
+    if last_seed > INT64_MAX:
+        raise BadInput(
+            f"--seed {options['seed']} with --runs {runs}: the last run's seed would be "
+            f"{last_seed}, above {INT64_MAX}"
+        )
     record, capabilities = open_machine(db)
     device = resolve_device(options.pop("device"), capabilities)
     config = {
@@ -340,10 +352,10 @@ def train(
 @click.command()
 @click.argument("run_a")
 @click.argument("run_b")
-@click.option("--top1-tolerance", type=click.FloatRange(min=0), default=0.02, show_default=True)
+@click.option("--top1-tolerance", type=FiniteFloat(min=0), default=0.02, show_default=True)
 @click.option(
     "--loss-tolerance",
-    type=click.FloatRange(min=0),
+    type=FiniteFloat(min=0),
     default=0.05,
     show_default=True,
     help="relative",

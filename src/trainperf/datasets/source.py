@@ -70,7 +70,22 @@ class DataSource:
 def cache_dir() -> Path:
     """Where trainperf keeps generated data: ``$TRAINPERF_CACHE`` or ``~/.cache/trainperf``."""
     configured = os.environ.get("TRAINPERF_CACHE")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "trainperf"
+    if configured:
+        return expand(configured, f"TRAINPERF_CACHE={configured!r}")
+    return expand("~", "the cache directory ~/.cache/trainperf") / ".cache" / "trainperf"
+
+
+def expand(path: str, given: str) -> Path:
+    """``path`` with a leading ``~`` or ``~user`` expanded; DataError naming ``given`` (the
+    variable or the data string) when that home is unknown (``Path.expanduser`` raises
+    RuntimeError)."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        home = path.split("/", 1)[0]
+        raise DataError(
+            f"{given}: cannot expand {home}: no such user, or no home directory known"
+        ) from None
 
 
 def parse_data(text: str) -> DataSource:
@@ -83,7 +98,7 @@ def parse_data(text: str) -> DataSource:
         return DataSource(JPEG_SAMPLE, cache_dir() / JPEG_SAMPLE, text)
     kind, sep, path = text.partition(":")
     if sep and kind in PATH_KINDS and path.strip():
-        return DataSource(kind, Path(path.strip()).expanduser(), text)
+        return DataSource(kind, expand(path.strip(), f"data {text!r}"), text)
     if sep and kind in PATH_KINDS:
         raise ValueError(
             f"data {text!r} names no {PATH_KINDS[kind]}: give {kind}:{PATH_KINDS[kind]}"

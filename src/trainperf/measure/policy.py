@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from trainperf.limits import MAX_COUNT
 from trainperf.measure.stats import MIN_STEPS_FOR_CI, mean_ci95
 
 STOP_FIXED = "fixed_steps"
@@ -153,9 +154,13 @@ ALLOWED = "fixed:W:N (e.g. fixed:10:100) or adaptive[:TARGET[:MAX_STEPS[:MAX_SEC
 def parse_policy(text: str) -> StepPolicy:
     """Parse ``fixed:W:N`` or ``adaptive[:TARGET[:MAX_STEPS[:MAX_SECONDS]]]``."""
     if m := _FIXED.match(text):
+        if max(len(m[1]), len(m[2])) > len(str(MAX_COUNT)):  # int() of 5,000 digits raises
+            raise PolicyError(f"steps '{text}': W and N must be at most {MAX_COUNT}")
         warmup, measured = int(m[1]), int(m[2])
         if measured < 1:
             raise PolicyError(f"steps '{text}': at least one measured step is needed")
+        if max(warmup, measured) > MAX_COUNT:
+            raise PolicyError(f"steps '{text}': W and N must be at most {MAX_COUNT}")
         return FixedPolicy(warmup, measured)
     if m := _ADAPTIVE.match(text):
         default = AdaptivePolicy()
@@ -171,6 +176,10 @@ def parse_policy(text: str) -> StepPolicy:
             raise PolicyError(
                 f"steps '{text}': MAX_STEPS must be at least {MIN_STEPS_FOR_CI} "
                 "and MAX_SECONDS positive"
+            )
+        if max_steps > MAX_COUNT or max_seconds == math.inf:
+            raise PolicyError(
+                f"steps '{text}': MAX_STEPS must be at most {MAX_COUNT} and MAX_SECONDS finite"
             )
         return AdaptivePolicy(
             ci_target=target,

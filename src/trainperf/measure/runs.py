@@ -31,6 +31,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from trainperf.limits import MAX_COUNT
 from trainperf.measure.hierarchy import MIN_RUNS_FOR_DECISION, mean_interval
 from trainperf.measure.policy import AdaptivePolicy, FixedPolicy, parse_policy
 from trainperf.measure.stats import MIN_STEPS_FOR_CI
@@ -106,9 +107,11 @@ def parse_runs(value: int | str) -> RunsPolicy:
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 1:
             raise RunsError(f"must be at least 1: allowed {ALLOWED}")
+        if value > MAX_COUNT:
+            raise RunsError(f"must be at most {MAX_COUNT}: allowed {ALLOWED}")
         return FixedRuns(value)
     text = str(value).strip()
-    if re.fullmatch(r"[+-]?\d+", text):
+    if re.fullmatch(r"[+-]?[0-9]{1,30}", text):
         return parse_runs(int(text))
     match = _ADAPTIVE.match(text)
     if not match:
@@ -124,6 +127,8 @@ def parse_runs(value: int | str) -> RunsPolicy:
         raise RunsError("TARGET must be between 0 and 1, e.g. adaptive:0.02")
     if max_runs < MIN_RUNS or not max_seconds > 0:
         raise RunsError(f"MAX_RUNS must be at least {MIN_RUNS} and MAX_SECONDS positive")
+    if max_runs > MAX_COUNT or max_seconds == math.inf:
+        raise RunsError(f"MAX_RUNS must be at most {MAX_COUNT} and MAX_SECONDS finite")
     return AdaptiveRuns(target, max_runs, max_seconds)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from trainperf.limits import INT64_MAX
 from trainperf.measure.timer import make_timer
 
 # Larger than the L2 of current GPUs (H100/H200: 50 MB) and the L3 of most CPU sockets.
@@ -112,7 +113,11 @@ def parse_bytes(text: str) -> int:
         raise ValueError(
             f"size '{text}' is not valid: use a number with an optional K, M or G suffix, e.g. 8M"
         )
-    return int(digits) * _SIZE_SUFFIXES[suffix]
+    significant = digits.lstrip("0") or "0"  # int() of thousands of digits raises
+    size = int(significant) * _SIZE_SUFFIXES[suffix] if len(significant) <= 19 else INT64_MAX + 1
+    if size > INT64_MAX:  # stored with the run: a 64-bit integer, as every number in the store
+        raise ValueError(f"size '{text}' is too large: at most {INT64_MAX} bytes")
+    return size
 
 
 def dtype_of(name: str) -> torch.dtype:

@@ -77,6 +77,7 @@ from trainperf.predict.model import (
     check_placement,
     compute_rate,
     device_batches,
+    finite_prediction,
     link_costs,
 )
 from trainperf.predict.roofline import OpProfile, zoo_step_profile
@@ -323,7 +324,7 @@ def predict_fsdp(
     for count in counts_asked:
         r = baseline if count == 1 else row(count, batches[count])
         rows.append(r | {"efficiency": r["samples_per_s"] / (count * baseline["samples_per_s"])})
-    return {
+    prediction = {
         "rows": rows,
         "assumptions": _assumptions(compute, counts, sharding, precision, noise, overhead),
         "inputs": {
@@ -359,6 +360,7 @@ def predict_fsdp(
             },
         },
     }
+    return finite_prediction(prediction)
 
 
 def _assumptions(

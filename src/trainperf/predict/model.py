@@ -41,6 +41,14 @@ from functools import partial
 from typing import Any
 
 from trainperf import models
+from trainperf.limits import (
+    ACHIEVED_FRACTION_MIN,
+    BUCKET_MB_MAX,
+    BUCKET_MB_MIN,
+    THROUGHPUT_MAX,
+    THROUGHPUT_MIN,
+    first_bad_number,
+)
 from trainperf.models.custom import CustomModelError
 from trainperf.precision import PRECISIONS  # what a case trains in
 from trainperf.predict.comm import LinkCost, bucket_sizes, data_parallel_allreduce_s
@@ -127,9 +135,10 @@ def compute_rate(
     if allowed and precision not in allowed:
         raise PredictError(f"{name} has no {precision} peak: allowed {', '.join(allowed)}")
     if single_device_throughput is not None:
-        if single_device_throughput <= 0:
+        if not THROUGHPUT_MIN <= single_device_throughput <= THROUGHPUT_MAX:
             raise PredictError(
-                f"single-device throughput must be > 0, got {single_device_throughput}"
+                f"single-device throughput must be from {THROUGHPUT_MIN:g} to "
+                f"{THROUGHPUT_MAX:g} samples/s, got {single_device_throughput}"
             )
         return Compute(
             f"one device trains {single_device_throughput:g} samples/s",
@@ -148,8 +157,10 @@ def compute_rate(
             f"{name} has no default achieved fraction at {precision}: give one, "
             "or a single-device throughput"
         )
-    if not 0 < fraction <= 1:
-        raise PredictError(f"achieved fraction must be in (0, 1], got {fraction}")
+    if not ACHIEVED_FRACTION_MIN <= fraction <= 1:
+        raise PredictError(
+            f"achieved fraction must be from {ACHIEVED_FRACTION_MIN:g} to 1, got {fraction}"
+        )
     bandwidth = getattr(device, "memory_bytes_per_s", None)
     if not bandwidth:
         raise PredictError(f"{name} has no memory bandwidth: give a single-device throughput")
@@ -276,8 +287,11 @@ def predict(
     """
     if precision not in PRECISIONS:
         raise PredictError(f"unknown precision '{precision}': allowed {', '.join(PRECISIONS)}")
-    if bucket_mb <= 0:
-        raise PredictError(f"bucket size must be > 0 MiB, got {bucket_mb}")
+    if not BUCKET_MB_MIN <= bucket_mb <= BUCKET_MB_MAX:
+        raise PredictError(
+            f"bucket size must be from {BUCKET_MB_MIN:g} to {BUCKET_MB_MAX:.0f} MiB, "
+            f"got {bucket_mb}"
+        )
     if grad_compression not in COMPRESSION_BYTES:
         raise PredictError(
             f"unknown gradient compression '{grad_compression}': "
@@ -341,7 +355,7 @@ def predict(
         r = baseline if count == 1 else row(count, batches[count])
         r = r | {"efficiency": r["samples_per_s"] / (count * baseline["samples_per_s"])}
         rows.append(r)
-    return {
+    prediction = {
         "rows": rows,
         "assumptions": _assumptions(
             compute, grad_compression, bucket_mb, scaling, batch_size, noise, overhead
@@ -374,6 +388,19 @@ def predict(
             },
         },
     }
+    return finite_prediction(prediction)
+
+
+def finite_prediction(prediction: dict[str, Any]) -> dict[str, Any]:
+    """``prediction`` as it is, or PredictError naming its first number that is not finite
+    (or not a 64-bit integer). The inputs are bounded (``trainperf.limits``) so that none
+    overflows; this check makes sure that no input the bounds let through is answered
+    with an infinite or NaN time or rate."""
+    found = first_bad_number(prediction)
+    if found is not None:
+        where, problem = found
+        raise PredictError(f"the inputs are outside what the model computes: {where}: {problem}")
+    return prediction
 
 
 def _assumptions(

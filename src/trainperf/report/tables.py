@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterable
 from typing import Any
 
@@ -11,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trainperf.case import parallel_mode
+from trainperf.report.csv_safe import csv_text
 
 CASE_COLUMNS = ("model", "batch_size", "image_size", "seq_len", "precision", "device", "steps")
 METRIC_COLUMNS = (
@@ -294,9 +293,5 @@ def csv_row(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def results_csv(results: Iterable[dict[str, Any]]) -> str:
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for r in results:
-        writer.writerow(csv_row(r))
-    return out.getvalue()
+    """The results as CSV, one line each, safe to open in a spreadsheet (``csv_safe``)."""
+    return csv_text(CSV_COLUMNS, (csv_row(r) for r in results))
