@@ -10,7 +10,7 @@ from report_fixture import SPEEDUP, build
 @pytest.fixture(scope="module")
 def fixture_db(tmp_path_factory):
     path = tmp_path_factory.mktemp("compare") / "r.db"
-    return path, build(path)
+    return path, build(path, hostile_model=False)  # its export must import: zoo models only
 
 
 def test_table_names_the_baseline_and_shows_failures(fixture_db, run_cli):

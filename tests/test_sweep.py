@@ -11,6 +11,8 @@ import time
 import psutil
 import pytest
 
+from conftest import FLAKY_NETS
+
 FLAKY_SUITE = """\
 name: flaky
 description: one case of each outcome
@@ -61,7 +63,8 @@ def test_every_outcome_gets_its_status_and_nothing_is_left_running(tmp_path, run
     # 20 s: the runs are shuffled, so the hanging case may be the first process of a fresh
     # clone, compiling torch's bytecode before it reaches the forward that hangs.
     assert errors[4]["message"].startswith("no result after 20 s: killed; stuck at ")
-    assert errors[4]["message"].endswith("flakynets.py:18 in forward")  # time.sleep(600)
+    sleep_line = 1 + FLAKY_NETS.splitlines().index("                time.sleep(600)")
+    assert errors[4]["message"].endswith(f"flakynets.py:{sleep_line} in forward")
     assert "device 'cuda' is not available" in errors[5]["message"]
     assert document["counts"] == {"ok": 1, "oom": 1, "skipped": 2, "crashed": 1, "timeout": 1}
     assert document["suite"]["name"] == "flaky" and len(document["suite"]["version"]) == 12
