@@ -26,6 +26,7 @@ before its last rank has its batch) and the step time its slowest rank's, as abo
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +45,8 @@ from trainperf.measure.probes import CaseProbes, probe_metrics
 from trainperf.measure.stats import instability_reasons, summarize
 from trainperf.measure.timed_steps import StepRecord, measure_steps
 from trainperf.measure.timer import make_timer
+from trainperf.models.attention import AttentionWatch
+from trainperf.parallel.fsdp import blocks_of, kept_op_packets
 from trainperf.parallel.wrap import dp_device_ids
 from trainperf.system import cpu_name
 from trainperf.training_step import build_training_step
@@ -109,9 +112,7 @@ def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -
     losses.check()  # a non-finite loss anywhere: Diverged
     final_loss = float(losses.losses[-1])
     # DataParallel's replicas run the forward in threads of their own: no split for dp.
-    split = {}
-    if case.mode == "none":
-        split = memory_split(training.model, training.optimizer, training.step, device)
+    split = after_measuring(training, case) if case.mode == "none" else {}
     training.close()
     info = device_info(device)
     if case.mode == "dp":
@@ -128,6 +129,20 @@ def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -
     if training.loaders is not None:
         metrics["data_train_samples"] = training.loaders.train_samples
     return {"device": info, "metrics": metrics}
+
+
+def after_measuring(training: Any, case: Case) -> dict[str, Any]:
+    """What one more step, outside the timing, tells: the training state and what a
+    forward pass saves for the backward (trainperf.measure.memory), and the attention
+    kernel that ran (``attention_backend``, trainperf.models.attention; not looked into
+    under torch.compile, whose graph picks its own)."""
+    checkpointing = case.activation_checkpointing
+    checkpointed = blocks_of(training.model, case.model) if checkpointing != "none" else ()
+    kept = kept_op_packets() if checkpointing == "selective" else frozenset()
+    watch = AttentionWatch()
+    with watch if not case.compile else contextlib.nullcontext():
+        split = memory_split(training.model, training.optimizer, training.step, checkpointed, kept)
+    return split | watch.metrics()
 
 
 def case_metrics(

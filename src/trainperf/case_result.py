@@ -81,6 +81,7 @@ SAME_IN_RUNS = (
     "mem_activations_source",
     "mem_activations_absent",
     "mem_grads_absent",
+    "attention_backend",
 )
 # Rates and times of a run: the result gives their mean over the runs.
 MEAN_OVER_RUNS = (

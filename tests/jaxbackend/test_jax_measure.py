@@ -30,8 +30,10 @@ def test_compilation_is_timed_apart_and_never_in_the_measured_window(measured):
 def test_a_jax_result_has_the_shape_of_a_pytorch_result(measured):
     pytorch = run_case(make_case(**FAST))
     missing = set(pytorch["metrics"]) - set(measured["metrics"])
-    assert not missing
+    # PyTorch says how it counted the activations; JAX why it cannot (inside XLA's step).
+    assert missing == {"mem_activations_source"}
     metrics = measured["metrics"]
+    assert metrics["mem_activations_bytes"] is None and metrics["mem_activations_absent"]
     assert len(metrics["step_s"]) == 4 and metrics["samples_per_s_median"] > 0
     assert metrics["train_flops_per_sample"] == pytorch["metrics"]["train_flops_per_sample"]
     assert metrics["xla_flops_per_step"] > metrics["train_flops_per_sample"] * 8 * 0.5

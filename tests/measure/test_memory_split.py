@@ -1,11 +1,11 @@
-"""The memory split of a case: the training state counted from its tensors, and what a
-forward pass holds (on a CUDA device, read from a fake of torch.cuda's counters here)."""
+"""The memory split of a case: the training state counted from its tensors, and the
+activations a step keeps for its backward, counted from autograd's saved tensors."""
 
 import pytest
 import torch
 from torch import nn
 
-from trainperf.measure.memory import forward_retained_bytes, memory_split, training_state_bytes
+from trainperf.measure.memory import memory_split, saved_activation_bytes, training_state_bytes
 
 
 def trained_once(optimizer_class):
@@ -35,20 +35,49 @@ def test_training_state_is_counted_from_the_tensors(optimizer_class, buffers):
     assert state["mem_optimizer_bytes"] == buffers * 4 * params
 
 
-def test_a_cpu_says_why_it_cannot_tell_the_activations():
+def test_the_activations_are_what_autograd_saves_on_every_device():
+    """Linear 1 saves its input (3x8) and ReLU its output (3x16, which Linear 2 saves too:
+    one storage); the weights they save are parameters, not activations. Measured alike on
+    a CPU, where no allocator counts live bytes."""
     model, optimizer, step = trained_once(torch.optim.SGD)
-    split = memory_split(model, optimizer, step, torch.device("cpu"))
-    assert split["mem_activations_bytes"] is None
-    assert "CUDA devices only" in split["mem_activations_absent"]
+    split = memory_split(model, optimizer, step)
+    assert split["mem_activations_bytes"] == 4 * (3 * 8 + 3 * 16)
+    assert "saved_tensors_hooks" in split["mem_activations_source"]
 
 
-def test_on_cuda_the_forward_holds_what_was_allocated_between_its_hooks(monkeypatch):
-    # A fake allocator counter: every read advances by 100 bytes, so the forward's pre-hook
-    # and hook of the last forward read values 100 apart; synchronize does nothing here.
-    counter = iter(range(0, 10_000, 100))
-    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: next(counter))
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
-    model, _, step = trained_once(torch.optim.SGD)
-    retained, how = forward_retained_bytes(model, torch.device("cuda", 0), step)
-    assert retained == 100 and "memory_allocated" in how
-    assert not model._forward_hooks and not model._forward_pre_hooks  # removed again
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.linear(x)) + x
+
+
+@pytest.mark.parametrize("checkpointing", ["none", "full", "selective"])
+def test_checkpointed_blocks_count_what_they_keep(checkpointing):
+    """Inside ``torch.utils.checkpoint`` no outer hook sees a save: a full checkpoint keeps
+    its block's input, a selective one also the outputs of the operators it keeps (the
+    matrix multiplies here); counted from the blocks themselves."""
+    from trainperf.parallel.fsdp import apply_checkpointing, kept_op_packets
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ModuleList([Block(), Block()]))
+    apply_checkpointing(model, checkpointing, "blocks")
+    blocks = list(model[1]) if checkpointing != "none" else []
+    kept = kept_op_packets() if checkpointing == "selective" else frozenset()
+
+    def step() -> None:
+        x = model[0](torch.randn(3, 8))
+        for block in model[1]:
+            x = block(x)
+        x.sum().backward()
+
+    measured, how = saved_activation_bytes(model, step, blocks, kept)
+    first = 3 * 8  # the first linear's input: saved outside the blocks
+    block_saves = {"none": 2 * 3 * 16, "full": 3 * 16, "selective": 2 * 3 * 16}
+    # none: each block's linear input and ReLU output (its own storage, the sum's other
+    # operand is the input); full: each block's input; selective: the input and the addmm
+    # output of each block.
+    assert measured == 4 * (first + 2 * block_saves[checkpointing])
+    assert ("checkpointed" in how) == (checkpointing != "none")

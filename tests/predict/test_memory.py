@@ -7,6 +7,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from trainperf.models.attention import AttentionPlan
 from trainperf.predict.memory import (
     GPU_CONTEXT_BYTES,
     WORKSPACE_FRACTION,
@@ -20,6 +21,9 @@ from trainperf.predict.memory import (
 from trainperf.predict.memory_check import check_activations
 
 B = 2  # batch of the hand-counted networks
+CPU = AttentionPlan("cpu")
+GPU = AttentionPlan("cuda")
+H100_BF16 = AttentionPlan("cuda", sixteen_bit=True, capability=(9, 0))
 
 SMALL = ShapeCounts(
     model="invented",
@@ -27,8 +31,11 @@ SMALL = ShapeCounts(
     params=1000,
     trainable_params=800,
     optimizer="sgd",
-    gpu_activations=SavedTensors(elements=500, other_bytes=0),
-    cpu_activations=SavedTensors(elements=600, other_bytes=8),
+    activations=SavedTensors(elements=500, other_bytes=0),
+    plan=GPU,
+)
+SMALL_CPU = dataclasses.replace(
+    SMALL, activations=SavedTensors(elements=600, other_bytes=8), plan=CPU
 )
 
 
@@ -77,26 +84,55 @@ def test_fused_attention_saves_no_square_of_the_sequence():
     def attention() -> torch.Tensor:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
 
-    with FusedAttention() as fused:
+    with FusedAttention(GPU) as fused:
         gpu = saved_for_backward(nn.Module(), attention)
     # q, k, v, the output, one logsumexp per row (rows padded to 32), two int64 RNG scalars.
     assert gpu == SavedTensors(4 * heads * seq * dim + heads * seq, 16)
     assert fused.calls == 1
-    # The math path (what meta and a CPU with dropout run) saves the probabilities, L² per head.
-    cpu = saved_for_backward(nn.Module(), attention)
+    # The math path (what a CPU with dropout runs) saves the probabilities, L² per head.
+    with FusedAttention(CPU):
+        cpu = saved_for_backward(nn.Module(), attention)
     assert cpu.elements > heads * seq * seq > gpu.elements
+
+
+@pytest.mark.parametrize(
+    ("plan", "kv_saved"),
+    [
+        (CPU, 2),  # the CPU's flash kernel takes the grouped heads as they are
+        (H100_BF16, 2),  # so does FlashAttention on a GPU of compute capability 8.0+
+        (AttentionPlan("cuda", sixteen_bit=False, capability=(9, 0)), 4),  # fp32: efficient
+        (AttentionPlan("cuda", sixteen_bit=True, capability=(7, 0)), 4),  # V100: efficient
+    ],
+)
+def test_grouped_heads_are_priced_as_the_kernel_that_will_run_takes_them(plan, kv_saved):
+    """Llama's grouped-query attention: 4 query heads, 2 key/value heads. A kernel that
+    needs equal heads gets them repeated (and saves them so); flash saves them grouped.
+    Without dropout no plan runs the math path, whose L×L matrix would dominate."""
+    heads, kv_heads, seq, dim = 4, 2, 32, 8
+    q = _meta(1, heads, seq, dim, grad=True)
+    k, v = (_meta(1, kv_heads, seq, dim, grad=True) for _ in range(2))
+
+    def attention() -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    with FusedAttention(plan):
+        saved = saved_for_backward(nn.Module(), attention)
+    # q and the output (heads each), k and v (kv_saved heads each), the logsumexp per row
+    expected = (2 * heads + 2 * kv_saved) * seq * dim + heads * seq
+    assert saved.elements == expected < heads * seq * seq + expected
 
 
 def test_zoo_counts_cached_and_attention_only_differs_for_transformers():
     counts = shape_counts("cifarnet", 32)
     assert counts.params == counts.trainable_params == 89_578
     assert counts.optimizer == "sgd"
-    assert counts.gpu_activations == counts.cpu_activations  # no attention
+    assert counts.activations == shape_counts("cifarnet", 32, CPU).activations  # no attention
     assert shape_counts("cifarnet") is counts  # natural size, cached
-    gpt2 = shape_counts("gpt2-small", 64)
+    gpt2, gpt2_cpu = shape_counts("gpt2-small", 64), shape_counts("gpt2-small", 64, CPU)
     assert gpt2.optimizer == "adamw"
-    # 12 layers of 12 heads keep at least their 64x64 probabilities on the math path.
-    extra = gpt2.cpu_activations.elements - gpt2.gpu_activations.elements
+    # GPT-2 trains with dropout: a CPU runs the math path, and 12 layers of 12 heads keep
+    # at least their 64x64 probabilities there.
+    extra = gpt2_cpu.activations.elements - gpt2.activations.elements
     assert extra >= 12 * 12 * 64 * 64
 
 
@@ -109,7 +145,7 @@ def test_prediction_matches_what_the_cpu_holds_for_backward():
 
 
 def test_totals_add_up():
-    m = memory_breakdown(SMALL, 16, "fp32", 1e12, devices=1, gpu=True)
+    m = memory_breakdown(SMALL, 16, "fp32", 1e12, devices=1)
     parts = 4 * 1000 + 4 * 800 + 4 * 800 + 0 + 16 * 500 * 4
     assert m.weights_bytes == 4000 and m.gradients_bytes == 3200 and m.optimizer_bytes == 3200
     assert m.ddp_buckets_bytes == 0 and m.activations_bytes == 32_000
@@ -125,7 +161,7 @@ def test_totals_add_up():
 
 
 def test_ddp_buckets_cpu_activations_and_half_precision():
-    m = memory_breakdown(SMALL, 16, "bf16", None, devices=4, gpu=False)
+    m = memory_breakdown(SMALL_CPU, 16, "bf16", None, devices=4)
     assert m.ddp_buckets_bytes == 3200 and m.context_bytes == 0
     assert m.activations_bytes == 16 * (600 * 2 + 8)  # the CPU count; other bytes stay 8
     assert m.fits is None and m.available_bytes is None

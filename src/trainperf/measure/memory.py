@@ -1,14 +1,21 @@
 """Peak memory of a case (device memory on a GPU, resident set size of the process on a CPU)
-and its parts: the training state counted from its tensors, and what a forward pass holds."""
+and its parts: the training state counted from its tensors, and the activations a step
+keeps for its backward, counted from what autograd saves (the same count on every device,
+the one the memory predictor makes on the meta device: trainperf.predict.memory)."""
 
 from __future__ import annotations
 
+import contextlib
 import resource
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 
 @dataclass(frozen=True)
@@ -87,45 +94,114 @@ def training_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimize
     }
 
 
-def forward_retained_bytes(
-    model: torch.nn.Module, device: torch.device, step: Callable[[], object]
-) -> tuple[int | None, str]:
-    """(bytes, how) of the memory one forward pass allocates and still holds when it ends,
-    measured on a CUDA device around the root module's forward within ``step()``: the
-    activations saved for the backward (only the blocks' inputs under full checkpointing)
-    and the output. None on a CPU, whose allocator keeps no count of live bytes."""
-    if device.type != "cuda":
-        return None, "the CPU allocator keeps no count of live bytes (CUDA devices only)"
-    before: list[int] = []
-    after: list[int] = []
+def _state_storages(model: torch.nn.Module) -> set[StorageWeakRef]:
+    return {StorageWeakRef(t.untyped_storage()) for t in (*model.parameters(), *model.buffers())}
 
-    def allocated(into: list[int]) -> Callable[..., None]:
-        return lambda *_: into.append(torch.cuda.memory_allocated(device))
 
-    hooks = [
-        model.register_forward_pre_hook(allocated(before)),
-        model.register_forward_hook(allocated(after)),
-    ]
-    try:
+def _is_state(tensor: torch.Tensor, state: set[StorageWeakRef]) -> bool:
+    """Whether a saved tensor is the model's state, not an activation: a parameter or a
+    buffer of it, or a view of one (a linear layer saves its weight transposed). Under FSDP2
+    the parameters gathered for a block's forward are ``nn.Parameter``s swapped into the
+    module for that time: they are state too (freed and gathered again by FSDP)."""
+    base = tensor._base if tensor._base is not None else tensor
+    return isinstance(base, torch.nn.Parameter) or (
+        StorageWeakRef(tensor.untyped_storage()) in state
+    )
+
+
+def saved_storages(
+    model: torch.nn.Module, step: Callable[[], object]
+) -> dict[StorageWeakRef, torch.Tensor]:
+    """The tensors autograd saves for the backward while ``step()`` runs, one per storage
+    (keyed by it: a tensor, or several views of one storage saved by several operators, is
+    one allocation), the model's state excluded (``_is_state``). Works on every device,
+    the meta device included (shapes only): each storage is taken whole, as its whole
+    allocation stays alive."""
+    # Storage identity, not data_ptr(): every meta tensor's data_ptr() is 0, while the
+    # StorageImpl is shared by all views of a storage and by tensors an in-place op
+    # returns; StorageWeakRef hashes it (torch's meta converter keys storages the same way).
+    state = _state_storages(model)
+    saved: dict[StorageWeakRef, torch.Tensor] = {}  # strong refs keep the identities unique
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        if not _is_state(tensor, state):
+            saved.setdefault(StorageWeakRef(tensor.untyped_storage()), tensor)
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         step()
+    return saved
+
+
+class _KeptOutputs(TorchDispatchMode):
+    """The outputs of ``ops`` while ``inside`` is set: what selective checkpointing keeps
+    of a block (in a cache of its own, which no saved-tensor hook sees)."""
+
+    def __init__(self, ops: frozenset[Any]) -> None:
+        super().__init__()
+        self.ops, self.inside = ops, False
+        self.kept: dict[StorageWeakRef, torch.Tensor] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.inside and func._overloadpacket in self.ops:
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor):
+                    self.kept.setdefault(StorageWeakRef(t.untyped_storage()), t)
+        return out
+
+
+def saved_activation_bytes(
+    model: torch.nn.Module,
+    step: Callable[[], object],
+    checkpointed: Sequence[torch.nn.Module] = (),
+    kept_ops: frozenset[Any] = frozenset(),
+) -> tuple[int, str]:
+    """(bytes, how) of the activations one ``step()`` (forward, loss, backward) keeps for
+    its backward, on this rank: what autograd saves (``saved_storages``) and, for the
+    ``checkpointed`` blocks, whose own saves happen inside ``torch.utils.checkpoint`` where
+    no outer hook sees them, the inputs each keeps to recompute itself and, under selective
+    checkpointing, the outputs of the operators it keeps (``kept_ops``, aten packets).
+    Measured alike on a CPU and a GPU, as the predictor counts them on the meta device
+    (trainperf.predict.memory): the forward pass's peak, not the backward's transients."""
+    state = _state_storages(model)
+    inputs: dict[StorageWeakRef, torch.Tensor] = {}
+    kept = _KeptOutputs(kept_ops)
+
+    def enter(module: torch.nn.Module, args: tuple) -> None:
+        kept.inside = True
+        for t in args:
+            if isinstance(t, torch.Tensor) and not _is_state(t, state):
+                inputs.setdefault(StorageWeakRef(t.untyped_storage()), t)
+
+    def leave(module: torch.nn.Module, args: tuple, output: Any) -> None:
+        kept.inside = False
+
+    hooks = [block.register_forward_pre_hook(enter) for block in checkpointed]
+    hooks += [block.register_forward_hook(leave) for block in checkpointed]
+    try:
+        with kept if kept_ops else contextlib.nullcontext():
+            saved = saved_storages(model, step)
     finally:
         for hook in hooks:
             hook.remove()
-    # The caching allocator counts on the host as it hands out memory: no synchronize.
-    return after[-1] - before[-1], "torch.cuda.memory_allocated after - before the forward"
+    tensors = {**saved, **inputs, **kept.kept}.values()
+    how = "autograd's saved tensors (saved_tensors_hooks), distinct storages, parameters excluded"
+    if checkpointed:
+        what = "inputs and kept outputs" if kept_ops else "inputs"
+        how += f", with the {what} of each checkpointed block"
+    return sum(t.untyped_storage().nbytes() for t in tensors), how
 
 
 def memory_split(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     step: Callable[[], object],
-    device: torch.device,
+    checkpointed: Sequence[torch.nn.Module] = (),
+    kept_ops: frozenset[Any] = frozenset(),
 ) -> dict:
-    """The training state in bytes and what one forward pass of ``step()`` holds, with
-    the reason when the device cannot tell (``training_state_bytes``,
-    ``forward_retained_bytes``)."""
+    """The training state in bytes (``training_state_bytes``) and what one ``step()``
+    saves for its backward (``saved_activation_bytes``)."""
+    activations, how = saved_activation_bytes(model, step, checkpointed, kept_ops)
     split = training_state_bytes(model, optimizer)
-    retained, how = forward_retained_bytes(model, device, step)
-    split["mem_activations_bytes"] = retained
-    split["mem_activations_source" if retained is not None else "mem_activations_absent"] = how
-    return split
+    return split | {"mem_activations_bytes": activations, "mem_activations_source": how}

@@ -9,7 +9,9 @@ embedding except in the small Llama 3.2 models. No biases anywhere.
 The shapes are those Meta published (the models' ``params.json``); the parameter counts
 are the published totals: Llama 3 8B 8,030,261,248, Llama 3 70B 70,553,706,496, Llama 3.2
 1B 1,235,814,400 (tied). ``llama-tiny`` is the same architecture at a size a CPU trains in
-a test. RoPE is applied in the real "rotate half" form (as Hugging Face's Llama does; Meta's
+a test. Attention goes to a fused kernel in every precision (``trainperf.models.attention.attend``:
+the grouped key/value heads repeated for a kernel that needs equal heads, as fp32 and TF32
+on a GPU do). RoPE is applied in the real "rotate half" form (as Hugging Face's Llama does; Meta's
 reference pairs neighbouring channels as complex numbers: the same arithmetic on permuted
 channels); Llama 3.1/3.2's long-context frequency scaling is left out (it changes no cost).
 
@@ -33,6 +35,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from trainperf.models.attention import attend
 from trainperf.models.spec import CausalLM, ModelSpec
 
 INIT_STD = 0.02  # initializer_range of the published Llama configurations
@@ -93,9 +96,9 @@ class Attention(nn.Module):
         k = self.wk(x).view(batch, seq_len, self.kv_heads, self.head_dim).transpose(1, 2)
         v = self.wv(x).view(batch, seq_len, self.kv_heads, self.head_dim).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        # enable_gqa: each key/value head serves heads/kv_heads query heads, without
-        # materialising the repeated keys and values.
-        context = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        # Each key/value head serves heads/kv_heads query heads: grouped where the kernel
+        # that runs takes them so, repeated where it does not (trainperf.models.attention).
+        context = attend(q, k, v, is_causal=True)
         return self.wo(context.transpose(1, 2).reshape(batch, seq_len, -1))
 
 

@@ -102,9 +102,14 @@ SELECTIVE_SAVED_OPS = (
 )
 
 
-def _compute_bound_ops() -> set[Any]:
+def kept_op_packets() -> frozenset[Any]:
+    """The aten operators (overload packets) of ``SELECTIVE_SAVED_OPS`` this torch has."""
     aten = torch.ops.aten
-    return {getattr(aten, name).default for name in SELECTIVE_SAVED_OPS if hasattr(aten, name)}
+    return frozenset(getattr(aten, name) for name in SELECTIVE_SAVED_OPS if hasattr(aten, name))
+
+
+def _compute_bound_ops() -> set[Any]:
+    return {packet.default for packet in kept_op_packets()}
 
 
 def _selective_policy(saved: set[Any], ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:

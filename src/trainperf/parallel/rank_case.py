@@ -18,8 +18,8 @@ Metrics added to the single-device ones (all from every rank's own step times):
   ``comm_exposed_s``. The swap spoils the weights, so these steps come last.
 - memory per rank (``ranks``, and the largest rank's at the top level): parameters,
   gradients and optimizer state counted from this rank's tensors (its shards under fsdp),
-  and on a GPU what one forward pass holds when it ends (activations and output,
-  ``mem_activations_bytes``; absent on a CPU, with the reason).
+  and the activations a step saves for its backward (``mem_activations_bytes``, counted
+  from autograd's saved tensors on every device: trainperf.measure.memory).
 A non-finite loss on any rank ends the case as ``diverged``, naming the earliest step and
 its rank (trainperf.measure.divergence): every rank's losses are gathered with its times.
 With real data each rank loads its own DistributedSampler shard; the data wait of step i
@@ -39,7 +39,7 @@ import torch
 
 from trainperf.case import Case, model_of
 from trainperf.measure.divergence import Diverged, LossWatch, earliest
-from trainperf.measure.memory import memory_split, read_peak, reset_peak
+from trainperf.measure.memory import read_peak, reset_peak
 from trainperf.measure.policy import parse_policy
 from trainperf.measure.probes import CaseProbes, probe_metrics
 from trainperf.measure.timed_steps import StepRecord, measure_steps
@@ -54,7 +54,7 @@ COMPUTE_MIN_STEPS, COMPUTE_MAX_STEPS = 5, 100
 
 def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[str, Any] | None:
     """Measure this rank's part; rank 0 returns the result, the others None."""
-    from trainperf.benchmark import derive_metrics, device_info, flag_throttling
+    from trainperf.benchmark import after_measuring, derive_metrics, device_info, flag_throttling
 
     on_phase("joining")
     with RankGroup(case.device, case.timeout_s) as job:
@@ -81,7 +81,7 @@ def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[st
         )
         losses.add(training.step())  # one more step, outside the timing: the final loss
         final_loss = float(losses.losses[-1])
-        memory = memory_split(training.model, training.optimizer, training.step, job.device)
+        memory = after_measuring(training, case)
         on_phase("measuring compute only")
         compute = measure_without_communication(case, training, len(record.step_s), job.device)
         training.close()

@@ -61,6 +61,7 @@ class MeasuredDevice:
     name: str
     kind: str
     memory_bytes: float | None
+    capability: tuple[int, int] | None = None  # a GPU's, as its results recorded it
 
     def peak_flops(self, precision: str) -> float | None:
         return None
@@ -227,8 +228,9 @@ def _compute(
     info = chosen.get("device") or {}
     memory = info.get("memory_bytes") or chosen["system"].get("memory_bytes")
     kind = "gpu" if case.get("device") == "cuda" else "cpu"
+    capability = tuple(info["capability"]) if info.get("capability") else None
     cal.measured_device = MeasuredDevice(
-        f"measured ({info.get('name', kind)})", info.get("name", kind), kind, memory
+        f"measured ({info.get('name', kind)})", info.get("name", kind), kind, memory, capability
     )
     cal.noise = _step_noise(chosen)
     if cal.noise is None:

@@ -95,11 +95,24 @@ class Device(_Sourced):
     memory_bandwidth_gbps: Positive
     tdp_w: Positive
     default_efficiency: dict[Precision, Fraction]
+    # A GPU's CUDA compute capability (major, minor): which fused attention kernel it runs
+    # (FlashAttention needs 8.0; trainperf.models.attention).
+    compute_capability: list[int] | None = None
     note: str | None = None
     sources: dict[str, str]  # figure ("memory_gb", "peak_tflops.fp16") -> where it comes from
 
     _SCALARS: ClassVar[tuple[str, ...]] = ("memory_gb", "memory_bandwidth_gbps", "tdp_w")
     _MAPPINGS: ClassVar[tuple[str, ...]] = ("peak_tflops", "default_efficiency")
+
+    def figures(self) -> list[str]:
+        optional = ["compute_capability"] if self.compute_capability is not None else []
+        return super().figures() + optional
+
+    @property
+    def capability(self) -> tuple[int, int] | None:
+        """``compute_capability`` as a tuple, None for a CPU or an entry without it."""
+        cap = self.compute_capability
+        return None if cap is None else (cap[0], cap[1])
 
     @model_validator(mode="after")
     def _precisions_agree(self) -> Device:

@@ -57,6 +57,7 @@ from functools import lru_cache
 from typing import Any
 
 from trainperf import models
+from trainperf.models.attention import AttentionPlan
 from trainperf.models.custom import CustomModelError
 from trainperf.parallel.fsdp import CHECKPOINTING, NoBlocks
 from trainperf.precision import PRECISIONS
@@ -67,6 +68,7 @@ from trainperf.predict.memory import (
     BlockCounts,
     FusedAttention,
     ShardedMemory,
+    attention_plan,
     block_counts,
     sharded_memory,
 )
@@ -183,16 +185,17 @@ def traffic_bytes(
 
 
 @lru_cache(maxsize=16)
-def fused_attention_profile(model: str, size: int) -> OpProfile:
-    """The roofline's ops of a training step with attention as a GPU's fused kernel
-    (``memory.FusedAttention``): its O(L) traffic, not the math path's L² probabilities."""
-    with FusedAttention():
+def fused_attention_profile(model: str, size: int, plan: AttentionPlan) -> OpProfile:
+    """The roofline's ops of a training step with attention as ``plan``'s kernel runs it
+    (``memory.FusedAttention``): a fused kernel's O(L) traffic, not the math path's L²
+    probabilities."""
+    with FusedAttention(plan):
         return zoo_step_profile(model, size)
 
 
-def _counts(model: str, size: int | None, gpu: bool) -> BlockCounts:
+def _counts(model: str, size: int | None, plan: AttentionPlan) -> BlockCounts:
     try:
-        return block_counts(model, size, gpu=gpu)
+        return block_counts(model, size, plan)
     except (models.UnknownModelError, models.SizeError, CustomModelError, NoBlocks) as exc:
         raise PredictError(str(exc)) from None
 
@@ -236,10 +239,11 @@ def predict_fsdp(
     check_placement(counts_asked, per_node, intra, inter)
     batches = device_batches(batch_size, counts_asked, scaling)
     gpu = getattr(device, "kind", "gpu") != "cpu"
-    counts = _counts(model, size, gpu)
+    plan = attention_plan(gpu, precision, getattr(device, "capability", None))
+    counts = _counts(model, size, plan)
     spec = models.get(model)
     priced = gpu and single_device_throughput is None
-    profile = fused_attention_profile(model, counts.size) if priced else None
+    profile = fused_attention_profile(model, counts.size, plan) if priced else None
     compute = compute_rate(
         model,
         device,
@@ -291,7 +295,6 @@ def predict_fsdp(
             reduce_bytes=r_bytes,
             checkpointing=sharding.activation_checkpointing,
             reshard_after_forward=sharding.reshard_after_forward,
-            gpu=gpu,
         )
         traffic = traffic_bytes(counts, p_bytes, r_bytes, sharding.reshard_after_forward)
         return {
@@ -462,13 +465,14 @@ def smallest_devices(
     if batch_size < 1:
         raise PredictError(f"batch size must be >= 1, got {batch_size}")
     gpu = getattr(device, "kind", "gpu") != "cpu"
-    counts = _counts(model, size, gpu)
+    counts = _counts(
+        model, size, attention_plan(gpu, precision, getattr(device, "capability", None))
+    )
     options = dict(
         param_bytes=sharding.param_bytes(precision),
         reduce_bytes=sharding.reduce_bytes(precision),
         checkpointing=sharding.activation_checkpointing,
         reshard_after_forward=sharding.reshard_after_forward,
-        gpu=gpu,
     )
     tried = 0
     for count in search_counts(per_node, bound):

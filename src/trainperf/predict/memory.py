@@ -48,21 +48,16 @@ counted above, not activations. Counts are divided by the counting batch (2, so 
 is defined); the few saved tensors that do not grow with the batch (batch-norm statistics,
 a loss's scalar weight) are thus spread over the samples, a negligible overcount.
 
-Attention: on a CUDA GPU ``scaled_dot_product_attention`` runs a fused kernel (flash, or
-memory-efficient on any CUDA GPU and precision, dropout included) that saves q, k, v, the
-output and one logsumexp per row, O(L); a CPU training with dropout runs the math path,
-which saves the L×L probabilities and the dropout mask, O(L²). The meta device always takes
-the math path, so the GPU count routes the call to the memory-efficient kernel
-(``aten._scaled_dot_product_efficient_attention``, whose meta kernel and backward formula
-torch provides); the CPU count keeps the math path (a CPU without dropout would take its
-own flash kernel: an overestimate there). Grouped-query attention (``enable_gqa``: fewer
-key/value heads than query heads, as Llama 3's) goes to the same kernel with each key and
-value head repeated for the query heads it serves (``repeat_interleave``), which is what
-torchtitan's Llama does (``repeat_kv`` before SDPA): the fused kernel then saves the
-repeated k and v. PyTorch's own ``enable_gqa`` on a GPU runs the flash kernel on the
-grouped heads in 16-bit and would save them unrepeated: 2·(H − H_kv)·d_head elements per
-token and layer fewer (Llama 3 8B: 6,144 of the 98,342 its block saves, 6%), an
-overcount kept because it is the layout of the published runs (docs/predict.md).
+Attention is counted as the kernel that will run it (``trainperf.models.attention``: the
+same rule picks the kernel and decides whether grouped key/value heads are repeated, for
+the model and for this count; ``AttentionPlan``: a device type, 16-bit or not, a GPU's
+compute capability from the catalog). The meta device always takes the math path, so
+``FusedAttention`` sends each call to the planned kernel's operator: FlashAttention on a
+GPU of compute capability 8.0+ in fp16/bf16 (grouped heads kept grouped), the
+memory-efficient kernel on other GPUs and in fp32/TF32 (heads repeated, as torchtitan's
+``repeat_kv`` does), the CPU's flash kernel without dropout; each saves q, k, v, the
+output and one logsumexp per row, O(L). A CPU training with dropout (BERT, GPT-2) runs the
+math path, which saves the L×L probabilities and the dropout mask, O(L²), and is counted so.
 
 Sharded data parallelism needs the model split as FSDP shards it (``block_counts``): the
 repeated blocks (``trainperf.parallel.fsdp.find_blocks``) and the root (every other
@@ -83,7 +78,6 @@ data pipeline holds in fp32 while the first layer saves its 16-bit copy.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -100,6 +94,7 @@ from torch.utils.flop_counter import flop_registry
 
 from trainperf import models
 from trainperf.analysis.flops import count_parameters
+from trainperf.models.attention import AttentionPlan
 from trainperf.parallel.fsdp import SELECTIVE_SAVED_OPS, blocks_of
 
 GIB = 2**30
@@ -108,6 +103,8 @@ OPTIMIZER_BYTES = {"sgd": 4, "adamw": 8}
 ACTIVATION_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
 WORKSPACE_FRACTION = 0.10
 GPU_CONTEXT_BYTES = GIB
+# The plan of a GPU counted when none is named: pre-Ampere or unknown (memory-efficient).
+GPU = AttentionPlan("cuda")
 # Batch norm needs more than one value per channel; counts are divided by this batch.
 _COUNT_BATCH = 2
 
@@ -115,8 +112,9 @@ ASSUMPTIONS = (
     "memory: fp32 weights, gradients (4 B/param) and optimizer state (SGD momentum 4 B, "
     "AdamW 8 B/param); DDP bucket copy of the gradients above 1 device; activations = "
     "the tensors autograd saves for backward (distinct storages, parameters excluded) per "
-    "sample, counted in one forward pass + loss on the meta device, attention as a fused "
-    "kernel on GPUs and the math path on CPUs (floating-point 2 B/element under fp16/bf16, "
+    "sample, counted in one forward pass + loss on the meta device, attention as the kernel "
+    "that will run it (flash, memory-efficient, or the math path of a CPU with dropout; "
+    "floating-point 2 B/element under fp16/bf16, "
     f"4 under fp32/tf32; integer and boolean tensors as saved); +{WORKSPACE_FRACTION:.0%} "
     f"workspace and fragmentation, +{GPU_CONTEXT_BYTES / GIB:g} GiB CUDA context on GPUs"
 )
@@ -151,8 +149,8 @@ class ShapeCounts:
     params: int
     trainable_params: int
     optimizer: str
-    gpu_activations: SavedTensors  # attention through a fused kernel
-    cpu_activations: SavedTensors  # attention through the math path
+    activations: SavedTensors  # attention through the planned kernel
+    plan: AttentionPlan
 
 
 def saved_for_backward(model: nn.Module, step: Callable[[], Any]) -> SavedTensors:
@@ -194,15 +192,19 @@ def _tally(tensors: Iterable[torch.Tensor]) -> SavedTensors:
 
 
 class FusedAttention(TorchFunctionMode):
-    """Runs ``scaled_dot_product_attention`` as the memory-efficient kernel, as a GPU would.
+    """Runs ``scaled_dot_product_attention`` as the kernel ``plan`` says PyTorch would pick
+    (``trainperf.models.attention.kernel_for``), so that autograd saves what it saves there.
 
-    The meta device always picks the math path; this sends the call to the fused kernel
-    every CUDA GPU can run, so autograd saves what it saves on a GPU. ``calls`` says how
-    many calls were sent (0: the model has no attention).
+    The meta device always takes the math path; this sends each call to the aten operator
+    of the planned kernel (flash on CUDA or on the CPU, memory-efficient), each of which has
+    a meta kernel and a backward formula, with grouped key/value heads repeated exactly
+    when the kernel needs equal heads (``attend``'s rule); a call planned for the math
+    path stays on it. ``calls`` counts the calls (0: the model has no attention).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, plan: AttentionPlan) -> None:
         super().__init__()
+        self.plan = plan
         self.calls = 0
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -212,12 +214,16 @@ class FusedAttention(TorchFunctionMode):
         self.calls += 1
         names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal")
         call = dict(zip(names, args, strict=False)) | kwargs  # positional as in the signature
+        dropout = call.get("dropout_p", 0.0) > 0
+        kernel = self.plan.kernel(dropout)
+        if kernel == "math":
+            return func(*args, **kwargs)
         heads, kv_heads = call["query"].shape[-3], call["key"].shape[-3]
-        if call.pop("enable_gqa", False) and kv_heads != heads:
-            # The memory-efficient kernel takes equal heads (module doc: repeat_kv).
+        call.pop("enable_gqa", None)
+        if kv_heads != heads and not self.plan.takes_grouped_heads(dropout):
             for name in ("key", "value"):
                 call[name] = call[name].repeat_interleave(heads // kv_heads, dim=-3)
-        return _efficient_attention(**call)
+        return _KERNELS[(self.plan.device_type, kernel)](**call)
 
 
 def _efficient_attention(
@@ -235,15 +241,59 @@ def _efficient_attention(
     return efficient(query, key, value, attn_mask, True, dropout_p, is_causal, scale=scale)[0]
 
 
-def shape_counts(model: str, size: int | None = None) -> ShapeCounts:
-    """Parameters and activations per sample of ``model`` at ``size`` (cached)."""
+def _flash_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+) -> torch.Tensor:
+    flash = torch.ops.aten._scaled_dot_product_flash_attention
+    return flash(query, key, value, dropout_p, is_causal, scale=scale)[0]
+
+
+def _cpu_flash_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+) -> torch.Tensor:
+    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    return flash(query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
+
+
+# (device type, kernel) -> the call of its aten operator
+_KERNELS = {
+    ("cuda", "efficient"): _efficient_attention,
+    ("cuda", "flash"): _flash_attention,
+    ("cpu", "flash"): _cpu_flash_attention,
+}
+
+
+def attention_plan(gpu: bool, precision: str, capability: tuple[int, int] | None) -> AttentionPlan:
+    """Where the predicted training's attention runs: a GPU of ``capability`` (None: one
+    not known, taken as pre-Ampere, the memory-efficient kernel) or a CPU, in 16-bit
+    under fp16/bf16."""
+    return AttentionPlan("cuda" if gpu else "cpu", precision in ("fp16", "bf16"), capability)
+
+
+def shape_counts(model: str, size: int | None = None, plan: AttentionPlan = GPU) -> ShapeCounts:
+    """Parameters and activations per sample of ``model`` at ``size``, attention as
+    ``plan`` runs it (cached)."""
     spec = models.get(model)
     size = spec.resolve_size(size)
-    return _count(model, size)
+    return _count(model, size, plan)
 
 
 @lru_cache(maxsize=64)
-def _count(model: str, size: int) -> ShapeCounts:
+def _count(model: str, size: int, plan: AttentionPlan) -> ShapeCounts:
     spec = models.get(model)
     with torch.device("meta"):
         net = spec.build()
@@ -253,9 +303,8 @@ def _count(model: str, size: int) -> ShapeCounts:
         inputs, targets = spec.task.example_batch(_COUNT_BATCH, size, "meta")
         return spec.loss(net(inputs), targets)
 
-    with FusedAttention() as fused:
-        gpu = saved_for_backward(net, step).per(_COUNT_BATCH)
-    cpu = saved_for_backward(net, step).per(_COUNT_BATCH) if fused.calls else gpu
+    with FusedAttention(plan):
+        activations = saved_for_backward(net, step).per(_COUNT_BATCH)
     params, trainable = count_parameters(net)
     return ShapeCounts(
         model=model,
@@ -263,8 +312,8 @@ def _count(model: str, size: int) -> ShapeCounts:
         params=params,
         trainable_params=trainable,
         optimizer=spec.optimizer,
-        gpu_activations=gpu,
-        cpu_activations=cpu,
+        activations=activations,
+        plan=plan,
     )
 
 
@@ -288,6 +337,7 @@ class BlockCounts:
     saved_in_largest_block: SavedTensors
     block_inputs: SavedTensors  # every block's inputs, distinct storages: full checkpointing
     selective_kept: SavedTensors  # those and the SELECTIVE_SAVED_OPS outputs in every block
+    plan: AttentionPlan  # where the attention of these counts runs
 
 
 class _BlockRecorder(TorchDispatchMode):
@@ -321,16 +371,16 @@ class _BlockRecorder(TorchDispatchMode):
         return out
 
 
-def block_counts(model: str, size: int | None = None, *, gpu: bool = True) -> BlockCounts:
-    """``model`` at ``size`` split into blocks and root (module doc; cached). ``gpu``: the
-    attention as a fused kernel. Raises ``trainperf.parallel.fsdp.NoBlocks`` for a model
-    without repeated blocks."""
+def block_counts(model: str, size: int | None = None, plan: AttentionPlan = GPU) -> BlockCounts:
+    """``model`` at ``size`` split into blocks and root (module doc; cached), attention as
+    ``plan`` runs it. Raises ``trainperf.parallel.fsdp.NoBlocks`` for a model without
+    repeated blocks."""
     spec = models.get(model)
-    return _count_blocks(model, spec.resolve_size(size), gpu)
+    return _count_blocks(model, spec.resolve_size(size), plan)
 
 
 @lru_cache(maxsize=16)
-def _count_blocks(model: str, size: int, gpu: bool) -> BlockCounts:
+def _count_blocks(model: str, size: int, plan: AttentionPlan) -> BlockCounts:
     spec = models.get(model)
     with torch.device("meta"):
         net = spec.build()
@@ -363,8 +413,8 @@ def _count_blocks(model: str, size: int, gpu: bool) -> BlockCounts:
             saved.setdefault(key, (tensor, recorder.region))
         return tensor
 
-    attention = FusedAttention() if gpu else contextlib.nullcontext()
-    with attention, recorder, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    saving = torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
+    with FusedAttention(plan), recorder, saving:
         inputs_, targets = spec.task.example_batch(_COUNT_BATCH, size, "meta")
         spec.loss(net(inputs_), targets)
 
@@ -391,6 +441,7 @@ def _count_blocks(model: str, size: int, gpu: bool) -> BlockCounts:
         saved_in_largest_block=max(per_block, key=lambda c: (c.elements, c.other_bytes)),
         block_inputs=_tally(inputs.values()).per(_COUNT_BATCH),
         selective_kept=_tally({**inputs, **recorder.kept}.values()).per(_COUNT_BATCH),
+        plan=plan,
     )
 
 
@@ -435,13 +486,9 @@ def memory_breakdown(
     memory_bytes: float | None,
     *,
     devices: int = 1,
-    gpu: bool = True,
 ) -> MemoryBreakdown:
     """The per-device budget (see the module docstring); ``fits`` None without a capacity.
-
-    ``gpu`` picks the activations counted with fused attention and adds the CUDA context;
-    on a CPU the activations are those of the math attention path.
-    """
+    A GPU's (``counts.plan``) adds the CUDA context."""
     if counts.optimizer not in OPTIMIZER_BYTES:
         raise ValueError(
             f"unknown optimizer '{counts.optimizer}': allowed {', '.join(OPTIMIZER_BYTES)}"
@@ -449,7 +496,8 @@ def memory_breakdown(
     if precision not in ACTIVATION_BYTES:
         raise ValueError(f"unknown precision '{precision}': allowed {', '.join(ACTIVATION_BYTES)}")
     trainable = counts.trainable_params
-    activations = counts.gpu_activations if gpu else counts.cpu_activations
+    activations = counts.activations
+    gpu = counts.plan.device_type == "cuda"
     parts = {
         "weights_bytes": WEIGHT_BYTES * counts.params,
         "gradients_bytes": GRAD_BYTES * trainable,
@@ -512,7 +560,6 @@ def sharded_memory(
     reduce_bytes: int,
     checkpointing: str = "none",
     reshard_after_forward: bool = True,
-    gpu: bool = True,
 ) -> ShardedMemory:
     """The per-rank budget of ``counts`` sharded over ``ranks`` (module doc)."""
     if counts.optimizer not in OPTIMIZER_BYTES:
@@ -530,4 +577,5 @@ def sharded_memory(
         "activations_bytes": device_batch
         * checkpointed_activations(counts, checkpointing).bytes(precision),
     }
+    gpu = counts.plan.device_type == "cuda"
     return ShardedMemory(**with_overheads(parts, gpu, memory_bytes))

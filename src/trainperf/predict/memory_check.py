@@ -19,6 +19,7 @@ from typing import Any
 from torch.profiler import ProfilerActivity, profile
 
 from trainperf import models
+from trainperf.models.attention import AttentionPlan
 from trainperf.predict.memory import memory_breakdown, shape_counts
 
 
@@ -54,7 +55,8 @@ def held_after_forward(model: str, batch: int, size: int) -> float:
 def check_activations(model: str, batch: int = 2, size: int | None = None) -> ActivationCheck:
     """Measured vs predicted activation bytes of ``model`` on the CPU in fp32."""
     size = models.get(model).resolve_size(size)
-    predicted = memory_breakdown(shape_counts(model, size), batch, "fp32", None, gpu=False)
+    counts = shape_counts(model, size, AttentionPlan("cpu"))
+    predicted = memory_breakdown(counts, batch, "fp32", None)
     return ActivationCheck(
         model=model,
         size=size,

@@ -52,7 +52,12 @@ from trainperf.limits import (
 from trainperf.models.custom import CustomModelError
 from trainperf.precision import PRECISIONS  # what a case trains in
 from trainperf.predict.comm import LinkCost, bucket_sizes, data_parallel_allreduce_s
-from trainperf.predict.memory import ACTIVATION_BYTES, memory_breakdown, shape_counts
+from trainperf.predict.memory import (
+    ACTIVATION_BYTES,
+    attention_plan,
+    memory_breakdown,
+    shape_counts,
+)
 from trainperf.predict.memory import ASSUMPTIONS as MEMORY_ASSUMPTIONS
 from trainperf.predict.roofline import (
     OpProfile,
@@ -298,10 +303,12 @@ def predict(
             f"allowed {', '.join(COMPRESSION_BYTES)}"
         )
     counts = sorted(set(devices))
+    gpu = getattr(device, "kind", "gpu") != "cpu"
     check_placement(counts, per_node, intra, inter)
     batches = device_batches(batch_size, counts, scaling)
     try:
-        shapes = shape_counts(model, size)
+        plan = attention_plan(gpu, precision, getattr(device, "capability", None))
+        shapes = shape_counts(model, size, plan)
     except (models.UnknownModelError, models.SizeError, CustomModelError) as exc:
         raise PredictError(str(exc)) from None
     compute = compute_rate(
@@ -310,7 +317,6 @@ def predict(
     links, uplink = link_costs(intra, inter, per_node, pcie_uplink)
     grad_bytes = shapes.trainable_params * COMPRESSION_BYTES[grad_compression]
     buckets = bucket_sizes(grad_bytes, bucket_mb * MIB)
-    gpu = getattr(device, "kind", "gpu") != "cpu"
 
     def row(count: int, device_batch: int) -> dict[str, Any]:
         t_compute = compute.seconds(device_batch)
@@ -329,7 +335,7 @@ def predict(
             max(buckets, default=0.0), count, per_node, links["intra"], links["inter"]
         )[1]
         memory = memory_breakdown(
-            shapes, device_batch, precision, device.memory_bytes, devices=count, gpu=gpu
+            shapes, device_batch, precision, device.memory_bytes, devices=count
         )
         return {
             "devices": count,
