@@ -229,3 +229,32 @@ def test_bad_max_fit_searches_exit_2(tmp_path, run_cli, args, message):
     code, _, err = run_cli(["maxbatch", "llama-tiny", *args, "--db", tmp_path / "r.db"])
     assert code == 2 and message in err
     assert not (tmp_path / "r.db").exists()
+
+
+@pytest.mark.parametrize("reshard", [True, False])
+def test_the_root_keeps_fsdp2s_default_and_the_blocks_the_cases_choice(monkeypatch, reshard):
+    """The root's parameters are needed at once by the backward: FSDP2 leaves a root
+    unsharded after its forward when ``reshard_after_forward`` is left to it (None), as
+    torchtitan does; the blocks follow the case (a fake of fully_shard records the calls)."""
+    import torch.distributed.device_mesh as device_mesh
+    import torch.distributed.fsdp as fsdp_module
+
+    from trainperf.parallel.fsdp import shard
+
+    calls = []
+    monkeypatch.setattr(fsdp_module, "fully_shard", lambda m, **kw: calls.append((m, kw)) or m)
+    monkeypatch.setattr(device_mesh, "init_device_mesh", lambda *a, **kw: "mesh")
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda: 2)
+    model = models.get("llama-tiny").build()
+    shard(
+        model,
+        "llama-tiny",
+        precision="fp32",
+        reduce="fp32",
+        reshard_after_forward=reshard,
+        device=torch.device("cpu"),
+    )
+    *blocks, (root, root_options) = calls
+    assert [m for m, _ in blocks] == list(model.layers) and root is model
+    assert all(kw["reshard_after_forward"] is reshard for _, kw in blocks)
+    assert "reshard_after_forward" not in root_options  # the library's default: None

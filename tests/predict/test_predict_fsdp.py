@@ -121,16 +121,20 @@ def test_sharded_state_falls_as_one_over_the_ranks():
     assert kept.gathered_params_bytes == 2 * counts.params
 
 
-def test_traffic_is_three_times_the_parameter_bytes():
+def test_traffic_is_three_times_the_parameter_bytes_but_the_roots():
+    """ZeRO-3 moves 3Ψ (gather, gather again for the backward, reduce-scatter); FSDP2
+    leaves the root gathered after its forward, so the root's parameters travel twice."""
     counts = block_counts("llama-tiny", 256)
-    p = counts.params
-    assert sum(traffic_bytes(counts, 2, 2, True).values()) == 3 * 2 * p  # ZeRO-3: 3Ψ
+    p, root = counts.params, counts.root_params
+    assert sum(traffic_bytes(counts, 2, 2, True).values()) == 3 * 2 * p - 2 * root
     assert sum(traffic_bytes(counts, 2, 2, False).values()) == 2 * 2 * p
-    assert sum(traffic_bytes(counts, 2, 4, True).values()) == (2 + 2 + 4) * p
+    assert sum(traffic_bytes(counts, 2, 4, True).values()) == (2 + 2 + 4) * p - 2 * root
     (eight,) = fsdp(devices=[8], sharding=Sharding(fsdp_reduce="bf16"))["rows"]
-    assert eight["comm_bytes_per_rank"] == pytest.approx(3 * 2 * p * 7 / 8)
-    # 1.5 times a DDP all-reduce of the same 16-bit gradients: 2(N-1)/N x 2 bytes each.
-    assert eight["comm_bytes_per_rank"] / (2 * 7 / 8 * 2 * p) == pytest.approx(1.5)
+    assert eight["comm_bytes_per_rank"] == pytest.approx((3 * 2 * p - 2 * root) * 7 / 8)
+    # Below 1.5 times a DDP all-reduce of the same 16-bit gradients (2(N-1)/N x 2 bytes
+    # each) by the root's second gather.
+    ddp = 2 * 7 / 8 * 2 * p
+    assert eight["comm_bytes_per_rank"] / ddp == pytest.approx(1.5 - root / (2 * p))
 
 
 def test_all_gather_and_reduce_scatter_over_a_placement():
@@ -167,11 +171,11 @@ PARTS = StepParts(
 
 def test_schedule_by_hand():
     # Forward: ag_R, ag_1 before block 1 (0.35 s exposed), ag_2 under block 1. Backward:
-    # ag_R again before the root's backward (0.1 s), ag_2 under it, ag_1 under block 2,
+    # the root's at once (FSDP2 keeps the root gathered), ag_2 under it, ag_1 under block 2,
     # rs_2 under block 1, then rs_1 and rs_R after the backward (0.7 s).
     assert PARTS.compute_s == 7.5
     synced, comm = fsdp_step(PARTS)
-    assert synced == pytest.approx(7.5 + 0.35 + 0.1 + 0.7) and comm == pytest.approx(2.4)
+    assert synced == pytest.approx(7.5 + 0.35 + 0.7) and comm == pytest.approx(2.3)
     kept = dataclasses.replace(PARTS, reshard_after_forward=False)
     synced, comm = fsdp_step(kept)
     assert synced == pytest.approx(7.5 + 0.35 + 0.7) and comm == pytest.approx(1.8)

@@ -14,8 +14,12 @@ torchtitan): each block is sharded on its own, then the root takes the parameter
 (embeddings, final norm, output layer). Every parameter is split along dim 0 over the ranks
 (a DTensor); before a block's forward its parameters are all-gathered, after it they are
 freed again when ``reshard_after_forward`` (then gathered once more for the backward), and
-each block's gradients are reduce-scattered as its backward ends: per step 3× the sharded
-parameter bytes travel (ZeRO stage 3, Rajbhandari et al., SC20), 2× without resharding.
+each block's gradients are reduce-scattered as its backward ends: per step 3× the blocks'
+sharded parameter bytes travel (ZeRO stage 3, Rajbhandari et al., SC20), 2× without
+resharding. The root keeps FSDP2's default, ``reshard_after_forward=None``: not resharded
+after its forward, since the backward needs its parameters (the output layer's) at once,
+as PyTorch's documentation advises and torchtitan does; its parameters travel twice
+(all-gather, reduce-scatter) whatever the case's choice for the blocks.
 Under precision bf16 the policy is ``MixedPrecisionPolicy(param_dtype=bf16,
 reduce_dtype=fp32 or bf16)``: the gathered copies and the compute are bf16, the sharded
 parameters and optimizer state fp32 (torchtitan's default).
@@ -159,18 +163,15 @@ def shard(
     reshard_after_forward: bool,
     device: torch.device,
 ) -> nn.Module:
-    """``model`` sharded over the default process group: each block, then the root."""
+    """``model`` sharded over the default process group: each block (resharded after its
+    forward as the case says), then the root with the library's default (module doc)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
     mesh = init_device_mesh(device.type, (torch.distributed.get_world_size(),))
-    options = {
-        "mesh": mesh,
-        "mp_policy": mixed_precision(precision, reduce),
-        "reshard_after_forward": reshard_after_forward,
-    }
+    options = {"mesh": mesh, "mp_policy": mixed_precision(precision, reduce)}
     for block in blocks_of(model, model_name):
-        fully_shard(block, **options)
+        fully_shard(block, **options, reshard_after_forward=reshard_after_forward)
     return fully_shard(model, **options)
 
 

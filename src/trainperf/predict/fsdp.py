@@ -19,9 +19,10 @@ with B the batch per rank (``trainperf.predict.memory.block_counts`` splits the 
    share (nothing when the compute is a measured throughput, which has no such split).
 2. **Traffic** (Rajbhandari et al., "ZeRO: memory optimizations toward training trillion
    parameter models", SC20, §7.2.2): the parameters are all-gathered before the forward,
-   again before the backward (when resharded after the forward; not with
-   ``--no-reshard-after-forward``), and the gradients reduce-scattered: 3Ψ where a DDP
-   all-reduce moves 2Ψ (1.5×). In bytes: p = 2 per parameter gathered under bf16 (FSDP2's
+   the blocks' again before the backward (when resharded after the forward; not with
+   ``--no-reshard-after-forward``; never the root's, which FSDP2 keeps gathered), and the
+   gradients reduce-scattered: 3Ψ where a DDP all-reduce moves 2Ψ (1.5×), less twice the
+   root's bytes. In bytes: p = 2 per parameter gathered under bf16 (FSDP2's
    ``MixedPrecisionPolicy(param_dtype=bf16)``), else 4; r = 4 per gradient reduced (fp32,
    ``reduce_dtype``'s default) or 2 (``fsdp_reduce="bf16"``). Each collective is a ring in the
    α–β model or on a measured bus-bandwidth curve, hierarchical across nodes
@@ -32,8 +33,9 @@ with B the batch per rank (``trainperf.predict.memory.block_counts`` splits the 
    link is free, end = max(issue, link free) + its time. Forward: ag_R and ag_1 issued at
    0; block k starts at max(end of block k−1, end of ag_k) and issues ag_{k+1} as it starts
    (the next block's parameters prefetched during its compute); the root's forward (output
-   layer, loss) follows block n. Backward: when resharding, ag_R and ag_n are issued as it
-   starts and the root's backward waits for ag_R; block k (n down to 1) starts at
+   layer, loss) follows block n. Backward: the root's backward follows at once (the root
+   is never resharded after its forward: FSDP2's default for a root); when resharding, ag_n
+   is issued as the backward starts; block k (n down to 1) starts at
    max(end of the previous backward, end of ag_k), issues ag_{k−1} as it starts and rs_k as
    it ends (block k's gradients reduce-scattered during block k−1's backward); rs_R is
    issued when the backward ends. So the first all-gather and the last reduce-scatter are
@@ -158,10 +160,9 @@ def fsdp_step(parts: StepParts) -> tuple[float, float]:
             ready = collective(start, parts.block_all_gather_s)
         t = start + parts.block_forward_s
     t = max(t, root_ready) + parts.root_forward_s
-    if parts.reshard_after_forward:
-        root_ready = collective(t, parts.root_all_gather_s)
+    if parts.reshard_after_forward:  # the blocks only: the root stays gathered
         ready = collective(t, parts.block_all_gather_s)
-    t = max(t, root_ready) + parts.root_backward_s
+    t += parts.root_backward_s
     for k in range(parts.blocks):
         start = max(t, ready)
         if parts.reshard_after_forward and k + 1 < parts.blocks:
@@ -177,9 +178,10 @@ def traffic_bytes(
     """Bytes of the tensors all-gathered and reduce-scattered per step (module doc, 2); a
     rank sends (N−1)/N of each."""
     gathered = param_bytes * counts.params
+    blocks = param_bytes * (counts.params - counts.root_params)  # the root is not resharded
     return {
         "all_gather_forward": float(gathered),
-        "all_gather_backward": float(gathered if reshard_after_forward else 0),
+        "all_gather_backward": float(blocks if reshard_after_forward else 0),
         "reduce_scatter": float(reduce_bytes * counts.trainable_params),
     }
 
