@@ -13,7 +13,7 @@ from trainperf import models
 from trainperf.case import CaseError, DeviceKind, check_case, make_case
 from trainperf.maxbatch import memory_key
 from trainperf.models.attention import AttentionPlan
-from trainperf.parallel.fsdp import apply_checkpointing, find_blocks, probe_blocks
+from trainperf.parallel.fsdp import apply_checkpointing, find_blocks, has_dropout, probe_blocks
 from trainperf.predict.memory import block_counts
 
 CPU = {"cpu": DeviceKind(2)}
@@ -131,6 +131,52 @@ def test_checkpointed_blocks_give_the_gradients_of_the_plain_model(mode):
 
     plain, checkpointed = gradients("none"), gradients(mode)
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(plain, checkpointed, strict=True))
+
+
+class _DropBlock(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear, self.drop = torch.nn.Linear(16, 16), torch.nn.Dropout(0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.drop(torch.relu(self.linear(x)))
+
+
+class _DropNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(_DropBlock() for _ in range(3))
+        self.head = torch.nn.Linear(16, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x).sum()
+
+
+@pytest.mark.parametrize("mode", ["full", "selective"])
+def test_a_checkpointed_block_with_dropout_draws_the_masks_of_its_forward(mode):
+    """The recomputed forward must draw the dropout masks the forward drew: without the
+    random state preserved, the gradients are those of other masks."""
+    x = torch.randn(4, 16)
+
+    def gradients(checkpointing):
+        torch.manual_seed(0)
+        model = _DropNet()
+        apply_checkpointing(model, checkpointing, "dropnet")
+        torch.manual_seed(1)  # the masks' random state
+        model(x).backward()
+        return [p.grad for p in model.parameters()]
+
+    plain, checkpointed = gradients("none"), gradients(mode)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(plain, checkpointed, strict=True))
+
+
+def test_only_blocks_that_draw_random_numbers_pay_for_their_random_state():
+    with torch.device("meta"):
+        llama, gpt2 = models.get("llama-tiny").build(), models.get("gpt2-small").build()
+    assert not has_dropout(llama.layers) and has_dropout(gpt2.blocks)
+    assert has_dropout(_DropNet().blocks)
 
 
 def test_sharding_options_have_their_own_memory_keys_and_labels():

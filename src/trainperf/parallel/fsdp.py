@@ -129,14 +129,29 @@ def _selective_context() -> Any:
     return create_selective_checkpoint_contexts(policy)
 
 
+def has_dropout(module: nn.Module) -> bool:
+    """Whether ``module`` draws random numbers in training: a dropout layer with p > 0, or a
+    module that passes a ``dropout_p`` > 0 to attention (the zoo's GPT-2 and BERT)."""
+    return any(
+        (isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0) or getattr(m, "dropout_p", 0) > 0
+        for m in module.modules()
+    )
+
+
 def apply_checkpointing(model: nn.Module, mode: str, model_name: str) -> None:
-    """Wrap each block of ``model`` for ``mode`` (``none`` leaves it as it is)."""
+    """Wrap each block of ``model`` for ``mode`` (``none`` leaves it as it is).
+
+    A block with dropout is recomputed with the random state its forward had
+    (``preserve_rng_state``): otherwise the recomputation draws other masks and the
+    gradients are not those of the model. Saving and restoring that state costs a copy of
+    the generators' state per block (on a GPU, the CUDA generator's), so a block that
+    draws nothing (Llama's) skips it."""
     if mode == "none":
         return
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 
     blocks = blocks_of(model, model_name)
-    options: dict[str, Any] = {"preserve_rng_state": False}
+    options: dict[str, Any] = {"preserve_rng_state": has_dropout(blocks)}
     if mode == "selective":
         options["context_fn"] = _selective_context
     for index, block in enumerate(blocks):
