@@ -223,10 +223,11 @@ class FusedAttention(TorchFunctionMode):
         if kv_heads != heads and not self.plan.takes_grouped_heads(dropout):
             for name in ("key", "value"):
                 call[name] = call[name].repeat_interleave(heads // kv_heads, dim=-3)
-        return _KERNELS[(self.plan.device_type, kernel)](**call)
+        return _call_kernel(_KERNELS[(self.plan.device_type, kernel)], **call)
 
 
-def _efficient_attention(
+def _call_kernel(
+    kernel: Any,
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
@@ -236,44 +237,25 @@ def _efficient_attention(
     *,
     scale: float | None = None,
 ) -> torch.Tensor:
-    # scaled_dot_product_attention's arguments; compute_log_sumexp=True: backward needs it.
-    efficient = torch.ops.aten._scaled_dot_product_efficient_attention
-    return efficient(query, key, value, attn_mask, True, dropout_p, is_causal, scale=scale)[0]
+    """``scaled_dot_product_attention``'s arguments passed to an aten kernel; its output."""
+    return kernel(query, key, value, attn_mask, dropout_p, is_causal, scale)[0]
 
 
-def _flash_attention(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attn_mask: torch.Tensor | None = None,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    *,
-    scale: float | None = None,
-) -> torch.Tensor:
-    flash = torch.ops.aten._scaled_dot_product_flash_attention
-    return flash(query, key, value, dropout_p, is_causal, scale=scale)[0]
-
-
-def _cpu_flash_attention(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attn_mask: torch.Tensor | None = None,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    *,
-    scale: float | None = None,
-) -> torch.Tensor:
-    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
-    return flash(query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
-
-
-# (device type, kernel) -> the call of its aten operator
+_aten = torch.ops.aten
+# (device type, kernel) -> the aten operator, called with SDPA's arguments in its own order
+# (the memory-efficient kernel computes the logsumexp its backward needs: True).
 _KERNELS = {
-    ("cuda", "efficient"): _efficient_attention,
-    ("cuda", "flash"): _flash_attention,
-    ("cpu", "flash"): _cpu_flash_attention,
+    ("cuda", "efficient"): lambda q, k, v, mask, p, causal, scale: (
+        _aten._scaled_dot_product_efficient_attention(q, k, v, mask, True, p, causal, scale=scale)
+    ),
+    ("cuda", "flash"): lambda q, k, v, mask, p, causal, scale: (
+        _aten._scaled_dot_product_flash_attention(q, k, v, p, causal, scale=scale)
+    ),
+    ("cpu", "flash"): lambda q, k, v, mask, p, causal, scale: (
+        _aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, p, causal, attn_mask=mask, scale=scale
+        )
+    ),
 }
 
 
