@@ -295,7 +295,8 @@ def memory(size_text: str | None, run: _OneDevice) -> None:
 @db_option()
 @json_option
 def p2p(size_text: str, timeout_s: float, db: Path, as_json: bool) -> None:
-    """GPU pairs: connectivity, uni/bidirectional bandwidth and latency matrices."""
+    """GPU pairs: connectivity, uni/bidirectional bandwidth and latency matrices (device
+    time, copies queued behind a spin kernel as in p2pBandwidthLatencyTest)."""
     from trainperf.report.micro import p2p_text
     from trainperf.runner import ChildJob
 

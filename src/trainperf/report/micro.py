@@ -84,7 +84,8 @@ def memory_table(metrics: dict[str, Any]) -> Table:
 
 
 def p2p_text(metrics: dict[str, Any]) -> str:
-    """The matrices as p2pBandwidthLatencyTest prints them: a block per measure and mode."""
+    """The matrices as p2pBandwidthLatencyTest prints them: a block per measure and mode
+    (times: device time between CUDA events, see trainperf.micro.p2p)."""
     size_mib = metrics["size_bytes"] / 2**20
     lines = [f"devices: {', '.join(metrics['devices'])}; {size_mib:.0f} MiB per copy"]
     n = len(metrics["devices"])
@@ -95,6 +96,11 @@ def p2p_text(metrics: dict[str, Any]) -> str:
         for i, row in enumerate(matrix):
             lines.append(f"{i:>6} " + "".join(format(v, fmt).rjust(10) for v in row))
 
+    per_copy = (
+        f" per {metrics['latency_bytes']}-byte copy ({metrics['latency_copies']} queued)"
+        if "latency_copies" in metrics  # absent from earlier versions' results
+        else ""
+    )
     block("peer access (1 = yes)", [[int(v) for v in r] for r in metrics["connectivity"]], "d")
     for mode, label in (
         ("peer", "peer access"),
@@ -102,5 +108,5 @@ def p2p_text(metrics: dict[str, Any]) -> str:
     ):
         block(f"unidirectional GB/s, {label}", metrics[mode]["unidirectional_gbps"], ".2f")
         block(f"bidirectional GB/s, {label}", metrics[mode]["bidirectional_gbps"], ".2f")
-        block(f"latency µs, {label}", metrics[mode]["latency_us"], ".2f")
+        block(f"latency µs{per_copy}, {label}", metrics[mode]["latency_us"], ".2f")
     return "\n".join(lines)
