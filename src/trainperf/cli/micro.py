@@ -220,7 +220,8 @@ def _parse_dtypes(text: str) -> list[str]:
 @click.option("--no-flush", is_flag=True, help="do not flush the caches between iterations")
 @_one_device(warmup=3, iters=10)
 def gemm(dtypes: str, shapes: str, limit: int | None, no_flush: bool, run: _OneDevice) -> None:
-    """Matrix multiply TFLOP/s (2·M·N·K / time): mean, median and best per shape."""
+    """Matrix multiply TFLOP/s (2·M·N·K / time): mean, median and best per shape (fp8 with
+    and without fast accumulation)."""
     from trainperf.report.micro import gemm_table
 
     names = _parse_dtypes(dtypes)
