@@ -5,6 +5,7 @@ import torch
 
 from trainperf.micro import gemm, memory, p2p
 from trainperf.micro.harness import Timing, time_op
+from trainperf.report.micro import gemm_table
 
 CPU = torch.device("cpu")
 
@@ -112,12 +113,12 @@ def test_fp8_skips_deepbench_layouts_it_cannot_take_with_the_reason(fp8_gpu):
 def test_fp8_runs_a_shape_in_its_own_layout(fp8_gpu, monkeypatch):
     seen = {}
 
-    def scaled_mm(a, b, scale_a, scale_b, out_dtype):
+    def scaled_mm(a, b, scale_a, scale_b, out_dtype, use_fast_accum):
         seen["a"], seen["b"] = a, b
         return torch.zeros(a.shape[0], b.shape[1])
 
     monkeypatch.setattr(torch, "_scaled_mm", scaled_mm)
-    op = gemm._fp8_op(gemm.GemmShape(32, 48, 64, False, True), CPU)
+    op = gemm._fp8_op(gemm.GemmShape(32, 48, 64, False, True), CPU, fast_accum=False)
     op()
     assert seen["a"].shape == (32, 64) and seen["a"].stride() == (64, 1)  # row-major
     assert seen["b"].shape == (64, 48) and seen["b"].stride() == (1, 64)  # column-major
@@ -128,3 +129,49 @@ def test_the_square_sweep_runs_fp8_in_fp8s_layout():
     assert gemm.in_layout_of(square, "fp8").label().endswith("NT")
     assert gemm.in_layout_of(square, "fp16") == square and square.label().endswith("NN")
     assert gemm.shape_unsupported(gemm.in_layout_of(square, "fp8"), "fp8") is None
+
+
+def test_fp8_is_measured_with_and_without_fast_accumulation_each_row_labelled(fp8_gpu, monkeypatch):
+    calls = []
+
+    def scaled_mm(a, b, scale_a, scale_b, out_dtype, use_fast_accum=False):
+        calls.append(use_fast_accum)
+        return torch.zeros(a.shape[0], b.shape[1], dtype=out_dtype)
+
+    def time_op(op, device, *, warmup, iters, between):
+        before = len(calls)
+        op()
+        return Timing((1e-3 if calls[before] else 2e-3,))  # fast accumulation: twice the rate
+
+    monkeypatch.setattr(torch, "_scaled_mm", scaled_mm)
+    monkeypatch.setattr(gemm, "time_op", time_op)
+    cpu_operands = gemm._operands
+    monkeypatch.setattr(
+        gemm, "_operands", lambda shape, dtype, device: cpu_operands(shape, dtype, CPU)
+    )
+    square = gemm.GemmShape(64, 64, 64, native=True)
+    result = gemm.run([square], fp8_gpu, ["fp8"], flush=False)
+    promoted, fast = result["rows"]
+    assert calls == [False, True]
+    assert (promoted["fast_accum"], fast["fast_accum"]) == (False, True)
+    assert promoted["status"] == fast["status"] == "ok"
+    assert fast["tflops_best"] == pytest.approx(2 * promoted["tflops_best"])
+    assert result["max_achievable"]["fp8"] == {
+        "tflops": fast["tflops_best"],
+        "shape": "M64 N64 K64 NT",
+        "fast_accum": True,
+    }
+    table = gemm_table(result)
+    assert list(table.columns[1].cells) == ["fp8 (no fast accum)", "fp8 (fast accum)"]
+    assert "(M64 N64 K64 NT, fast accum)" in str(table.caption)
+
+
+def test_fp8_rows_without_an_fp8_device_are_skipped_and_labelled():
+    square = gemm.GemmShape(64, 64, 64, native=True)
+    rows = gemm.run([square], CPU, ["fp8", "fp32"], flush=False)["rows"]
+    assert [(r["dtype"], r.get("fast_accum"), r["status"]) for r in rows] == [
+        ("fp8", False, "skipped"),
+        ("fp8", True, "skipped"),
+        ("fp32", None, "ok"),
+    ]
+    assert all("8.9" in r["reason"] for r in rows[:2])

@@ -220,7 +220,8 @@ def _parse_dtypes(text: str) -> list[str]:
 @click.option("--no-flush", is_flag=True, help="do not flush the caches between iterations")
 @_one_device(warmup=3, iters=10)
 def gemm(dtypes: str, shapes: str, limit: int | None, no_flush: bool, run: _OneDevice) -> None:
-    """Matrix multiply TFLOP/s (2·M·N·K / time): mean, median and best per shape."""
+    """Matrix multiply TFLOP/s (2·M·N·K / time): mean, median and best per shape (fp8 with
+    and without fast accumulation)."""
     from trainperf.report.micro import gemm_table
 
     names = _parse_dtypes(dtypes)
@@ -295,7 +296,8 @@ def memory(size_text: str | None, run: _OneDevice) -> None:
 @db_option()
 @json_option
 def p2p(size_text: str, timeout_s: float, db: Path, as_json: bool) -> None:
-    """GPU pairs: connectivity, uni/bidirectional bandwidth and latency matrices."""
+    """GPU pairs: connectivity, uni/bidirectional bandwidth and latency matrices (device
+    time, copies queued behind a spin kernel as in p2pBandwidthLatencyTest)."""
     from trainperf.report.micro import p2p_text
     from trainperf.runner import ChildJob
 

@@ -9,8 +9,18 @@ cache (``--no-flush`` turns this off). The best TFLOP/s over a sweep is the devi
 maximum achievable matmul rate for that dtype: stored, and used beside the data-sheet peak.
 
 Dtypes: fp32 (IEEE: TF32 switched off), tf32 (CUDA compute capability 8.0+), fp16, bf16,
-fp8 (e4m3 inputs through ``torch._scaled_mm``, compute capability 8.9+, dimensions
-multiples of 16). A dtype the device lacks gives rows with status ``skipped`` and the reason.
+fp8 (e4m3 inputs, scales of 1, bf16 output through ``torch._scaled_mm``, compute capability
+8.9+, dimensions multiples of 16). A dtype the device lacks gives rows with status
+``skipped`` and the reason.
+
+fp8 accumulation: every fp8 shape is measured twice, rows labelled ``fast_accum``: false
+(``use_fast_accum=False``: cuBLASLt periodically promotes the intermediate sums to a higher
+precision) and true (``use_fast_accum=True``, cuBLASLt's CUBLASLT_MATMUL_DESC_FAST_ACCUM: no
+such promotion, faster on Ada and Hopper and less accurate). float8 training runs both:
+torchao's Float8LinearConfig (its default, tensorwise recipe) takes fast accumulation for
+the forward GEMM (``gemm_config_output``) and promoted accumulation for the two backward
+ones (``gemm_config_grad_input``, ``gemm_config_grad_weight``). ``max_achievable`` keeps
+the best row of each dtype; for fp8 it says which accumulation reached it.
 
 fp8 layouts: ``torch._scaled_mm`` (cuBLASLt's fp8 kernels) takes A row-major and B
 column-major only, which here is "NT" (A as stored, B stored transposed). A DeepBench shape
@@ -35,6 +45,8 @@ from trainperf.micro.harness import CacheFlusher, dtype_of, measured_on, time_op
 CPU_SQUARE_SIZES = (128, 256, 512, 1024)
 GPU_SQUARE_SIZES = (256, 512, 1024, 2048, 4096, 8192, 16384)
 FP8_MIN_CAPABILITY = (8, 9)
+# torch._scaled_mm's use_fast_accum, both measured: promoted (backward GEMMs), fast (forward).
+FP8_FAST_ACCUM = (False, True)
 TF32_MIN_CAPABILITY = (8, 0)
 
 
@@ -115,11 +127,18 @@ def _operands(shape: GemmShape, dtype: torch.dtype, device: torch.device):
     return make(shape.M, shape.K, shape.a_transposed), make(shape.K, shape.N, shape.b_transposed)
 
 
-def _fp8_op(shape: GemmShape, device: torch.device):
+def _fp8_op(shape: GemmShape, device: torch.device, fast_accum: bool):
     # The shape's own layout (shape_unsupported let only fp8's through): B column-major.
     a, b = _operands(shape, torch.float8_e4m3fn, device)
-    one = torch.tensor(1.0, device=device)
-    return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    one = torch.ones((), dtype=torch.float32, device=a.device)  # per-tensor scales
+    return lambda: torch._scaled_mm(
+        a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=fast_accum
+    )
+
+
+def accumulations(dtype_name: str) -> tuple[bool | None, ...]:
+    """The ``fast_accum`` settings ``dtype_name`` is measured with (None: not a choice)."""
+    return FP8_FAST_ACCUM if dtype_name == "fp8" else (None,)
 
 
 def run_gemm(
@@ -130,10 +149,15 @@ def run_gemm(
     warmup: int = 3,
     iters: int = 10,
     flusher: CacheFlusher | None = None,
+    fast_accum: bool | None = None,
 ) -> dict[str, Any]:
-    """One shape: times (µs) and TFLOP/s, mean, median and best."""
+    """One shape: times (µs) and TFLOP/s, mean, median and best. fp8 rows carry
+    ``fast_accum`` (torch._scaled_mm's use_fast_accum; False when not given)."""
     shape = in_layout_of(shape, dtype_name)
     row: dict[str, Any] = {"shape": shape.label(), **asdict(shape), "dtype": dtype_name}
+    if dtype_name == "fp8":
+        fast_accum = bool(fast_accum)
+        row["fast_accum"] = fast_accum
     row["flops"] = shape.flops
     reason = unsupported(device, dtype_name) or shape_unsupported(shape, dtype_name)
     if reason:
@@ -143,7 +167,7 @@ def run_gemm(
         torch.backends.cuda.matmul.fp32_precision = mode
     try:
         if dtype_name == "fp8":
-            op = _fp8_op(shape, device)
+            op = _fp8_op(shape, device, fast_accum)
         else:
             a, b = _operands(shape, dtype_of(dtype_name), device)
             op = lambda: torch.matmul(a, b)  # noqa: E731 - the measured call
@@ -173,12 +197,14 @@ def run(
     iters: int = 10,
     flush: bool = True,
 ) -> dict[str, Any]:
-    """Every shape in every dtype; the summary holds the best TFLOP/s per dtype."""
+    """Every shape in every dtype (fp8 in both accumulations, side by side); the summary
+    holds the best TFLOP/s per dtype."""
     flusher = CacheFlusher(device) if flush else None
     rows = [
-        run_gemm(s, device, d, warmup=warmup, iters=iters, flusher=flusher)
+        run_gemm(s, device, d, warmup=warmup, iters=iters, flusher=flusher, fast_accum=fast)
         for d in dtypes
         for s in shapes
+        for fast in accumulations(d)
     ]
     return {"rows": rows, "max_achievable": max_achievable(rows), "flush": flush}
 
@@ -208,12 +234,16 @@ def run_document(document: dict[str, Any], workdir: Path) -> dict[str, Any]:
 
 
 def max_achievable(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per dtype, the best TFLOP/s of any shape (the device's achievable matmul rate)."""
+    """Per dtype, the best TFLOP/s of any shape (the device's achievable matmul rate); for
+    fp8 with the ``fast_accum`` of the row that reached it."""
     best: dict[str, dict[str, Any]] = {}
     for row in rows:
         if row["status"] != "ok":
             continue
         current = best.get(row["dtype"])
         if current is None or row["tflops_best"] > current["tflops"]:
-            best[row["dtype"]] = {"tflops": row["tflops_best"], "shape": row["shape"]}
+            entry = {"tflops": row["tflops_best"], "shape": row["shape"]}
+            if "fast_accum" in row:
+                entry["fast_accum"] = row["fast_accum"]
+            best[row["dtype"]] = entry
     return best

@@ -5,6 +5,9 @@ FLOPs or bytes it moves, and how to check it. This module owns:
 - ``time_op``: warm-up calls, then one timing window per call (CUDA events recorded on the
   stream on a GPU, synchronized once at the end; the host clock on a CPU), with an
   optional ``between`` call outside the windows (a cache flush);
+- ``held_window_s``: calls too short to time one by one (small copies), queued behind a
+  spin kernel and timed as one window of CUDA events, per call (p2pBandwidthLatencyTest's
+  method; the p2p kind);
 - ``CacheFlusher``: writes a buffer larger than the last-level cache between iterations,
   so each timed call reads its operands from memory, as DeepBench does;
 - ``Timing``: the per-call times with mean, median and best (units in the names);
@@ -15,7 +18,7 @@ FLOPs or bytes it moves, and how to check it. This module owns:
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +29,10 @@ from trainperf.measure.timer import make_timer
 
 # Larger than the L2 of current GPUs (H100/H200: 50 MB) and the L3 of most CPU sockets.
 DEFAULT_FLUSH_BYTES = 256 * 2**20
+# held_window_s's first hold: ~10 ms at an H100's 1.98 GHz boost clock, longer than the host
+# takes to queue 100 staged copies; a hold that ends too soon is tried again, 4 × longer.
+SPIN_CYCLES = 20_000_000
+SPIN_TRIES = 4
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,49 @@ def time_op(
         op()
         timer.stop()
     return Timing(tuple(timer.durations()))
+
+
+def held_window_s(enqueue: Callable[[], object], streams: Sequence[Any], repeats: int) -> float:
+    """Device seconds per call of ``enqueue``: ``repeats`` calls queued while a spin kernel
+    holds ``streams[0]``, timed by CUDA events there.
+
+    Timed on the host, calls shorter than their launch (small copies) measure how fast the
+    host queues them. p2pBandwidthLatencyTest (NVIDIA cuda-samples, Samples/
+    5_Domain_Specific/p2pBandwidthLatencyTest) launches ``delay<<<1, 1, 0, stream>>>``,
+    records the start event, queues the copies and the stop event, releases the kernel and
+    takes ``cudaEventElapsedTime / repeat``. Here the spin is ``torch.cuda._sleep(cycles)``
+    (a fixed number of GPU clock cycles on the current stream, where the sample spins on a
+    host flag), launched on ``streams[0]`` before the start event; the other streams wait
+    on the start event, and ``streams[0]`` waits on them before the end event (the sample's
+    ``cudaStreamWaitEvent`` pair), so the window holds every call. If the start event has
+    already completed once all is queued (``Event.query()``), the spin ended before the host
+    finished and the window would include the host's pace: measured again with 4 × the
+    cycles, and after ``SPIN_TRIES`` tries RuntimeError rather than a host-bound number.
+    """
+    lead, others = streams[0], streams[1:]
+    cycles = SPIN_CYCLES
+    for _ in range(SPIN_TRIES):
+        with torch.cuda.stream(lead):
+            torch.cuda._sleep(cycles)
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record(lead)
+        for stream in others:
+            stream.wait_event(start)
+        for _ in range(repeats):
+            enqueue()
+        for stream in others:
+            lead.wait_stream(stream)
+        end.record(lead)
+        held = not start.query()  # the spin still held the stream once all was queued
+        end.synchronize()
+        if held:
+            return start.elapsed_time(end) / 1e3 / repeats  # elapsed_time is in ms
+        cycles *= 4
+    raise RuntimeError(
+        f"the spin kernel ({cycles // 4} cycles) ended before {repeats} copies were queued: "
+        "their time would be the host's queuing rate, so none is recorded"
+    )
 
 
 def measured_on(device: torch.device, metrics: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,13 @@ def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
     return format(value, fmt) if isinstance(value, int | float) else "-"
 
 
+def accumulation_label(row: dict[str, Any]) -> str:
+    """How an fp8 row accumulated (torch._scaled_mm's use_fast_accum), "" for other rows."""
+    if "fast_accum" not in row:
+        return ""
+    return "fast accum" if row["fast_accum"] else "no fast accum"
+
+
 def gemm_table(metrics: dict[str, Any]) -> Table:
     table = Table(
         title="GEMM: TFLOP/s = 2·M·N·K / time"
@@ -21,9 +28,10 @@ def gemm_table(metrics: dict[str, Any]) -> Table:
     for name in ("shape", "dtype", "status", "time µs (median)", "TFLOP/s mean", "median", "best"):
         table.add_column(name, justify="left" if name in ("shape", "dtype", "status") else "right")
     for row in metrics["rows"]:
+        accumulation = accumulation_label(row)
         table.add_row(
             row["shape"],
-            row["dtype"],
+            f"{row['dtype']} ({accumulation})" if accumulation else row["dtype"],
             row["status"]
             if row["status"] == "ok"
             else escape(f"{row['status']}: {row.get('reason', '')}"[:60]),
@@ -33,9 +41,10 @@ def gemm_table(metrics: dict[str, Any]) -> Table:
             _cell(row, "tflops_best", ".3f"),
         )
     for dtype, best in (metrics.get("max_achievable") or {}).items():
+        where = ", ".join(filter(None, (best["shape"], accumulation_label(best))))
         table.caption = (
             table.caption or ""
-        ) + f"max achievable {dtype}: {best['tflops']:.3f} TFLOP/s ({best['shape']})  "
+        ) + f"max achievable {dtype}: {best['tflops']:.3f} TFLOP/s ({where})  "
     return table
 
 
@@ -84,7 +93,8 @@ def memory_table(metrics: dict[str, Any]) -> Table:
 
 
 def p2p_text(metrics: dict[str, Any]) -> str:
-    """The matrices as p2pBandwidthLatencyTest prints them: a block per measure and mode."""
+    """The matrices as p2pBandwidthLatencyTest prints them: a block per measure and mode
+    (times: device time between CUDA events, see trainperf.micro.p2p)."""
     size_mib = metrics["size_bytes"] / 2**20
     lines = [f"devices: {', '.join(metrics['devices'])}; {size_mib:.0f} MiB per copy"]
     n = len(metrics["devices"])
@@ -95,6 +105,11 @@ def p2p_text(metrics: dict[str, Any]) -> str:
         for i, row in enumerate(matrix):
             lines.append(f"{i:>6} " + "".join(format(v, fmt).rjust(10) for v in row))
 
+    per_copy = (
+        f" per {metrics['latency_bytes']}-byte copy ({metrics['latency_copies']} queued)"
+        if "latency_copies" in metrics  # absent from earlier versions' results
+        else ""
+    )
     block("peer access (1 = yes)", [[int(v) for v in r] for r in metrics["connectivity"]], "d")
     for mode, label in (
         ("peer", "peer access"),
@@ -102,5 +117,5 @@ def p2p_text(metrics: dict[str, Any]) -> str:
     ):
         block(f"unidirectional GB/s, {label}", metrics[mode]["unidirectional_gbps"], ".2f")
         block(f"bidirectional GB/s, {label}", metrics[mode]["bidirectional_gbps"], ".2f")
-        block(f"latency µs, {label}", metrics[mode]["latency_us"], ".2f")
+        block(f"latency µs{per_copy}, {label}", metrics[mode]["latency_us"], ".2f")
     return "\n".join(lines)
