@@ -119,6 +119,58 @@ def test_gpu_window_means_are_averaged_over_runs_or_absent_with_the_reason():
     assert "sm_clock_mhz_mean" not in cpu and "window_absent_reason" not in cpu
 
 
+def gpu_run(number, capped=1.0, thermal=0.0, clock_cv=0.005, **metrics):
+    """A run on an H100 at its power cap for ``capped`` of the window."""
+    shares = {"sw_power_cap": capped} | ({"hw_thermal_slowdown": thermal} if thermal else {})
+    return run(
+        number,
+        [0.1] * 4,
+        throttled=bool(thermal),
+        throttle_reasons=["hw_thermal_slowdown"] if thermal else [],
+        clocks_event_shares=shares,
+        power_capped_share=capped,
+        violation_shares={"power_cap": capped, "thermal": 0.0},
+        sm_clock_cv=clock_cv,
+        **metrics,
+    )
+
+
+def test_a_gpu_at_its_power_cap_is_a_condition_not_instability():
+    m = case_result.combine(CASE, [gpu_run(1), gpu_run(2, capped=0.5)], "fixed_runs", FixedRuns(2))
+    m = m["metrics"]
+    assert m["power_capped_share"] == 0.75 and m["clocks_event_shares"] == {"sw_power_cap": 0.75}
+    assert m["violation_shares"] == {"power_cap": 0.75, "thermal": 0.0}
+    assert m["throttled"] is False and m["sm_clock_cv"] == 0.005
+    assert m["unstable"] is False and m["unstable_reasons"] == []
+
+
+def test_a_thermal_slowdown_or_a_varying_clock_in_any_run_makes_the_result_unstable():
+    runs = [gpu_run(1, thermal=0.6), gpu_run(2, clock_cv=0.08)]
+    m = case_result.combine(CASE, runs, "fixed_runs", FixedRuns(2))["metrics"]
+    assert m["throttled"] is True and m["throttle_reasons"] == ["hw_thermal_slowdown"]
+    assert m["sm_clock_cv"] == 0.08
+    assert m["unstable_reasons"] == [
+        "thermal slowdown (hw_thermal_slowdown) 30% of the window",
+        "SM clock varied 8.0% during the window (coefficient of variation, above 2%)",
+    ]
+
+
+def test_runs_stored_before_the_classification_stay_readable():
+    # Runs of an earlier trainperf: a power cap was "throttled", nothing else was stored.
+    old = [
+        run(1, [0.1] * 4, throttled=True, throttle_reasons=["power_cap_violation", "sw_power_cap"]),
+        run(2, [0.1] * 4, throttled=True, throttle_reasons=["hw_slowdown", "sw_power_cap"]),
+    ]
+    m = case_result.combine(CASE, old[:1], "fixed_runs", FixedRuns(1))["metrics"]
+    assert m["throttled"] is False and m["unstable_reasons"] == []
+    assert (
+        m["power_capped_share"] is None and "not recorded" in m["power_capped_share_absent_reason"]
+    )
+    m = case_result.combine(CASE, old, "fixed_runs", FixedRuns(2))["metrics"]
+    assert m["throttle_reasons"] == ["hw_slowdown"]
+    assert m["unstable_reasons"] == ["hardware slowdown (hw_slowdown)"]
+
+
 def test_a_failed_run_ends_the_case_and_names_the_run():
     crash = {
         "status": "crashed",

@@ -38,6 +38,7 @@ from trainperf.analysis.flops import count_flops
 from trainperf.analysis.peaks import peak_flops
 from trainperf.case import RANK_MODES, Case, model_of
 from trainperf.case_result import INPUT_BOUND_SHARE
+from trainperf.measure import clock_events
 from trainperf.measure.divergence import LossWatch
 from trainperf.measure.memory import memory_split, read_peak, reset_peak
 from trainperf.measure.policy import parse_policy
@@ -167,18 +168,18 @@ def case_metrics(
         probes.end_contexts,
         probes.device.type,
     )
-    flag_throttling(metrics)
+    flag_gpu_instability(metrics)
     return metrics
 
 
-def flag_throttling(metrics: dict[str, Any]) -> None:
-    """A case whose GPU throttled is unstable: its throughput is not the device's."""
-    if metrics.get("throttled"):
+def flag_gpu_instability(metrics: dict[str, Any]) -> None:
+    """A case whose GPU slowed down for heat or by its hardware, or whose SM clock varied
+    during the window, is unstable: its throughput is not the device's. A power cap alone
+    is a condition, not a reason (trainperf.measure.clock_events says which is which)."""
+    reasons = clock_events.instability(metrics)
+    if reasons:
         metrics["unstable"] = True
-        metrics["unstable_reasons"] = [
-            *metrics["unstable_reasons"],
-            "throttled: " + ", ".join(metrics["throttle_reasons"]),
-        ]
+        metrics["unstable_reasons"] = [*metrics["unstable_reasons"], *reasons]
 
 
 def derive_metrics(

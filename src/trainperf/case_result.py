@@ -28,7 +28,11 @@ Metrics of an ok result (each run r has its estimate y_r = samples_per_s_median 
 - ``unstable`` with ``unstable_reasons`` (``instability``): the between-run interval wider
   than the run policy's target, runs that disagree beyond their step noise, steps that vary
   by more than 10% within runs (the within-run component; pyperf's threshold), a run whose
-  step time drifted, or a GPU that throttled.
+  step time drifted, or a GPU that slowed down for heat or by its hardware or whose SM
+  clock varied (trainperf.measure.clock_events: a power cap is a condition, recorded as
+  ``power_capped_share`` with ``clocks_event_shares``, not a reason);
+- GPU window means ``sm_clock_mhz_mean`` and ``gpu_power_w_mean`` (with what the power
+  reading is, ``gpu_power_source``): means over the runs, absent unless every run has them.
 
 A failed run ends its case: the result takes that run's status and error (naming the run
 when earlier ones were ok), and the ok runs stay stored with it.
@@ -41,7 +45,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from trainperf.measure import hierarchy
+from trainperf.measure import clock_events, hierarchy
 from trainperf.measure.runs import RunsPolicy, parse_runs
 from trainperf.measure.stats import DRIFT_FRACTION, DRIFT_P, UNSTABLE_CV, drift, summarize
 from trainperf.outcome import RESULT_SCHEMA, RUN_SCHEMA, Outcome
@@ -82,6 +86,7 @@ SAME_IN_RUNS = (
     "mem_activations_absent",
     "mem_grads_absent",
     "attention_backend",
+    "gpu_power_source",
 )
 # Rates and times of a run: the result gives their mean over the runs.
 MEAN_OVER_RUNS = (
@@ -182,7 +187,7 @@ def combine(
         metrics["mfu"] = None
     metrics |= _data(runs)
     metrics |= _energy(runs)
-    metrics |= _throttling(runs)
+    metrics |= clock_events.over_runs([r["metrics"] for r in runs])
     metrics["final_loss"] = runs[-1]["metrics"].get("final_loss")
     reasons = instability(metrics, runs, policy)
     metrics |= {"unstable": bool(reasons), "unstable_reasons": reasons}
@@ -316,13 +321,6 @@ def _energy(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _throttling(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    if not any("throttled" in r["metrics"] for r in runs):
-        return {}
-    reasons = sorted({x for r in runs for x in r["metrics"].get("throttle_reasons") or []})
-    return {"throttled": bool(reasons), "throttle_reasons": reasons}
-
-
 def instability(
     metrics: dict[str, Any], runs: Sequence[dict[str, Any]], policy: RunsPolicy
 ) -> list[str]:
@@ -358,8 +356,7 @@ def instability(
             f"step time drifted within {len(drifted)} of {len(runs)} runs "
             f"(first to second half, up to {worst:+.1%})"
         )
-    if metrics.get("throttled"):
-        reasons.append("throttled: " + ", ".join(metrics["throttle_reasons"]))
+    reasons += clock_events.instability(metrics)
     return reasons
 
 

@@ -3,14 +3,9 @@ from types import SimpleNamespace
 import pynvml
 import pytest
 
-from trainperf.measure.gpu_context import (
-    WindowSampler,
-    cpu_context,
-    decode_throttle_reasons,
-    gpu_context,
-    throttled,
-    violations_between,
-)
+from trainperf.measure.clock_events import decode_throttle_reasons, slowdowns, violations_between
+from trainperf.measure.gpu_context import WindowSampler, cpu_context, gpu_context
+from trainperf.measure.gpu_power import POWER_USAGE_UNKNOWN
 
 
 class FakeNvml:
@@ -106,6 +101,8 @@ def test_gpu_context_reads_everything():
     assert ctx["sm_clock_mhz"] == 1980 and ctx["mem_clock_mhz"] == 2619
     assert ctx["temperature_c"] == 61
     assert ctx["power_w"] == pytest.approx(412.345)
+    # No instantaneous power field nor compute capability in this fake: the reading says so.
+    assert ctx["power_source"] == POWER_USAGE_UNKNOWN
     assert ctx["throttle_reasons"] == ["gpu_idle", "sw_power_cap"]
     assert ctx["throttle_reasons_mask"] == 5
     assert ctx["absent"] == {}
@@ -121,7 +118,7 @@ def test_gpu_context_unsupported_values_are_absent_with_reason():
     nvml = FakeNvml(unsupported={"clock", "power", "reasons"})
     ctx = gpu_context(nvml, 1)
     assert ctx["index"] == 1 and ctx["temperature_c"] == 61
-    for key in ("sm_clock_mhz", "mem_clock_mhz", "power_w", "throttle_reasons"):
+    for key in ("sm_clock_mhz", "mem_clock_mhz", "power_w", "power_source", "throttle_reasons"):
         assert ctx[key] is None
         assert "Not Supported" in ctx["absent"][key]
     assert "temperature_c" not in ctx["absent"]
@@ -139,13 +136,16 @@ def test_gpu_context_without_nvml():
     assert set(ctx["absent"]) >= {"sm_clock_mhz", "temperature_c", "power_w"}
 
 
-def test_throttled_ignores_states_that_are_not_slowdowns():
+def test_slowdowns_are_thermal_and_hardware_only_a_power_cap_is_a_condition():
     start = {"throttle_reasons": ["gpu_idle", "applications_clocks_setting"]}
-    end = {"throttle_reasons": ["sw_power_cap", "hw_thermal_slowdown"]}
-    assert throttled(start, start) == []
-    assert throttled(start, end) == ["sw_power_cap", "hw_thermal_slowdown"]
-    assert throttled(end, end) == ["sw_power_cap", "hw_thermal_slowdown"]
-    assert throttled({"throttle_reasons": None}, {}) == []
+    end = {"throttle_reasons": ["sw_power_cap", "hw_thermal_slowdown", "sync_boost"]}
+    assert slowdowns(start, start) == []
+    assert slowdowns(start, end) == ["hw_thermal_slowdown"]
+    assert slowdowns({"throttle_reasons": ["hw_slowdown"]}, end) == [
+        "hw_slowdown",
+        "hw_thermal_slowdown",
+    ]
+    assert slowdowns({"throttle_reasons": None}, {}) == []
 
 
 class Freq:
@@ -190,8 +190,11 @@ def test_violation_counters_are_read_and_their_growth_is_a_slowdown():
     assert start["violation_ns"]["thermal"] == 1_000 and start["violation_ns"]["power_cap"] == 0
     assert violations_between(start, end)["thermal"] == pytest.approx(2.0)
     # Neither edge reports a reason: the counter alone tells of the slowdown in between.
-    assert throttled(start, end) == ["thermal_violation"]
-    assert throttled(start, start) == []
+    assert slowdowns(start, end) == ["thermal_violation"]
+    assert slowdowns(start, start) == []
+    # The power-cap counter growing is a condition, not a slowdown.
+    nvml.violations = {pynvml.NVML_PERF_POLICY_POWER: 2_000_000_000}
+    assert slowdowns(start, gpu_context(nvml, 0)) == []
 
 
 def test_violation_counters_not_supported_are_absent():
@@ -209,10 +212,39 @@ def test_window_sampler_means_and_reasons_seen_between_the_edges():
     nvml.mask = 0
     window = sampler.end()[0]
     assert window["samples"] == 2 and window["sm_clock_mhz_mean"] == 1980
+    assert window["sm_clock_cv"] == 0.0
     assert window["power_w_mean"] == pytest.approx(412.345)
-    assert window["throttle_reasons"] == ["sw_power_cap"]
-    assert throttled({}, {"window": window}) == ["sw_power_cap"]
+    assert window["power_source"] == POWER_USAGE_UNKNOWN
+    assert "power_instant_absent_reason" in window
+    assert window["clocks_event_shares"] == {"sw_power_cap": 0.5}
+    assert slowdowns({}, {"window": window}) == []
     assert (nvml.inits, nvml.shutdowns) == (1, 1)
+
+
+def test_window_sampler_clock_variation_leaves_out_idle_samples():
+    nvml = FakeNvml(mask=0)
+    sampler = WindowSampler(nvml, [0], interval_s=1000.0)
+    sampler.begin()
+    sampler.sample()
+    sampler.sample()
+    nvml.mask = 0x1  # idle as the window closes: its clock says nothing of the work
+    nvml.nvmlDeviceGetClockInfo = lambda handle, kind: 210
+    sampler.sample()
+    window = sampler.end()[0]
+    assert window["sm_clock_cv"] == 0.0
+    assert window["sm_clock_mhz_mean"] == pytest.approx((1980 * 2 + 210) / 3)
+    assert window["clocks_event_shares"] == {"gpu_idle": pytest.approx(1 / 3)}
+
+
+def test_window_sampler_unreadable_values_are_absent_with_the_reason():
+    sampler = WindowSampler(FakeNvml(unsupported={"clock", "reasons"}), [0], interval_s=1000.0)
+    sampler.begin()
+    sampler.sample()
+    window = sampler.end()[0]
+    for key in ("sm_clock_mhz_mean", "sm_clock_cv", "clocks_event_shares"):
+        assert window[key] is None and "Not Supported" in window[f"{key}_absent_reason"]
+    assert window["power_w_mean"] == pytest.approx(412.345)
+    assert "power_w_mean_absent_reason" not in window
 
 
 def test_window_sampler_short_window_takes_one_sample_and_without_nvml_is_absent():

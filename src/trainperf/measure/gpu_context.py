@@ -1,18 +1,18 @@
-"""Conditions a case ran under: clocks, temperature, power and throttling, read at its edges.
+"""Conditions a case ran under: clocks, temperature, power and clocks-event reasons.
 
-``gpu_context`` and ``cpu_context`` return plain dicts (stored with the result). A value
-the machine cannot give is None, with the reason under ``absent[<key>]``. Units are in
-the keys: ``_mhz``, ``_c`` (degrees Celsius), ``_w``.
+``gpu_context`` and ``cpu_context`` return plain dicts (stored with the result), read at
+the edges of the measured window. A value the machine cannot give is None, with the
+reason under ``absent[<key>]``. Units are in the keys: ``_mhz``, ``_c`` (degrees
+Celsius), ``_w``. Power is read as trainperf.measure.gpu_power says (the instantaneous
+field where the driver has it), and ``power_source`` says which reading it is.
 
-A GPU that slows its clocks for power or heat during a case runs slower than it can.
 The edges come right after a synchronize, when the GPU idles, so what happens between
 them is read two ways: NVML's cumulative violation counters (``violation_ns``, read at
-both edges: any growth is a slowdown during the window) and a ``WindowSampler`` thread
-that reads the SM clock, the power draw and the clocks-event reasons while the steps run
-(its means go to ``end["window"]``: the clock and power of the window, not of the idle
-edges). ``throttled(start, end)`` names every slowdown either way so the caller can flag
-the case. ``gpu_idle`` and ``applications_clocks_setting`` are left out there: they are
-states, not slowdowns (an idle GPU at the start edge is normal).
+both edges) and a ``WindowSampler`` thread that reads the SM clock, the power draw and
+the clocks-event reasons while the steps run (its summary goes to ``end["window"]``: the
+clock and power of the window, not of the idle edges, each reason's share of the samples
+and how much the SM clock varied). Which of these make a case unstable, and which are
+only conditions it ran under (a power cap), is decided in trainperf.measure.clock_events.
 """
 
 from __future__ import annotations
@@ -25,64 +25,16 @@ from typing import Any
 
 import psutil
 
+from trainperf.measure.clock_events import IDLE, clock_cv, decode_throttle_reasons, reason_shares
 from trainperf.measure.energy_nvml import NvmlUnavailable, close_nvml, nvml_handle, open_nvml
-
-# Bits of nvmlClocksEventReasons (nvml.h): our name, the pynvml constant names (new, old),
-# and the nvml.h value used when the module has neither.
-THROTTLE_REASONS: list[tuple[str, tuple[str, ...], int]] = [
-    ("gpu_idle", ("nvmlClocksEventReasonGpuIdle", "nvmlClocksThrottleReasonGpuIdle"), 0x1),
-    (
-        "applications_clocks_setting",
-        (
-            "nvmlClocksEventReasonApplicationsClocksSetting",
-            "nvmlClocksThrottleReasonApplicationsClocksSetting",
-        ),
-        0x2,
-    ),
-    (
-        "sw_power_cap",
-        ("nvmlClocksEventReasonSwPowerCap", "nvmlClocksThrottleReasonSwPowerCap"),
-        0x4,
-    ),
-    ("hw_slowdown", ("nvmlClocksEventReasonHwSlowdown", "nvmlClocksThrottleReasonHwSlowdown"), 0x8),
-    ("sync_boost", ("nvmlClocksEventReasonSyncBoost", "nvmlClocksThrottleReasonSyncBoost"), 0x10),
-    (
-        "sw_thermal_slowdown",
-        ("nvmlClocksEventReasonSwThermalSlowdown", "nvmlClocksThrottleReasonSwThermalSlowdown"),
-        0x20,
-    ),
-    (
-        "hw_thermal_slowdown",
-        ("nvmlClocksEventReasonHwThermalSlowdown", "nvmlClocksThrottleReasonHwThermalSlowdown"),
-        0x40,
-    ),
-    (
-        "hw_power_brake_slowdown",
-        (
-            "nvmlClocksEventReasonHwPowerBrakeSlowdown",
-            "nvmlClocksThrottleReasonHwPowerBrakeSlowdown",
-        ),
-        0x80,
-    ),
-    (
-        "display_clock_setting",
-        (
-            "nvmlClocksEventReasonDisplayClockSetting",
-            "nvmlClocksThrottleReasonDisplayClockSetting",
-        ),
-        0x100,
-    ),
-    ("board_limit", ("nvmlClocksThrottleReasonBoardLimit",), 0x200),
-    ("reliability", ("nvmlClocksThrottleReasonReliability",), 0x400),
-]
-
-NOT_SLOWDOWNS = frozenset({"gpu_idle", "applications_clocks_setting"})
+from trainperf.measure.gpu_power import PowerProbe, power_probe
 
 # nvmlPerfPolicyType_t (nvml.h): our reason name, the pynvml constant, its nvml.h value.
 # nvmlDeviceGetViolationStatus gives, per policy, the nanoseconds the clocks were held
 # below what was asked since the driver loaded; read at both edges of the measured window,
-# a growth means a slowdown during the window, however short and wherever it fell.
-# LOW_UTILIZATION (idle) and the TOTAL_* clock policies are states, not slowdowns.
+# a growth is time held down during the window, however short and wherever it fell
+# (trainperf.measure.clock_events says which policies are slowdowns). LOW_UTILIZATION
+# (idle) and the TOTAL_* clock policies are states, left out.
 VIOLATION_POLICIES: list[tuple[str, str, int]] = [
     ("power_cap", "NVML_PERF_POLICY_POWER", 0),
     ("thermal", "NVML_PERF_POLICY_THERMAL", 1),
@@ -93,20 +45,6 @@ VIOLATION_POLICIES: list[tuple[str, str, int]] = [
 
 # nvml.h values, for fakes of the module that do not define the constants.
 _NVML_CLOCK_SM, _NVML_CLOCK_MEM, _NVML_TEMPERATURE_GPU = 1, 2, 0
-
-
-def decode_throttle_reasons(mask: int, nvml: Any = None) -> list[str]:
-    """Names of the bits set in a clocks-event bitmask; unknown bits as ``unknown_0x..``."""
-    names = []
-    known = 0
-    for name, constants, default in THROTTLE_REASONS:
-        bit = next((getattr(nvml, c) for c in constants if hasattr(nvml, c)), default)
-        known |= bit
-        if mask & bit:
-            names.append(name)
-    rest = mask & ~known
-    names += [f"unknown_{1 << i:#x}" for i in range(rest.bit_length()) if rest >> i & 1]
-    return names
 
 
 def _clocks_event_mask(nvml: Any, handle: Any) -> int:
@@ -121,7 +59,8 @@ def _clocks_event_mask(nvml: Any, handle: Any) -> int:
 
 
 def gpu_context(nvml: Any, index: int) -> dict[str, Any]:
-    """Clocks, temperature, power draw and throttle reasons of CUDA device ``index`` now.
+    """Clocks, temperature, power draw (with ``power_source``) and clocks-event reasons
+    (``throttle_reasons``, every bit set, decoded) of CUDA device ``index`` now.
 
     ``nvml`` is the pynvml module (None imports it) or a fake; NVML is opened and closed
     around the reads (NVML counts the pairs, so an open meter is unaffected).
@@ -132,6 +71,7 @@ def gpu_context(nvml: Any, index: int) -> dict[str, Any]:
         "mem_clock_mhz": None,
         "temperature_c": None,
         "power_w": None,
+        "power_source": None,
         "throttle_reasons": None,
         "throttle_reasons_mask": None,
         "violation_ns": None,
@@ -152,6 +92,7 @@ def gpu_context(nvml: Any, index: int) -> dict[str, Any]:
         sm = getattr(nvml, "NVML_CLOCK_SM", _NVML_CLOCK_SM)
         mem = getattr(nvml, "NVML_CLOCK_MEM", _NVML_CLOCK_MEM)
         temp = getattr(nvml, "NVML_TEMPERATURE_GPU", _NVML_TEMPERATURE_GPU)
+        power = power_probe(nvml, handle)
         probes: dict[str, tuple[str, Callable[[], Any]]] = {
             "sm_clock_mhz": (
                 "nvmlDeviceGetClockInfo",
@@ -165,11 +106,7 @@ def gpu_context(nvml: Any, index: int) -> dict[str, Any]:
                 "nvmlDeviceGetTemperature",
                 lambda: nvml.nvmlDeviceGetTemperature(handle, temp),
             ),
-            # milliwatts
-            "power_w": (
-                "nvmlDeviceGetPowerUsage",
-                lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
-            ),
+            "power_w": (f"power reading {power.source}", power.read_w),
             "throttle_reasons_mask": (
                 "nvmlDeviceGetCurrentClocksEventReasons",
                 lambda: _clocks_event_mask(nvml, handle),
@@ -184,6 +121,10 @@ def gpu_context(nvml: Any, index: int) -> dict[str, Any]:
                 out[key] = probe()
             except Exception as exc:
                 out["absent"][key] = f"{call} failed: {exc}"
+        if out["power_w"] is None:
+            out["absent"]["power_source"] = out["absent"]["power_w"]
+        else:
+            out["power_source"] = power.source
         if out["throttle_reasons_mask"] is None:
             out["absent"]["throttle_reasons"] = out["absent"]["throttle_reasons_mask"]
         else:
@@ -209,31 +150,6 @@ def violation_ns(nvml: Any, handle: Any) -> dict[str, int]:
     return out
 
 
-def violations_between(start: dict[str, Any], end: dict[str, Any]) -> dict[str, float]:
-    """Seconds each policy held the clocks down between two contexts of one GPU."""
-    before, after = start.get("violation_ns") or {}, end.get("violation_ns") or {}
-    return {k: (after[k] - before[k]) / 1e9 for k in after if k in before}
-
-
-def throttled(start: dict[str, Any], end: dict[str, Any]) -> list[str]:
-    """Slowdown reasons of a case on one GPU: those present at its start or end, those
-    the window sampler saw during it (``end["window"]``), and ``<policy>_violation`` for
-    every violation counter that grew between the edges. Empty when none or when
-    throttling could not be read (``absent`` in the contexts says which)."""
-    seen: list[str] = []
-    window = end.get("window") or {}
-    for reasons in (
-        start.get("throttle_reasons"),
-        end.get("throttle_reasons"),
-        window.get("throttle_reasons"),
-    ):
-        for reason in reasons or []:
-            if reason not in NOT_SLOWDOWNS and reason not in seen:
-                seen.append(reason)
-    seen += [f"{k}_violation" for k, s in violations_between(start, end).items() if s > 0]
-    return seen
-
-
 class WindowSampler:
     """SM clock, power and clocks-event reasons of some GPUs, sampled during a window.
 
@@ -241,7 +157,8 @@ class WindowSampler:
     clocks and power read there are idle values and a power-cap or thermal slowdown in
     between is missed. This thread reads them every ``interval_s`` while the steps run
     (NVML calls release the GIL; the thread sleeps on an ``Event`` in between) and
-    ``end()`` returns, per CUDA index, the means over the samples and every reason seen.
+    ``end()`` summarizes each GPU's samples. Power is read as ``power_probe`` chooses
+    once per GPU at ``begin`` (the instantaneous field where the driver has it).
     ``nvml`` is the pynvml module (None imports it) or a fake.
     """
 
@@ -250,14 +167,17 @@ class WindowSampler:
             raise ValueError(f"interval_s must be positive, got {interval_s!r}")
         self._nvml, self.indices, self.interval_s = nvml, list(indices), interval_s
         self._handles: dict[int, Any] = {}
+        self._power: dict[int, PowerProbe] = {}
         self._absent: dict[int, str] = {}
         self._samples: dict[int, list[tuple[Any, Any, Any]]] = {}
+        self._errors: dict[tuple[int, str], str] = {}  # (index, quantity) -> first failure
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._open = False
 
     def begin(self) -> None:
-        self._samples, self._handles, self._absent = {}, {}, {}
+        self._samples, self._handles, self._absent, self._power = {}, {}, {}, {}
+        self._errors = {}
         try:
             self._nvml = open_nvml(self._nvml)
         except NvmlUnavailable as exc:
@@ -269,6 +189,8 @@ class WindowSampler:
                 self._handles[index] = nvml_handle(self._nvml, index)
             except Exception as exc:
                 self._absent[index] = f"no NVML handle for cuda:{index}: {exc}"
+                continue
+            self._power[index] = power_probe(self._nvml, self._handles[index])
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="gpu-window", daemon=True)
         self._thread.start()
@@ -282,36 +204,68 @@ class WindowSampler:
         nvml = self._nvml
         sm = getattr(nvml, "NVML_CLOCK_SM", _NVML_CLOCK_SM)
         for index, handle in self._handles.items():
-            clock = _or_none(lambda h=handle: nvml.nvmlDeviceGetClockInfo(h, sm))
-            milliwatts = _or_none(lambda h=handle: nvml.nvmlDeviceGetPowerUsage(h))
-            mask = _or_none(lambda h=handle: _clocks_event_mask(nvml, h))
-            power = milliwatts / 1000.0 if milliwatts is not None else None
+            clock = self._read(
+                index, "sm_clock", lambda h=handle: nvml.nvmlDeviceGetClockInfo(h, sm)
+            )
+            power = self._read(index, "power", self._power[index].read_w)
+            mask = self._read(index, "reasons", lambda h=handle: _clocks_event_mask(nvml, h))
             self._samples.setdefault(index, []).append((clock, power, mask))
 
+    def _read(self, index: int, quantity: str, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except Exception as exc:  # a probe never crashes the case; the value stays absent
+            self._errors.setdefault((index, quantity), f"{quantity} not read: {exc}")
+            return None
+
     def end(self) -> dict[int, dict[str, Any]]:
-        """Per CUDA index: ``sm_clock_mhz_mean``, ``power_w_mean``, ``throttle_reasons``
-        (every bit seen in any sample, decoded) and ``samples``, or ``absent`` with the
-        reason. A window shorter than ``interval_s`` gets one sample, taken now."""
+        """Per CUDA index, over its samples: ``sm_clock_mhz_mean``; ``sm_clock_cv``
+        (trainperf.measure.clock_events.clock_cv over the samples where the GPU was not
+        idle); ``power_w_mean`` with ``power_source`` (and ``power_instant_absent_reason``
+        when the instantaneous field was not used); ``clocks_event_shares`` (each reason
+        seen: its share of the samples that read the reasons); ``samples`` and
+        ``interval_s``. A value without samples is None with ``<key>_absent_reason``; a
+        GPU NVML cannot read has only ``absent``. A window shorter than ``interval_s``
+        gets one sample, taken now."""
         self.close(shutdown=False)
         if self._open and not self._samples:
             self.sample()
-        out = {i: self._summary(self._samples.get(i, [])) for i in self._handles}
+        out = {i: self._summary(i, self._samples.get(i, [])) for i in self._handles}
         out |= {i: {"absent": reason} for i, reason in self._absent.items()}
         self.close()
         return out
 
-    def _summary(self, rows: list[tuple[Any, Any, Any]]) -> dict[str, Any]:
-        masks = [m for _, _, m in rows if m is not None]
-        seen = 0
-        for mask in masks:
-            seen |= mask
-        return {
+    def _summary(self, index: int, rows: list[tuple[Any, Any, Any]]) -> dict[str, Any]:
+        reasons = [
+            decode_throttle_reasons(m, self._nvml) if m is not None else None for _, _, m in rows
+        ]
+        busy = [
+            c
+            for (c, _, _), r in zip(rows, reasons, strict=True)
+            if c is not None and IDLE not in (r or [])
+        ]
+        power = self._power[index]
+        out: dict[str, Any] = {
             "sm_clock_mhz_mean": _mean([c for c, _, _ in rows]),
+            "sm_clock_cv": clock_cv(busy),
             "power_w_mean": _mean([p for _, p, _ in rows]),
-            "throttle_reasons": decode_throttle_reasons(seen, self._nvml) if masks else None,
+            "power_source": power.source,
+            "clocks_event_shares": reason_shares([r for r in reasons if r is not None]),
             "samples": len(rows),
             "interval_s": self.interval_s,
         }
+        if power.instant_absent_reason is not None:
+            out["power_instant_absent_reason"] = power.instant_absent_reason
+        whys = {
+            "sm_clock_mhz_mean": self._errors.get((index, "sm_clock"), "no sample"),
+            "sm_clock_cv": self._errors.get(
+                (index, "sm_clock"), f"{len(busy)} busy SM clock samples, fewer than 2"
+            ),
+            "power_w_mean": self._errors.get((index, "power"), "no sample"),
+            "clocks_event_shares": self._errors.get((index, "reasons"), "no sample"),
+        }
+        out |= {f"{k}_absent_reason": why for k, why in whys.items() if out[k] is None}
+        return out
 
     def close(self, shutdown: bool = True) -> None:
         if self._thread is not None:
@@ -321,13 +275,6 @@ class WindowSampler:
         if shutdown and self._open:
             self._open = False
             close_nvml(self._nvml)
-
-
-def _or_none(call: Callable[[], Any]) -> Any:
-    try:
-        return call()
-    except Exception:  # a probe never crashes the case; the value stays absent
-        return None
 
 
 def _mean(values: list[Any]) -> float | None:

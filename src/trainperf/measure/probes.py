@@ -13,8 +13,10 @@ read and sample every one of them (``device_indices``), so its energy is the sum
 GPUs and ``energy_complete`` holds only when each was metered.
 
 GPU clocks, power and clocks-event reasons are sampled during the window by that thread
-(trainperf.measure.gpu_context.WindowSampler); their means are each end context's
-``window``, beside the idle values read at the edges.
+(trainperf.measure.gpu_context.WindowSampler); their summary is each end context's
+``window``, beside the idle values read at the edges. ``probe_metrics`` turns the contexts
+into a run's metrics: the window means here (``window_means``), the clock conditions and
+slowdowns in trainperf.measure.clock_events (``gpu_conditions``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 import torch
 
+from trainperf.measure.clock_events import gpu_conditions
 from trainperf.measure.energy import (
     RAPL_ROOT,
     SOURCE_NVML,
@@ -158,26 +161,26 @@ def probe_metrics(
 ) -> dict[str, Any]:
     """Energy (W, J/sample, samples/s/W, with sources and absent reasons) and context.
 
-    On GPUs also ``throttled``/``throttle_reasons`` (every GPU, edges and window) and,
-    from the window samples, ``sm_clock_mhz_mean`` (mean over the GPUs of each one's
-    mean) and ``gpu_power_w_mean`` (sum over the GPUs of each one's mean): None, with
-    ``window_absent_reason``, unless every GPU gave samples.
+    On GPUs also the window means (``window_means``) and the clock conditions of
+    trainperf.measure.clock_events.gpu_conditions: ``power_capped_share``,
+    ``clocks_event_shares``, ``violation_shares``, ``sm_clock_cv``, and ``throttled`` with
+    ``throttle_reasons`` for thermal and hardware slowdowns only (``seconds`` is the
+    window's length, which the violation counters are a share of).
     """
     metrics = summarize(readings, samples, seconds)
     metrics["context_start"], metrics["context_end"] = start_contexts, end_contexts
     if device_type == "cuda":
-        from trainperf.measure.gpu_context import throttled
-
-        reasons = sorted(
-            {r for s, e in zip(start_contexts, end_contexts, strict=True) for r in throttled(s, e)}
-        )
-        metrics["throttled"], metrics["throttle_reasons"] = bool(reasons), reasons
+        metrics |= gpu_conditions(start_contexts, end_contexts, seconds)
         metrics |= window_means(end_contexts)
     return metrics
 
 
 def window_means(end_contexts: list[dict[str, Any]]) -> dict[str, Any]:
-    """SM clock and power of the GPUs over the window (see ``probe_metrics``)."""
+    """SM clock and power of the GPUs over the window: ``sm_clock_mhz_mean`` (mean over the
+    GPUs of each one's mean), ``gpu_power_w_mean`` (sum over the GPUs of each one's mean)
+    with ``gpu_power_source`` (what the power readings are: trainperf.measure.gpu_power;
+    the sources joined by "; " if the GPUs differ); None, with ``window_absent_reason``,
+    unless every GPU gave samples."""
     windows = [c.get("window") or {} for c in end_contexts]
     clocks = [w.get("sm_clock_mhz_mean") for w in windows]
     powers = [w.get("power_w_mean") for w in windows]
@@ -186,6 +189,7 @@ def window_means(end_contexts: list[dict[str, Any]]) -> dict[str, Any]:
         out["sm_clock_mhz_mean"] = sum(clocks) / len(clocks)
     if windows and None not in powers:
         out["gpu_power_w_mean"] = sum(powers)
+        out["gpu_power_source"] = "; ".join(sorted({w["power_source"] for w in windows}))
     if None in out.values():
         missing = [
             f"gpu{c.get('index')}: {w.get('absent', 'no clock or power sample')}"

@@ -54,7 +54,12 @@ COMPUTE_MIN_STEPS, COMPUTE_MAX_STEPS = 5, 100
 
 def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[str, Any] | None:
     """Measure this rank's part; rank 0 returns the result, the others None."""
-    from trainperf.benchmark import after_measuring, derive_metrics, device_info, flag_throttling
+    from trainperf.benchmark import (
+        after_measuring,
+        derive_metrics,
+        device_info,
+        flag_gpu_instability,
+    )
 
     on_phase("joining")
     with RankGroup(case.device, case.timeout_s) as job:
@@ -133,7 +138,7 @@ def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[st
             [r["context_end"] for r in everyone],
             job.device.type,
         )
-        flag_throttling(metrics)
+        flag_gpu_instability(metrics)
         metrics["final_loss"] = final_loss
         return {"device": info, "metrics": metrics}
 
