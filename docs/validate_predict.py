@@ -5,7 +5,7 @@ Run: .venv/bin/python docs/validate_predict.py  (prints the Markdown tables of p
 Each point is a measurement listed, with its source, in docs/predict-sources.md: every row
 there whose network is in the zoo, whose device and links are in the catalog and which
 gives an efficiency. Two predictions per point:
-  - per-GPU throughput from the catalog alone (data-sheet peak x the catalog's default
+  - per-GPU throughput from the catalog alone (training peak x the catalog's default
     achieved fraction): tests the compute model;
   - N-GPU scaling efficiency given the measured single-GPU throughput
     (--single-device-throughput): tests the data-parallel model (communication,

@@ -7,6 +7,7 @@ from trainperf import models
 from trainperf.benchmark import derive_metrics
 from trainperf.case import make_case
 from trainperf.measure.timed_steps import StepRecord
+from trainperf.predict.catalog import load_catalog
 from trainperf.training_step import (
     StepOptions,
     build_model,
@@ -74,6 +75,25 @@ def test_mfu_from_the_peak_table():
     assert "H200" in m["mfu_peak_source"]
     assert not m["unstable"] and m["stop_reason"] == "ci_target"
     assert "tokens_per_s_median" not in m
+
+
+def test_mfu_divides_by_the_predictors_training_peak():
+    """A GeForce RTX 2080 Ti in fp16: the catalog's FP32-accumulate peak (53.8 TFLOP/s),
+    the one the predictor computes with, not the data sheet's FP16-accumulate 107."""
+    rtx = load_catalog().device("rtx-2080-ti")
+    spec = models.get("resnet50")
+    case = make_case(model="resnet50", batch_size=64, precision="fp16", device="cuda")
+    record = StepRecord(
+        warmup_s=[1.0],
+        step_s=[0.2] * 20,
+        warmup_reason="stable",
+        stop_reason="ci_target",
+        measure_elapsed_s=4.0,
+    )
+    m = derive_metrics(spec, case, 224, record, 0.01, "NVIDIA GeForce RTX 2080 Ti")
+    assert m["mfu"] == pytest.approx(m["achieved_tflops"] * 1e12 / rtx.peak_flops("fp16"))
+    assert m["mfu"] == pytest.approx(m["achieved_tflops"] / 53.8)
+    assert "rtx-2080-ti" in m["mfu_peak_source"]
 
 
 @pytest.mark.slow

@@ -532,7 +532,8 @@ def _resolve_max_batch(
 
 def _add_achievable(result: dict[str, Any], store: Store, fingerprint: str) -> None:
     """Utilization against the best matmul rate `micro gemm` measured on this system, beside
-    the data-sheet MFU; absent (with the reason) when no such measurement is stored."""
+    the MFU (against the catalog's training peak); absent (with the reason) when no such
+    measurement is stored."""
     metrics = result.get("metrics") or {}
     if result["status"] != "ok" or "achieved_tflops" not in metrics:
         return

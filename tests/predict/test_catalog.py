@@ -1,4 +1,5 @@
-"""The hardware catalog: ids, figures against shared/reference/hardware.md, strict loading."""
+"""The hardware catalog: ids, figures against shared/reference/hardware.md, training peaks
+(one table for the predictor and for MFU), strict loading."""
 
 from pathlib import Path
 
@@ -21,6 +22,7 @@ DEVICES = (
     "p100-pcie-16gb",
     "p100-sxm2-16gb",
     "v100-pcie-16gb",
+    "v100-pcie-32gb",
     "v100-sxm2-16gb",
     "v100-sxm2-32gb",
     "rtx-2080-ti",
@@ -93,23 +95,68 @@ def test_figures_match_reference_hardware_md(catalog):
     assert catalog.link("aries").bandwidth_gbps == 8
 
 
-def test_peaks_agree_with_the_mfu_table(catalog):
-    """analysis/peaks.py (MFU) and the catalog quote the same data sheets."""
-    pairs = {
-        "H200 SXM": "h200-sxm",
-        "H100 SXM5": "h100-sxm",
-        "A100 SXM4": "a100-sxm4-80gb",
-        "V100 SXM2": "v100-sxm2-16gb",
-        "V100 PCIe": "v100-pcie-16gb",
-        "P100 SXM2": "p100-sxm2-16gb",
-        "P100 PCIe 16 GB": "p100-pcie-16gb",
-        "P40": "p40",
-        "RTX 2080 Ti": "rtx-2080-ti",
-    }
-    for peak in peaks.PEAKS:
-        device = catalog.device(pairs[peak.label])
-        for precision, tflops in peak.tflops.items():
-            assert device.peak_tflops[precision] == tflops, (peak.label, precision)
+def test_rtx_2080_ti_fp16_peak_is_the_fp32_accumulate_rate(catalog):
+    """Mixed precision accumulates in FP32: 53.8 TFLOP/s (Turing whitepaper), not the
+    data sheet's FP16-accumulate 107; measured MFU divides by the same figure."""
+    rtx = catalog.device("rtx-2080-ti")
+    assert rtx.peak_tflops["fp16"] == 53.8
+    for name in ("NVIDIA GeForce RTX 2080 Ti", "GeForce RTX 2080 Ti"):
+        lookup = peaks.peak_flops(name, "fp16")
+        assert lookup.flops_per_s == rtx.peak_flops("fp16") == pytest.approx(53.8e12)
+        assert "FP32 Accumulate" in lookup.source and "rtx-2080-ti" in lookup.source
+
+
+def test_p100_fp16_peak_is_its_fp32_rate(catalog):
+    """No tensor cores: 2x fp32 only with FP16 accumulation (half2), so a mixed-precision
+    step's matmuls run at the FP32 rate."""
+    for device_id in ("p100-pcie-16gb", "p100-sxm2-16gb"):
+        p100 = catalog.device(device_id)
+        assert p100.peak_tflops["fp16"] == p100.peak_tflops["fp32"]
+
+
+def test_efficiencies_re_derived_against_the_training_peaks(catalog):
+    """The efficiencies that were set against the old (FP16-accumulate) peaks now read
+    against the training peak, keeping the compute rate their reasoning gave."""
+    rtx, v100 = catalog.device("rtx-2080-ti"), catalog.device("v100-sxm2-16gb")
+    assert rtx.efficiency("fp16") == v100.efficiency("fp16") == 0.3
+    assert rtx.peak_tflops["fp16"] * rtx.efficiency("fp16") == pytest.approx(107 * 0.15, rel=0.01)
+    assert "FP32-accumulate" in rtx.sources["default_efficiency.fp16"]
+    for device_id, half2 in (("p100-pcie-16gb", 18.7), ("p100-sxm2-16gb", 21.2)):
+        p100 = catalog.device(device_id)
+        assert p100.efficiency("fp16") == 0.6 > p100.efficiency("fp32")
+        assert p100.peak_tflops["fp16"] * 0.6 == pytest.approx(half2 * 0.3, rel=0.01)
+
+
+def test_mfu_peaks_are_the_predictors_peaks(catalog):
+    """One table: every CUDA name of the catalog gives MFU the predictor's peak at every
+    precision a case trains in, absent where the predictor has none; every GPU has a name."""
+    precisions = ("fp32", "tf32", "fp16", "bf16")
+    for device in catalog.devices.values():
+        assert bool(device.cuda_names) == (device.kind == "gpu"), device.id
+        for name in device.cuda_names:
+            assert catalog.device_named(name) is device
+            for precision in precisions:
+                lookup = peaks.peak_flops(name, precision)
+                assert lookup.flops_per_s == device.peak_flops(precision), (name, precision)
+                assert (lookup.flops_per_s is None) == bool(lookup.absent_reason)
+
+
+def test_an_unknown_cuda_name_finds_no_device(catalog):
+    for name in ("NVIDIA H100 PCIe", "NVIDIA H200 NVL", "NVIDIA GeForce RTX 2080", "h100-sxm"):
+        assert catalog.device_named(name) is None
+        assert "no training peak known" in peaks.peak_flops(name, "bf16").absent_reason
+
+
+def test_a_cuda_name_of_two_devices_is_refused(tmp_path, document):
+    document["devices"]["h200-sxm"]["cuda_names"].append("NVIDIA H100 80GB HBM3")
+    with pytest.raises(CatalogFileError, match="a CUDA name belongs to one device: "):
+        load_catalog(_write(tmp_path, document))
+
+
+def test_cuda_names_on_a_cpu_are_refused(tmp_path, document):
+    document["devices"]["xeon-phi-7250"]["cuda_names"] = ["Xeon Phi"]
+    with pytest.raises(CatalogFileError, match="cuda_names are for GPUs only"):
+        load_catalog(_write(tmp_path, document))
 
 
 def test_absent_precision_is_none_not_a_neighbour(catalog):

@@ -1,64 +1,23 @@
-"""Data-sheet peak FLOP/s of devices, for model FLOP utilization (MFU).
+"""The training peak FLOP/s of a measured device, for model FLOP utilization (MFU).
 
-MFU = achieved model FLOP/s / peak FLOP/s of the device at the case's precision, where the
-achieved rate counts the model's training FLOPs (torch.utils.flop_counter) per sample times
-samples per second. Peaks are dense (no sparsity), from the vendors' data sheets as
-collected in shared/reference/hardware.md. A device is matched by its exact CUDA name
-pattern; an unknown device gets no peak (MFU absent, with the reason), never a neighbour's.
+MFU = achieved model FLOP/s / (peak FLOP/s of the device at the case's precision x
+devices), where the achieved rate counts the model's training FLOPs
+(torch.utils.flop_counter) per sample times samples per second.
+
+The peak is the hardware catalog's (``trainperf.predict.catalog``), the one table the
+predictor also computes with, so a device has one peak per precision everywhere: the dense
+rate a training step's arithmetic runs at (16-bit tensor-core math with FP32 accumulation,
+not a GeForce data sheet's FP16-accumulate headline; see the comment at the top of
+catalog.yaml). A device is found by the exact name CUDA reports, listed in its catalog
+entry's ``cuda_names``; an unknown device gets no peak (MFU absent, with the reason), never
+a neighbour's.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-TERA = 1e12
-
-
-@dataclass(frozen=True)
-class DevicePeak:
-    label: str
-    name_pattern: str  # regex matched against the full CUDA device name
-    tflops: dict[str, float]  # precision -> dense TFLOP/s
-    source: str
-
-
-_DATASHEET = "vendor data sheet, dense (shared/reference/hardware.md)"
-
-# fp32: the CUDA-core FP32 rate; tf32: tensor-core TF32; fp16/bf16: tensor-core rates
-# (P100 has no tensor cores: its FP16 rate is the packed-half rate).
-PEAKS: tuple[DevicePeak, ...] = (
-    DevicePeak(
-        "H200 SXM",
-        r"^NVIDIA H200$",
-        {"fp32": 67, "tf32": 495, "fp16": 989, "bf16": 989},
-        _DATASHEET,
-    ),
-    DevicePeak(
-        "H100 SXM5",
-        r"^NVIDIA H100 80GB HBM3$",
-        {"fp32": 67, "tf32": 495, "fp16": 989, "bf16": 989},
-        _DATASHEET,
-    ),
-    DevicePeak(
-        "A100 SXM4",
-        r"^NVIDIA A100-SXM4-(40|80)GB$",
-        {"fp32": 19.5, "tf32": 156, "fp16": 312, "bf16": 312},
-        _DATASHEET,
-    ),
-    DevicePeak(
-        "V100 SXM2", r"^Tesla V100-SXM2-(16|32)GB$", {"fp32": 15.7, "fp16": 125}, _DATASHEET
-    ),
-    DevicePeak("V100 PCIe", r"^Tesla V100-PCIE-(16|32)GB$", {"fp32": 14, "fp16": 112}, _DATASHEET),
-    DevicePeak("P100 SXM2", r"^Tesla P100-SXM2-16GB$", {"fp32": 10.6, "fp16": 21.2}, _DATASHEET),
-    DevicePeak(
-        "P100 PCIe 16 GB", r"^Tesla P100-PCIE-16GB$", {"fp32": 9.3, "fp16": 18.7}, _DATASHEET
-    ),
-    DevicePeak("P40", r"^Tesla P40$", {"fp32": 12}, _DATASHEET),
-    DevicePeak(
-        "RTX 2080 Ti", r"^(NVIDIA )?GeForce RTX 2080 Ti$", {"fp32": 13.4, "fp16": 107}, _DATASHEET
-    ),
-)
+from trainperf.predict.catalog import Catalog, load_catalog
 
 
 @dataclass(frozen=True)
@@ -70,13 +29,21 @@ class PeakLookup:
     absent_reason: str | None = None
 
 
-def peak_flops(device_name: str, precision: str) -> PeakLookup:
-    """The data-sheet peak of ``device_name`` at ``precision``, or why there is none."""
-    for peak in PEAKS:
-        if re.match(peak.name_pattern, device_name):
-            if precision in peak.tflops:
-                return PeakLookup(peak.tflops[precision] * TERA, f"{peak.label}: {peak.source}")
-            return PeakLookup(
-                None, absent_reason=f"{peak.label} has no {precision} peak in the table"
-            )
-    return PeakLookup(None, absent_reason=f"no data-sheet peak known for device '{device_name}'")
+def peak_flops(device_name: str, precision: str, catalog: Catalog | None = None) -> PeakLookup:
+    """The training peak of the device CUDA calls ``device_name`` at ``precision``, from
+    ``catalog`` (the shipped one by default), or why there is none."""
+    catalog = catalog or load_catalog()
+    device = catalog.device_named(device_name)
+    if device is None:
+        return PeakLookup(
+            None,
+            absent_reason=f"no training peak known for device '{device_name}' "
+            "(no device of the hardware catalog has this CUDA name)",
+        )
+    flops = device.peak_flops(precision)
+    if flops is None:
+        return PeakLookup(
+            None, absent_reason=f"{device.name} has no {precision} peak in the hardware catalog"
+        )
+    source = device.sources[f"peak_tflops.{precision}"]
+    return PeakLookup(flops, f"{device.name} (catalog {device.id}): {source}")

@@ -6,7 +6,7 @@ BLAS library gets the transpose flag rather than a copy. Shapes: the 160 DeepBen
 training GEMMs, and a square sweep (M = N = K doubling). Between timed calls a buffer
 larger than the caches is overwritten, so operands come from memory, not from a warm
 cache (``--no-flush`` turns this off). The best TFLOP/s over a sweep is the device's
-maximum achievable matmul rate for that dtype: stored, and used beside the data-sheet peak.
+maximum achievable matmul rate for that dtype: stored, and used beside the training peak.
 
 Dtypes: fp32 (IEEE: TF32 switched off), tf32 (CUDA compute capability 8.0+), fp16, bf16,
 fp8 (e4m3 inputs, scales of 1, bf16 output through ``torch._scaled_mm``, compute capability

@@ -55,7 +55,8 @@ class CalibrationError(ValueError):
 
 @dataclass(frozen=True)
 class MeasuredDevice:
-    """This machine's device as its stored results describe it: no data-sheet peak."""
+    """This machine's device as its stored results describe it: no peak and no default
+    efficiency (those are a catalog device's)."""
 
     id: str
     name: str

@@ -1,10 +1,18 @@
-"""The hardware catalog: data-sheet figures of devices and links, for performance prediction.
+"""The hardware catalog: sourced figures of devices and links, for performance prediction
+and for the model FLOP utilization (MFU) of measured results.
 
 The catalog ships as package data (``trainperf/predict/catalog.yaml``) and is validated
 strictly when loaded: unknown fields are refused, every device has an fp32 peak, every
-precision with a peak has a default efficiency, and every numeric figure has an entry in its
-``sources`` mapping saying where the number comes from. Devices and links are looked up by
-id in explicit dicts; an unknown id gets an error listing the valid ones.
+precision with a peak has a default efficiency, every numeric figure has an entry in its
+``sources`` mapping saying where the number comes from, and no CUDA device name is claimed
+by two devices. Devices and links are looked up by id in explicit dicts; an unknown id gets
+an error listing the valid ones. A measured GPU is found by the exact name CUDA reports
+(``Catalog.device_named``), listed in its entry's ``cuda_names``; never by a near match.
+
+Peaks are training peaks: per precision, the dense rate a training step's arithmetic runs
+at (16-bit tensor-core math with FP32 accumulation, as mixed precision uses), which is not
+always a data sheet's headline (see the comment at the top of the YAML). The predictor and
+MFU (``trainperf.analysis.peaks``) read the same figure.
 
 Units follow the names: ``peak_tflops`` (dense TFLOP/s), ``memory_gb`` (decimal GB),
 ``memory_bandwidth_gbps`` and ``bandwidth_gbps`` (GB/s, 1e9 bytes/s, per direction),
@@ -98,6 +106,9 @@ class Device(_Sourced):
     # A GPU's CUDA compute capability (major, minor): which fused attention kernel it runs
     # (FlashAttention needs 8.0; trainperf.models.attention).
     compute_capability: list[int] | None = None
+    # The exact names CUDA reports for this part (torch.cuda.get_device_name, nvidia-smi),
+    # by which a measured result finds its peak for MFU; a name not listed finds nothing.
+    cuda_names: list[str] = Field(default_factory=list)
     note: str | None = None
     sources: dict[str, str]  # figure ("memory_gb", "peak_tflops.fp16") -> where it comes from
 
@@ -125,6 +136,11 @@ class Device(_Sourced):
                 f"peaks for {', '.join(_ordered(peaks))}, "
                 f"efficiencies for {', '.join(_ordered(efficiencies))}"
             )
+        if self.cuda_names and self.kind != "gpu":
+            raise ValueError("cuda_names are for GPUs only")
+        blank = [name for name in self.cuda_names if not name or name != name.strip()]
+        if blank:
+            raise ValueError(f"cuda_names must be exact names, got {blank!r}")
         return self
 
     @property
@@ -133,7 +149,8 @@ class Device(_Sourced):
         return _ordered(self.peak_tflops)
 
     def peak_flops(self, precision: str) -> float | None:
-        """The data-sheet peak in FLOP/s, or None when the device lacks ``precision``.
+        """The training peak in FLOP/s, or None when the device lacks ``precision``: the
+        one peak of the device at that precision, for the predictor and for MFU alike.
 
         There is no fallback (tf32 to fp32, bf16 to fp16): the caller says it is absent."""
         tflops = self.peak_tflops.get(_precision(precision))
@@ -234,6 +251,13 @@ class Catalog(BaseModel):
             raise ValueError(
                 f"ids must be lower-case letters, digits, '-' and '.': {', '.join(bad)}"
             )
+        owners: dict[str, list[str]] = {}
+        for device in self.devices.values():
+            for name in device.cuda_names:
+                owners.setdefault(name, []).append(device.id)
+        shared = [f"{name!r} ({', '.join(ids)})" for name, ids in owners.items() if len(ids) > 1]
+        if shared:
+            raise ValueError(f"a CUDA name belongs to one device: {', '.join(shared)}")
         return self
 
     def device(self, device_id: str) -> Device:
@@ -243,6 +267,14 @@ class Catalog(BaseModel):
                 f"unknown device {device_id!r}: valid devices are {', '.join(self.devices)}"
             )
         return self.devices[device_id]
+
+    def device_named(self, cuda_name: str) -> Device | None:
+        """The device whose ``cuda_names`` list ``cuda_name`` exactly, None when none does
+        (an unknown part, a CPU): never the nearest name."""
+        for device in self.devices.values():
+            if cuda_name in device.cuda_names:
+                return device
+        return None
 
     def link(self, link_id: str) -> Link:
         """The link ``link_id``; CatalogError listing the valid ids when unknown."""

@@ -414,7 +414,7 @@ def _assumptions(
         f"{ACTIVATION_BYTES[precision]} B/element), what checkpointing keeps plus one block "
         f"recomputed; +{WORKSPACE_FRACTION:.0%} workspace, +1 GiB CUDA context on GPUs",
         "MFU: 3 × forward FLOPs per sample (PaLM's model FLOPs, recomputation not counted) / "
-        "the data-sheet peak",
+        "the catalog's training peak (the one measured MFU uses)",
     ]
 
 

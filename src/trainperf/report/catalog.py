@@ -13,11 +13,12 @@ def _number(value: float | None) -> str:
 
 
 def devices_table(catalog: Catalog) -> Table:
-    """One row per device: data-sheet peaks per precision, memory, bandwidth, TDP, and the
+    """One row per device: training peaks per precision, memory, bandwidth, TDP, and the
     assumed whole-step efficiencies."""
     table = Table(
-        title="devices (data sheet, dense)",
-        caption="peaks in TFLOP/s, '-' where the device lacks the precision; "
+        title="devices (training peaks, dense)",
+        caption="peaks in TFLOP/s (16-bit: FP32 accumulation), '-' where the device lacks "
+        "the precision; "
         "efficiency: assumed fraction of peak for a whole training step",
     )
     table.add_column("id", justify="left")
