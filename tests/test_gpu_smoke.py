@@ -1,0 +1,35 @@
+"""benchmarks/gpu_smoke.sh, the first run on a GPU machine: it parses, and it covers every
+GPU path the issue names (run for real only where a GPU is at hand)."""
+
+import subprocess
+from pathlib import Path
+
+SCRIPT = Path(__file__).parents[1] / "benchmarks" / "gpu_smoke.sh"
+
+
+def test_the_script_parses_and_lists_every_gpu_path():
+    subprocess.run(["bash", "-n", str(SCRIPT)], check=True)
+    listed = subprocess.run(
+        ["bash", str(SCRIPT), "--list"], capture_output=True, text=True, check=True
+    ).stdout
+    for path in (
+        "--precision fp32",
+        "--precision tf32",
+        "--precision bf16",
+        "--precision fp16",
+        "--channels-last",
+        "--compile",
+        "--parallel ddp",
+        "--parallel fsdp",
+        "--framework jax",
+        "--seq-len 8192",
+        "micro gemm",
+        "micro conv",
+        "micro memory",
+        "micro p2p",
+        "micro collective",
+        "profile ",
+        "maxbatch ",
+    ):
+        assert path in listed, path
+    assert all("--db gpu-smoke.db" in line for line in listed.splitlines())
