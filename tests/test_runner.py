@@ -104,3 +104,6 @@ def test_every_worker_lets_the_case_precision_decide_float32_math(monkeypatch):
     jax = ChildJob.of_case(make_case(model="cifarnet", batch_size=2, framework="jax"))
     for job in (pytorch, jax, ChildJob()):
         assert child_environment(job)["TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"] == "0"
+    # A JAX worker allocates GPU memory on demand; a PyTorch worker has no JAX variable.
+    assert child_environment(jax)["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    assert "JAX_PLATFORMS" not in dict(pytorch.env)

@@ -120,11 +120,12 @@ def _clocks_event_mask(nvml: Any, handle: Any) -> int:
             raise new_exc from None
 
 
-def gpu_context(nvml: Any, index: int) -> dict[str, Any]:
+def gpu_context(nvml: Any, index: int, visible: str | None = None) -> dict[str, Any]:
     """Clocks, temperature, power draw and throttle reasons of CUDA device ``index`` now.
 
     ``nvml`` is the pynvml module (None imports it) or a fake; NVML is opened and closed
-    around the reads (NVML counts the pairs, so an open meter is unaffected).
+    around the reads (NVML counts the pairs, so an open meter is unaffected). ``visible``:
+    how CUDA indices map to NVML's (trainperf.measure.energy_nvml.nvml_handle).
     """
     out: dict[str, Any] = {
         "index": index,
@@ -145,7 +146,7 @@ def gpu_context(nvml: Any, index: int) -> dict[str, Any]:
         return out
     try:
         try:
-            handle = nvml_handle(nvml, index)
+            handle = nvml_handle(nvml, index, visible)
         except Exception as exc:
             out["absent"] = dict.fromkeys(keys, f"no NVML handle for cuda:{index}: {exc}")
             return out
@@ -242,13 +243,17 @@ class WindowSampler:
     between is missed. This thread reads them every ``interval_s`` while the steps run
     (NVML calls release the GIL; the thread sleeps on an ``Event`` in between) and
     ``end()`` returns, per CUDA index, the means over the samples and every reason seen.
-    ``nvml`` is the pynvml module (None imports it) or a fake.
+    ``nvml`` is the pynvml module (None imports it) or a fake; ``visible``: how CUDA indices
+    map to NVML's (trainperf.measure.energy_nvml.nvml_handle).
     """
 
-    def __init__(self, nvml: Any, indices: list[int], interval_s: float = 0.1) -> None:
+    def __init__(
+        self, nvml: Any, indices: list[int], interval_s: float = 0.1, visible: str | None = None
+    ) -> None:
         if interval_s <= 0:
             raise ValueError(f"interval_s must be positive, got {interval_s!r}")
         self._nvml, self.indices, self.interval_s = nvml, list(indices), interval_s
+        self._visible = visible
         self._handles: dict[int, Any] = {}
         self._absent: dict[int, str] = {}
         self._samples: dict[int, list[tuple[Any, Any, Any]]] = {}
@@ -266,7 +271,7 @@ class WindowSampler:
         self._open = True
         for index in self.indices:
             try:
-                self._handles[index] = nvml_handle(self._nvml, index)
+                self._handles[index] = nvml_handle(self._nvml, index, self._visible)
             except Exception as exc:
                 self._absent[index] = f"no NVML handle for cuda:{index}: {exc}"
         self._stop.clear()
