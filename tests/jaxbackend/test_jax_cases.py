@@ -127,11 +127,14 @@ def test_results_stored_before_the_field_read_as_pytorch(tmp_path):
     assert result["case"]["framework"] == "pytorch"
 
 
-def test_system_lists_the_jax_packages_and_devices():
+def test_system_lists_the_jax_packages_devices_and_cuda_stack():
     software = collect()["software"]
     assert all(software.get(p) for p in ("jax", "jaxlib", "flax", "optax"))
-    devices = jax_devices()["jax_devices"]
+    found = jax_devices()
+    devices = found["jax_devices"]
     assert devices and all(d["platform"] == "cpu" for d in devices)
+    # This jaxlib has no CUDA plugin: JAX's CUDA stack is absent, with the reason.
+    assert "jax_cuda" not in found and "no CUDA plugin" in found["jax_cuda_absent_reason"]
 
 
 def test_suite_keys_of_pytorch_cases_are_those_stored_before_the_field():
