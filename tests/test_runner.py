@@ -9,7 +9,7 @@ import tempfile
 import psutil
 
 from trainperf.case import make_case
-from trainperf.runner import run_in_child
+from trainperf.runner import ChildJob, child_environment, run_in_child
 from trainperf.store import Store
 from trainperf.sweep import SweepEvents, run_cases
 
@@ -94,3 +94,16 @@ def test_a_sweep_removes_the_temp_dirs_of_killed_trainperfs_only(tmp_path, monke
         assert run_cases([], store, {"fingerprint": "f" * 16, "hostname": "h"}) == []
     left = sorted(p.name for p in tmp_path.glob("trainperf-*"))
     assert left == ["trainperf-living", "trainperf-no-owner", "trainperf-other-host"]
+
+
+def test_every_worker_lets_the_case_precision_decide_float32_math(monkeypatch):
+    """NVIDIA's PyTorch containers set TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 (TF32 matmuls
+    whatever torch's flags say); a worker never inherits it."""
+    monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1")
+    pytorch = ChildJob.of_case(make_case(model="cifarnet", batch_size=2))
+    jax = ChildJob.of_case(make_case(model="cifarnet", batch_size=2, framework="jax"))
+    for job in (pytorch, jax, ChildJob()):
+        assert child_environment(job)["TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"] == "0"
+    # A JAX worker allocates GPU memory on demand; a PyTorch worker has no JAX variable.
+    assert child_environment(jax)["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    assert "JAX_PLATFORMS" not in dict(pytorch.env)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from trainperf import models
-from trainperf.benchmark import derive_metrics
+from trainperf.benchmark import derive_metrics, run_case
 from trainperf.case import make_case
 from trainperf.measure.timed_steps import StepRecord
 from trainperf.predict.catalog import load_catalog
@@ -12,6 +12,7 @@ from trainperf.training_step import (
     StepOptions,
     build_model,
     build_training_step,
+    fp32_math_mode,
     make_step,
     set_fp32_math,
 )
@@ -56,6 +57,52 @@ def test_fp32_math_switches_tf32_off_and_on():
         assert (matmul.fp32_precision, conv.fp32_precision) == ("tf32", "tf32")
     finally:
         matmul.fp32_precision, conv.fp32_precision = saved
+
+
+@pytest.fixture
+def tf32_by_default(monkeypatch):
+    """torch as on a GPU machine that runs float32 in TF32 unless told otherwise: cuDNN's
+    default, and cuBLAS's in NVIDIA's containers (flags restored afterwards)."""
+    monkeypatch.delenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", raising=False)
+    monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)
+    backends = torch.backends
+    levels = [backends, backends.cuda.matmul, backends.cudnn, backends.cudnn.conv]
+    saved = [level.fp32_precision for level in levels]
+    for level in levels:
+        level.fp32_precision = "tf32"
+    yield
+    for level, value in zip(levels, saved, strict=True):
+        level.fp32_precision = value
+
+
+def test_an_fp32_case_never_runs_tf32_on_a_gpu_that_defaults_to_it(tf32_by_default):
+    cuda = torch.device("cuda")  # only backend flags are set and read: no device needed
+    assert fp32_math_mode(cuda) == {"fp32_matmul": "tf32", "fp32_conv": "tf32"}
+    for precision in ("fp32", "bf16", "fp16"):  # what stays float32 in autocast too
+        set_fp32_math(cuda, precision)
+        assert fp32_math_mode(cuda) == {"fp32_matmul": "ieee", "fp32_conv": "ieee"}
+    set_fp32_math(cuda, "tf32")
+    assert fp32_math_mode(cuda) == {"fp32_matmul": "tf32", "fp32_conv": "tf32"}
+
+
+def test_the_recorded_math_says_what_the_environment_forces(tf32_by_default, monkeypatch):
+    cuda = torch.device("cuda")
+    set_fp32_math(cuda, "fp32")
+    monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1")  # cuBLAS runs TF32 anyway
+    assert fp32_math_mode(cuda) == {"fp32_matmul": "tf32", "fp32_conv": "ieee"}
+    monkeypatch.delenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE")
+    set_fp32_math(cuda, "tf32")
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")  # TF32 off in cuBLAS/cuDNN, not in Triton
+    recorded = fp32_math_mode(cuda)
+    assert recorded["fp32_matmul"] is None and recorded["fp32_conv"] is None
+    assert "NVIDIA_TF32_OVERRIDE=0" in recorded["fp32_matmul_absent_reason"]
+
+
+def test_a_pytorch_result_records_its_float32_math():
+    """On the CPU, oneDNN's: IEEE unless it is told bfloat16."""
+    case = make_case(model="cifarnet", batch_size=2, image_size=16, steps="fixed:1:2")
+    device = run_case(case)["device"]
+    assert (device["fp32_matmul"], device["fp32_conv"]) == ("ieee", "ieee")
 
 
 def test_mfu_from_the_peak_table():

@@ -50,7 +50,7 @@ from trainperf.models.attention import AttentionWatch
 from trainperf.parallel.fsdp import blocks_of, kept_op_packets
 from trainperf.parallel.wrap import dp_device_ids
 from trainperf.system import cpu_name
-from trainperf.training_step import build_training_step
+from trainperf.training_step import build_training_step, fp32_math_mode
 
 
 def device_info(device: torch.device) -> dict[str, Any]:
@@ -115,7 +115,9 @@ def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -
     # DataParallel's replicas run the forward in threads of their own: no split for dp.
     split = after_measuring(training, case) if case.mode == "none" else {}
     training.close()
-    info = device_info(device)
+    # The math of float32 matmuls and convolutions, read back from torch after the step set
+    # it (fp32_matmul, fp32_conv: "ieee" or "tf32"; trainperf.training_step.fp32_math_mode).
+    info = device_info(device) | fp32_math_mode(device)
     if case.mode == "dp":
         info["devices"] = case.devices
     metrics = case_metrics(spec, case, training.size, record, probes, info["name"])

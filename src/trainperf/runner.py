@@ -5,6 +5,10 @@ hangs takes only its own child down. Protocol with trainperf.worker: the job as 
 file, the result as JSON in another; the child's stderr goes to a file whose tail is kept
 when the child dies without a result. The sweep over many cases is trainperf.sweep.
 
+The child's environment is this process's, with what the job adds (a JAX case's:
+trainperf.jax.environment) and ``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=0`` for every job, so that
+float32 math is the case's precision's (trainperf.precision) in NVIDIA's containers too.
+
 Statuses added here: ``crashed`` (exited or was killed without writing a result: the exit
 code or signal and the tail of stderr are kept) and ``timeout`` (ran past the case's
 ``timeout_s``, or when it has none a generous default from its step policy,
@@ -44,6 +48,7 @@ from trainperf.case import RANK_MODES, Case
 from trainperf.lease import Owner, is_live
 from trainperf.outcome import Outcome
 from trainperf.parallel.lifeline import PARENT_PID_ENV, STACK_SIGNAL
+from trainperf.precision import FP32_MATH_ENV
 
 STDERR_TAIL_CHARS = 4000
 # How often the parent looks at the child and the interrupt flag while it waits.
@@ -147,7 +152,8 @@ class ChildJob:
     nodes: int = 1
     timeout_s: float | None = None
     job_id: str = "trainperf"  # the rendezvous id: the same on every node of one job
-    # Variables added to the child's environment (a JAX case's platform and CPU devices).
+    # Variables added to the child's environment (a JAX case's platform, CPU devices and
+    # on-demand allocation: trainperf.jax.environment).
     env: tuple[tuple[str, str], ...] = ()
 
     @classmethod
@@ -163,6 +169,13 @@ class ChildJob:
             f"trainperf-{digest}",
             tuple(worker_environment(case).items()),
         )
+
+
+def child_environment(job: ChildJob) -> dict[str, str]:
+    """The child's environment: this process's, with the variables that let the case's
+    precision alone decide float32 math (trainperf.precision.FP32_MATH_ENV), the job's own
+    (a JAX case's, trainperf.jax.environment) and this process's id (the lifeline)."""
+    return os.environ | FP32_MATH_ENV | dict(job.env) | {PARENT_PID_ENV: str(os.getpid())}
 
 
 def child_command(
@@ -213,7 +226,7 @@ def run_job(
         stale.unlink()
     deadline = time.monotonic() + job.timeout_s if job.timeout_s else None
     what = document.get("case", document)  # what a failure result describes
-    env = os.environ | dict(job.env) | {PARENT_PID_ENV: str(os.getpid())}
+    env = child_environment(job)
     with stderr_path.open("wb") as stderr:
         # A new session makes the child the leader of its own process group, so a hung
         # case can be killed with everything it started (compiler workers, loaders).

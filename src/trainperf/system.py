@@ -13,7 +13,10 @@ available_bytes, swap_total_bytes), ``memory_bytes`` (= memory.total_bytes, kept
 readers), ``gpus`` (index, name, uuid, pci_bus_id, memory_bytes, capability, driver,
 multiprocessors, max_sm_clock_mhz, max_mem_clock_mhz, power_limit_w, numa_node,
 cpu_affinity), ``topology`` (gpus, matrix as ``nvidia-smi topo -m`` prints it), ``network``
-(adapters), ``infiniband`` (ports), ``software``, ``env`` and ``fingerprint``.
+(adapters), ``infiniband`` (ports), ``software``, ``env`` and ``fingerprint``. The CUDA
+stacks: ``software``'s ``cuda``, ``cudnn`` and ``nccl`` are torch's; JAX brings its own,
+which `trainperf system` reads in a child process (``jax_cuda`` beside ``jax_devices``:
+trainperf.jax.inventory), so that the two are never loaded in one process.
 
 The fingerprint hashes only what identifies the machine and its software stack, so results
 of one system group together across runs and databases (``identity`` builds it):
@@ -70,15 +73,17 @@ _ENV_KEYS = (
     "JAX_PLATFORMS",
     "XLA_PYTHON_CLIENT_PREALLOCATE",
     "XLA_PYTHON_CLIENT_MEM_FRACTION",
+    "XLA_CLIENT_MEM_FRACTION",
+    "XLA_PYTHON_CLIENT_ALLOCATOR",
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+    "NVIDIA_TF32_OVERRIDE",
 )
 # The JAX backend's packages (the optional extra trainperf[jax]).
 JAX_PACKAGES = ("jax", "jaxlib", "flax", "optax")
-# Lists JAX's devices in a child process: importing jax here would start its backends in
-# trainperf's own process (and, on a GPU, reserve most of the GPU's memory).
-_JAX_DEVICES_SCRIPT = (
-    "import json, jax; print(json.dumps([{'id': d.id, 'platform': d.platform, "
-    "'kind': d.device_kind} for d in jax.devices()]))"
-)
+# JAX's devices and CUDA stack are read in a child process (trainperf.jax.inventory):
+# starting JAX's backends here would load its CUDA libraries beside torch's in trainperf's
+# own process (and, on a GPU, reserve memory).
+JAX_INVENTORY = "trainperf.jax.inventory"
 JAX_DEVICES_TIMEOUT_S = 120
 
 # nvmlGpuTopologyLevel_t (nvml.h) -> the names `nvidia-smi topo -m` prints.
@@ -265,7 +270,9 @@ def infiniband_ports() -> tuple[list[dict[str, Any]], str | None]:
 
 
 def software_versions() -> dict[str, Any]:
-    """Versions of python, torch and its CUDA/cuDNN/NCCL/oneDNN/MKL, and torch's threads."""
+    """Versions of python, torch and its CUDA/cuDNN/NCCL/oneDNN/MKL, torch's threads, and
+    the JAX packages (``cuda``, ``cudnn`` and ``nccl`` are torch's; JAX's CUDA stack is
+    ``jax_cuda``, from ``jax_devices``)."""
     import torch
 
     software: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__}
@@ -299,25 +306,35 @@ def software_versions() -> dict[str, Any]:
 
 
 def jax_devices(timeout_s: float = JAX_DEVICES_TIMEOUT_S) -> dict[str, Any]:
-    """``{"jax_devices": [{id, platform, kind}, ...]}`` as JAX's default backend sees them
-    (its GPUs when jaxlib has CUDA, else the CPU), or ``jax_devices_absent_reason``."""
+    """``jax_devices`` (``[{id, platform, kind}, ...]`` as JAX's default backend sees them:
+    its GPUs when jaxlib has CUDA, else the CPU) and ``jax_cuda`` (the CUDA runtime, cuDNN
+    and cuBLAS that JAX's CUDA plugin loads, trainperf.jax.inventory), each replaced by
+    ``<key>_absent_reason`` when it cannot be read."""
     if importlib.util.find_spec("jax") is None:
-        return {"jax_devices_absent_reason": "jax is not installed (pip install 'trainperf[jax]')"}
-    env = os.environ | {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+        return _no_jax("jax is not installed (pip install 'trainperf[jax]')")
+    from trainperf.jax.environment import ON_DEMAND
+
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _JAX_DEVICES_SCRIPT],
+            [sys.executable, "-m", JAX_INVENTORY],
             capture_output=True,
             text=True,
             timeout=timeout_s,
-            env=env,
+            env=os.environ | ON_DEMAND,
         )
     except subprocess.TimeoutExpired:
-        return {"jax_devices_absent_reason": f"jax did not list its devices in {timeout_s:g} s"}
+        return _no_jax(f"jax did not list its devices in {timeout_s:g} s")
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        return {"jax_devices_absent_reason": f"jax failed to start: {last}"}
-    return {"jax_devices": json.loads(done.stdout)}
+        return _no_jax(f"jax failed to start: {last}")
+    found = json.loads(done.stdout)
+    record = {"jax_devices": found["devices"]}
+    set_or_absent(record, "jax_cuda", found.get("cuda"), found.get("cuda_absent_reason", ""))
+    return record
+
+
+def _no_jax(reason: str) -> dict[str, str]:
+    return {"jax_devices_absent_reason": reason, "jax_cuda_absent_reason": reason}
 
 
 def environment() -> dict[str, str]:

@@ -11,6 +11,9 @@ Precision:
 - tf32: float32 storage, TF32 tensor-core math for matmuls and convolutions;
 - fp16: autocast to float16 with dynamic loss scaling (torch.amp.GradScaler);
 - bf16: autocast to bfloat16 (same range as float32, no loss scaling needed).
+What stays float32 in an fp16 or bf16 case runs IEEE, as in fp32 (the rule of
+trainperf.precision.fp32_math, which the JAX step follows too); ``fp32_math_mode`` reads the
+math torch is set to back, for the result's device record (``fp32_matmul``, ``fp32_conv``).
 
 Optimizers follow the literature: SGD with momentum 0.9 for the CNNs, AdamW for the
 language models. ``channels_last`` converts the model and its images to NHWC;
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +59,7 @@ from trainperf.measure.timer import StepTimer, make_timer
 from trainperf.models.spec import Batch, ModelSpec
 from trainperf.parallel.fsdp import apply_checkpointing
 from trainperf.parallel.wrap import wrap_parallel
+from trainperf.precision import fp32_math, fp32_math_record
 
 AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 SGD_LR, SGD_MOMENTUM = 0.01, 0.9
@@ -81,12 +86,41 @@ class TrainingStep:
 
 
 def set_fp32_math(device: torch.device, precision: str) -> None:
-    """IEEE float32 or TF32 for float32 matmuls and convolutions on a CUDA device."""
+    """IEEE float32 or TF32 for float32 matmuls and convolutions on a CUDA device, as
+    trainperf.precision.fp32_math says (the CPU keeps oneDNN's IEEE default)."""
     if device.type != "cuda":
         return
-    mode = "tf32" if precision == "tf32" else "ieee"
+    mode = fp32_math(precision)
     torch.backends.cuda.matmul.fp32_precision = mode
     torch.backends.cudnn.conv.fp32_precision = mode
+
+
+def fp32_math_mode(device: torch.device) -> dict[str, Any]:
+    """``fp32_matmul`` and ``fp32_conv`` (trainperf.precision.fp32_math_record) as torch is
+    set now: cuBLAS and cuDNN on a GPU, oneDNN on the CPU.
+
+    Read from the flags of torch's fp32_precision API, the operation's own or, where that
+    says "none", the level above it (backend, then global; "none" all the way is IEEE), and
+    never from the legacy ``allow_tf32`` getters, which raise once both APIs were used.
+    TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 makes cuBLAS run TF32 whatever the flags say.
+    """
+    backends = torch.backends
+    top = backends.fp32_precision
+    if device.type == "cuda":
+        matmul = _first_set(backends.cuda.matmul.fp32_precision, top)
+        conv = _first_set(backends.cudnn.conv.fp32_precision, backends.cudnn.fp32_precision, top)
+        if os.environ.get("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE") == "1":
+            matmul = "tf32"
+    else:
+        mkldnn = backends.mkldnn
+        matmul = _first_set(mkldnn.matmul.fp32_precision, mkldnn.fp32_precision, top)
+        conv = _first_set(mkldnn.conv.fp32_precision, mkldnn.fp32_precision, top)
+    return fp32_math_record(matmul, conv, device.type, os.environ)
+
+
+def _first_set(*levels: str) -> str:
+    """The first of an operation's fp32_precision levels that is not "none", else IEEE."""
+    return next((level for level in levels if level != "none"), "ieee")
 
 
 def set_cudnn_benchmark(spec: ModelSpec, case: Case, device: torch.device) -> None:

@@ -5,6 +5,10 @@ process, and reads RESULT.json back; only the parent touches the database. The r
 written atomically (temporary file, then rename), so a worker killed mid-write leaves no
 half a result: the parent then records the case as crashed from the exit status.
 
+A JAX case's worker starts JAX's backend before it imports torch, and never initialises
+torch's CUDA; a PyTorch case's worker never imports jax: each framework's CUDA libraries
+are the ones its process loads (trainperf.jax.environment).
+
 Result statuses decided here (trainperf.outcome makes every result document): ``ok``,
 ``oom`` (device or host memory exhausted, detected from the exception) and ``error`` (any
 other exception, with its type, message and traceback). ``crashed`` and ``timeout`` can
@@ -46,6 +50,11 @@ def measure(
     """
 
     def benchmark() -> dict[str, Any] | None:
+        if case_dict.get("framework") == "jax":
+            # Before trainperf.case imports torch: JAX loads its own CUDA libraries first.
+            from trainperf.jax.environment import start_jax
+
+            start_jax()
         from trainperf.case import RANK_MODES, Case
 
         case = Case.model_validate(case_dict)

@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from trainperf.case import CaseError, DeviceKind, check_case, make_case
-from trainperf.jax.environment import CPU_DEVICES_FLAG, worker_environment
+from trainperf.jax.environment import CPU_DEVICES_FLAG, allocator_settings, worker_environment
 from trainperf.maxbatch import memory_key
 from trainperf.runner import ChildJob
 from trainperf.store import Store
@@ -77,16 +77,31 @@ def test_the_cli_refuses_a_model_without_flax_version_writing_nothing(tmp_path, 
     assert code == 2 and not db.exists() and "allowed fp32, tf32, bf16" in err
 
 
-def test_worker_environment_sets_the_platform_and_cpu_devices():
+def test_worker_environment_sets_the_platform_cpu_devices_and_on_demand_memory():
     assert worker_environment(make_case(model="resnet18", batch_size=4)) == {}
-    assert worker_environment(jax_case()) == {"JAX_PLATFORMS": "cpu"}
+    on_demand = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}  # every JAX worker
+    assert worker_environment(jax_case()) == {"JAX_PLATFORMS": "cpu"} | on_demand
     env = worker_environment(
         jax_case(devices=4), {"XLA_FLAGS": f"--xla_dump_to=/tmp/x {CPU_DEVICES_FLAG}=8"}
     )
     assert env["XLA_FLAGS"] == f"--xla_dump_to=/tmp/x {CPU_DEVICES_FLAG}=4"
-    assert worker_environment(jax_case(device="cuda", devices=2)) == {"JAX_PLATFORMS": "cuda"}
+    cuda = worker_environment(jax_case(device="cuda", devices=2))
+    assert cuda == {"JAX_PLATFORMS": "cuda"} | on_demand
     assert dict(ChildJob.of_case(jax_case(devices=2)).env)["XLA_FLAGS"].endswith("=2")
     assert not ChildJob.of_case(jax_case(devices=2)).torchrun
+
+
+def test_the_result_records_how_xla_allocates():
+    """Read as jaxlib reads the variables (xla_client.generate_pjrt_gpu_plugin_options)."""
+    assert allocator_settings({}) == {"xla_preallocate": True, "xla_allocator": "default"}
+    for off in ("false", "False", "0"):
+        assert (
+            allocator_settings({"XLA_PYTHON_CLIENT_PREALLOCATE": off})["xla_preallocate"] is False
+        )
+    assert allocator_settings({"XLA_PYTHON_CLIENT_PREALLOCATE": "true"})["xla_preallocate"]
+    assert allocator_settings({"XLA_PYTHON_CLIENT_ALLOCATOR": "Platform"})["xla_allocator"] == (
+        "platform"
+    )
 
 
 def test_memory_key_of_pytorch_cases_is_unchanged_and_jax_has_its_own():
@@ -112,11 +127,14 @@ def test_results_stored_before_the_field_read_as_pytorch(tmp_path):
     assert result["case"]["framework"] == "pytorch"
 
 
-def test_system_lists_the_jax_packages_and_devices():
+def test_system_lists_the_jax_packages_devices_and_cuda_stack():
     software = collect()["software"]
     assert all(software.get(p) for p in ("jax", "jaxlib", "flax", "optax"))
-    devices = jax_devices()["jax_devices"]
+    found = jax_devices()
+    devices = found["jax_devices"]
     assert devices and all(d["platform"] == "cpu" for d in devices)
+    # This jaxlib has no CUDA plugin: JAX's CUDA stack is absent, with the reason.
+    assert "jax_cuda" not in found and "no CUDA plugin" in found["jax_cuda_absent_reason"]
 
 
 def test_suite_keys_of_pytorch_cases_are_those_stored_before_the_field():

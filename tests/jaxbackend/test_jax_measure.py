@@ -1,20 +1,34 @@
 """JAX cases measured for real on the CPU: one device in this process, two devices through
-the CLI's worker (XLA's forced host devices), compilation outside the measured window."""
+the CLI's worker (XLA's forced host devices), compilation outside the measured window, the
+step never waited for by itself, float32 math as the precision says."""
 
 import json
 
+import jax
+import jax.numpy as jnp
 import pytest
 
+from trainperf import models
 from trainperf.benchmark import run_case
 from trainperf.case import make_case
 from trainperf.jax.benchmark import run_jax_case
-from trainperf.jax.step import DevicesMissing
+from trainperf.jax.step import DevicesMissing, build_jax_step, program_fp32_math
 
 FAST = {"model": "cifarnet", "batch_size": 8, "image_size": 32, "steps": "fixed:2:4"}
 
 
 @pytest.fixture(scope="module")
-def measured():
+def tf32_by_default():
+    """JAX told to run float32 matmuls in TF32 unless a program says otherwise (as
+    JAX_DEFAULT_MATMUL_PRECISION=tensorfloat32 does; XLA's own default on Ampere GPUs)."""
+    saved = jax.config.jax_default_matmul_precision
+    jax.config.update("jax_default_matmul_precision", "tensorfloat32")
+    yield
+    jax.config.update("jax_default_matmul_precision", saved)
+
+
+@pytest.fixture(scope="module")
+def measured(tf32_by_default):
     return run_jax_case(make_case(**FAST, framework="jax"))
 
 
@@ -40,6 +54,42 @@ def test_a_jax_result_has_the_shape_of_a_pytorch_result(measured):
     assert metrics["final_loss"] > 0
     device = measured["device"]
     assert device["framework"] == "jax" and device["jax"] and device["devices"] == 1
+
+
+def test_an_fp32_case_never_runs_tf32_where_jax_defaults_to_it(measured):
+    device = measured["device"]
+    assert (device["fp32_matmul"], device["fp32_conv"]) == ("ieee", "ieee")
+    # Run in this process, without the worker's environment: XLA's default is recorded.
+    assert device["xla_preallocate"] is True and device["xla_allocator"] == "default"
+
+
+def test_the_program_says_its_float32_math():
+    def program(x, w, k):
+        conv = jax.lax.conv_general_dilated(k, k, (1, 1), "SAME")
+        return (x @ w).sum() + conv.sum()
+
+    args = (jnp.ones((4, 4)), jnp.ones((4, 4)), jnp.ones((1, 1, 3, 3)))
+
+    def lowered(precision):
+        with jax.default_matmul_precision(precision):
+            return jax.jit(program).lower(*args).as_text()
+
+    assert program_fp32_math(lowered("float32")) == "ieee"
+    assert program_fp32_math(lowered("tensorfloat32")) == "tf32"
+    assert program_fp32_math(lowered("default")) is None  # left to XLA: TF32 on Ampere
+    assert program_fp32_math(lowered("float32") + lowered("tensorfloat32")) is None
+
+
+def test_the_step_returns_once_dispatched_and_waits_for_nothing(monkeypatch):
+    """JAX runs the step asynchronously; waiting is the timer's (InFlightTimer), with later
+    steps queued. The step itself never blocks on its result."""
+    case = make_case(**FAST | {"batch_size": 2}, framework="jax")
+    training = build_jax_step(models.get("cifarnet"), case)
+    waits = []
+    monkeypatch.setattr(jax, "block_until_ready", lambda x: waits.append(x) or x)
+    losses = [training.step() for _ in range(3)]
+    assert waits == []
+    assert all(float(loss) > 0 for loss in losses)  # and each step trained
 
 
 def test_bf16_and_gradient_accumulation_train():

@@ -298,3 +298,29 @@ def test_a_data_parallel_case_probes_every_gpu_it_uses(monkeypatch):
     with pytest.raises(Stop):
         benchmark.run_case(case)
     assert seen["indices"] == [0, 1, 2]
+
+
+def test_probes_of_a_jax_case_never_touch_torchs_cuda(fake_cuda, monkeypatch):
+    """A JAX worker must not initialise torch's CUDA (its own CUDA libraries would meet
+    torch's): no synchronize, no device properties; NVML's devices are found through
+    CUDA_VISIBLE_DEVICES, as CUDA numbers them."""
+
+    def touched(*args, **kwargs):
+        raise AssertionError("torch's CUDA was used")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # as on a GPU machine
+    for name in ("synchronize", "get_device_properties", "device_count", "init"):
+        monkeypatch.setattr(torch.cuda, name, touched)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+    nvml = FakeGpus(count=2, joules=(10.0, 30.0))
+    probes = probes_module.CaseProbes(
+        torch.device("cuda", 0), False, device_indices=[0, 1], nvml=nvml, torch_cuda=False
+    )
+    probes.begin()
+    probes.window.sample()
+    probes.end()
+    m = probe_metrics(probes.readings, 10, 2.0, probes.start_contexts, probes.end_contexts, "cuda")
+    # cuda:0 is NVML's GPU 1 (30 J per read), cuda:1 NVML's GPU 0 (10 J).
+    assert [(r.domain, r.energy_j) for r in probes.readings] == [("gpu0", 30.0), ("gpu1", 10.0)]
+    assert m["energy_complete"] is True and m["gpu_power_w_mean"] == pytest.approx(600.0)
+    assert [c["index"] for c in m["context_end"]] == [0, 1]

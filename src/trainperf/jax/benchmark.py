@@ -14,15 +14,30 @@ PyTorch one (throughput with its interval, MFU, energy, memory, final loss). Wha
   operations, element-wise and optimizer included, unlike the matmul/convolution count of
   ``train_flops_per_sample`` that MFU uses; see trainperf.jax.flops).
 
-Step times are host-clock windows around steps that end in ``block_until_ready``: on a
-GPU, JAX offers no events on its stream, and the wait is what a JAX training loop pays.
+Step times: JAX offers no events on its streams, so the steps are timed by the host clock
+with ``trainperf.measure.timer.InFlightTimer``: the host waits for a step only once two
+later steps are queued behind it, so the device never idles for the host's round trip, and
+each step's time runs from the end of the step before it to its own end, as the PyTorch
+path's CUDA events time the device's steps back to back (docs/jax.md, "Timing").
+
+Device record, beside the keys of trainperf.benchmark.device_info: ``fp32_matmul`` and
+``fp32_conv`` (the math of the compiled program's float32 dots and convolutions, read from
+it: trainperf.jax.step), ``xla_preallocate`` and ``xla_allocator`` (how XLA's GPU client
+allocated: on demand in every JAX worker, trainperf.jax.environment).
+
 Memory: on a GPU the largest ``peak_bytes_in_use`` of the case's devices (XLA's allocator,
-over the process's life, compilation's autotuning included); on a CPU the process's peak
+over the process's life, compilation's autotuning included) and ``xla_mem_limit_bytes``, the
+allocator's limit (the smallest ``bytes_limit`` of the devices); on a CPU the process's peak
 RSS, as for PyTorch.
+
+torch's CUDA is never initialised here (trainperf.jax.environment): the probes find the
+GPUs' NVML handles through ``CUDA_VISIBLE_DEVICES`` rather than torch's device list, and do
+not synchronise torch's devices (the timer waits for JAX's).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -32,13 +47,15 @@ import torch
 
 from trainperf.benchmark import case_metrics
 from trainperf.case import Case, model_of
-from trainperf.jax.step import build_jax_step
+from trainperf.jax.environment import allocator_settings
+from trainperf.jax.step import JaxTrainingStep, build_jax_step
 from trainperf.measure.divergence import LossWatch
 from trainperf.measure.memory import read_peak
 from trainperf.measure.policy import parse_policy
 from trainperf.measure.probes import CaseProbes
 from trainperf.measure.timed_steps import measure_steps
-from trainperf.measure.timer import HostTimer
+from trainperf.measure.timer import InFlightTimer
+from trainperf.precision import fp32_math_record
 from trainperf.system import cpu_name
 
 # jax.monitoring's event for one XLA backend compilation (jax._src.dispatch).
@@ -61,21 +78,25 @@ class CompileCounter:
 _COMPILATIONS = CompileCounter()
 
 
-def device_info(case: Case, devices: list[Any]) -> dict[str, Any]:
-    """What the case ran on, in the keys of trainperf.benchmark.device_info."""
-    first = devices[0]
+def device_info(case: Case, training: JaxTrainingStep) -> dict[str, Any]:
+    """What the case ran on, in the keys of trainperf.benchmark.device_info, with how its
+    float32 math ran and how XLA allocated (module doc)."""
+    first = training.devices[0]
     info: dict[str, Any] = {
         "type": case.device,
         "framework": "jax",
         "jax": jax.__version__,
         "jaxlib": jaxlib.__version__,
         "platform": first.platform,
-        "devices": len(devices),
+        "devices": len(training.devices),
     }
     # device_kind is the GPU's marketing name ("NVIDIA H100 80GB HBM3"), as torch's; on
     # the CPU it is only "cpu", so the processor's name comes from the system inventory.
     info["name"] = first.device_kind if case.device == "cuda" else cpu_name()
-    return info
+    mode = training.fp32_math
+    unknown = "the program's dots and convolutions are not all at precision HIGHEST or HIGH"
+    info |= fp32_math_record(mode, mode, case.device, os.environ, unknown)
+    return info | allocator_settings()
 
 
 def memory_metrics(case: Case, devices: list[Any]) -> dict[str, Any]:
@@ -84,13 +105,19 @@ def memory_metrics(case: Case, devices: list[Any]) -> dict[str, Any]:
         peak = read_peak(torch.device("cpu"))
         return {"mem_peak_bytes": peak.mem_peak_bytes, "mem_peak_source": peak.source}
     stats = [device.memory_stats() or {} for device in devices]
+    limits = [s.get("bytes_limit") for s in stats]
+    metrics: dict[str, Any] = {"xla_mem_limit_bytes": None}
+    if None in limits:
+        metrics["xla_mem_limit_bytes_absent_reason"] = "this jaxlib reports no bytes_limit"
+    else:
+        metrics["xla_mem_limit_bytes"] = min(limits)
     peaks = [s.get("peak_bytes_in_use") for s in stats]
     if any(p is None for p in peaks):
-        return {
+        return metrics | {
             "mem_peak_bytes": None,
             "mem_peak_absent_reason": "this jaxlib's device reports no peak_bytes_in_use",
         }
-    metrics: dict[str, Any] = {
+    metrics |= {
         "mem_peak_bytes": max(peaks),
         "mem_peak_source": "jax Device.memory_stats peak_bytes_in_use"
         + (" (max over devices)" if len(peaks) > 1 else ""),
@@ -112,15 +139,16 @@ def run_jax_case(
     compilations_before = _COMPILATIONS.count - compiled_before
     on_phase("measuring")
     gpus = [d.local_hardware_id for d in training.devices] if case.device == "cuda" else None
-    probes = CaseProbes(torch.device(case.device), device_indices=gpus, sync_devices=False)
+    probes = CaseProbes(torch.device(case.device), device_indices=gpus, torch_cuda=False)
     measuring_from = _COMPILATIONS.count
     losses = LossWatch()
-    record = measure_steps(training.step, policy, HostTimer(), probes=probes, losses=losses)
+    timer = InFlightTimer(jax.block_until_ready)
+    record = measure_steps(timer.timed(training.step), policy, timer, probes=probes, losses=losses)
     compilations_while = _COMPILATIONS.count - measuring_from
     losses.add(training.step())  # one more step, outside the timing: the final loss
     losses.check()  # a non-finite loss anywhere: Diverged
     final_loss = float(losses.losses[-1])
-    info = device_info(case, training.devices)
+    info = device_info(case, training)
     metrics = case_metrics(spec, case, training.size, record, probes, info["name"])
     metrics |= memory_metrics(case, training.devices)
     metrics |= {

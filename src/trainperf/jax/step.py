@@ -15,20 +15,25 @@ donating the old buffers so that XLA updates them in place. This is Flax's own
 recommendation for speed (``nnx.jit`` re-walks the module graph on every call).
 
 Precision (trainperf.precision.JAX_PRECISIONS):
-- fp32: float32 everywhere, matmuls and convolutions at full float32 precision
-  (``jax.default_matmul_precision("float32")``: XLA would otherwise use TF32 on Ampere
-  and later GPUs, as PyTorch's fp32 cases refuse to);
-- tf32: float32 storage, TF32 tensor-core math (``"tensorfloat32"``);
+- fp32: float32 everywhere;
+- tf32: float32 storage, TF32 tensor-core math for matmuls and convolutions;
 - bf16: Flax's mixed precision: parameters and optimizer state in float32, the forward
   and backward computed in bfloat16 (the modules' ``dtype``), the loss in float32.
 fp16 is not offered: it needs loss scaling, which neither jax nor optax provides.
+Float32 math follows trainperf.precision.fp32_math, as PyTorch's step does: the step is
+lowered under ``jax.default_matmul_precision("float32")`` (every dot and convolution of
+the program at precision HIGHEST: IEEE), or ``"tensorfloat32"`` (HIGH: TF32) for tf32,
+whatever JAX's default is (XLA's own runs float32 dots and convolutions in TF32 on GPUs of
+compute capability 8.0 and later; a bfloat16 dot is bfloat16 at any setting).
+``fp32_math`` is read back from the lowered program's precisions, not from the request.
 
 Compilation happens ahead of time (``jit(...).lower(...).compile()``) and is timed on its
 own (``compile_s``: tracing, lowering to StableHLO and XLA's compilation), so none of it can
 fall into the measured window: the step calls the compiled executable, which never
-recompiles (a call with other shapes raises instead). Every step ends with
-``jax.block_until_ready`` on the updated state: JAX dispatches asynchronously, and a step
-is over when its parameters are.
+recompiles (a call with other shapes raises instead). The step returns once it is
+dispatched, as a JAX training loop's step does: JAX runs it asynchronously, and the
+measured loop waits for it only through trainperf.measure.timer.InFlightTimer, with the
+next steps already queued.
 
 Data parallelism (parallel ``mesh``): a one-axis ``jax.sharding.Mesh`` over the case's
 devices, the batch sharded along it and everything else replicated; XLA's SPMD partitioner
@@ -39,6 +44,7 @@ device's share: the JAX step communicates a little more per step, as SyncBatchNo
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,12 +61,17 @@ from trainperf.jax import models as flax_models
 from trainperf.jax import tasks
 from trainperf.jax.flops import xla_flops
 from trainperf.models.spec import ModelSpec
+from trainperf.precision import fp32_math
 from trainperf.training_step import ADAMW_LR, SGD_LR, SGD_MOMENTUM
 
 # torch.optim.AdamW's default weight decay (optax's default is 1e-4).
 ADAMW_WEIGHT_DECAY = 0.01
-# jax.default_matmul_precision per precision: what float32 matmuls and convolutions use.
-MATMUL_PRECISION = {"fp32": "float32", "tf32": "tensorfloat32", "bf16": "default"}
+# jax.default_matmul_precision for each float32 math (trainperf.precision.fp32_math), and
+# back: the precision that the lowered program's dots and convolutions then carry.
+MATMUL_PRECISION = {"ieee": "float32", "tf32": "tensorfloat32"}
+PROGRAM_FP32_MATH = {"HIGHEST": "ieee", "HIGH": "tf32"}
+# A dot_general's "precision = [A, B]", a convolution's "#stablehlo<precision A>" (StableHLO).
+_PRECISION = re.compile(r"precision = \[(\w+), (\w+)\]|#stablehlo<precision (\w+)>")
 COMPUTE_DTYPE = {"fp32": jnp.float32, "tf32": jnp.float32, "bf16": jnp.bfloat16}
 DATA_AXIS = "data"
 
@@ -71,8 +82,8 @@ class DevicesMissing(RuntimeError):
 
 @dataclass
 class JaxTrainingStep:
-    """A ready-to-call step: ``step()`` trains one optimizer step, blocks until the new
-    state is there and returns the loss."""
+    """A ready-to-call step: ``step()`` dispatches one optimizer step and returns its loss,
+    not waited for (the updated state is kept for the next call)."""
 
     step: Callable[[], jax.Array]
     devices: list[Any]
@@ -84,6 +95,9 @@ class JaxTrainingStep:
     # from the arrays (0-dimensional counters left out, as the PyTorch side does).
     params_bytes: int = 0
     optimizer_bytes: int = 0
+    # The math of the program's float32 dots and convolutions ("ieee", "tf32"), or None
+    # when their precisions are not all HIGHEST or all HIGH (``program_fp32_math``).
+    fp32_math: str | None = None
 
 
 def optimizer_of(spec: ModelSpec) -> optax.GradientTransformation:
@@ -192,20 +206,37 @@ def build_jax_step(spec: ModelSpec, case: Case) -> JaxTrainingStep:
         donate_argnums=(0, 1, 2),
     )
     started = time.perf_counter()
-    with jax.default_matmul_precision(MATMUL_PRECISION[case.precision]):
-        compiled = jitted.lower(*state, inputs, targets).compile()
+    with jax.default_matmul_precision(MATMUL_PRECISION[fp32_math(case.precision)]):
+        lowered = jitted.lower(*state, inputs, targets)
+        compiled = lowered.compile()
     compile_s = time.perf_counter() - started
 
     current = list(state)
 
     def step() -> jax.Array:
         *updated, loss = compiled(*current, inputs, targets)
-        current[:] = jax.block_until_ready(updated)
+        current[:] = updated
         return loss
 
     def nbytes(tree: Any) -> int:
         return sum(leaf.nbytes for leaf in jax.tree.leaves(tree) if leaf.ndim > 0)
 
     return JaxTrainingStep(
-        step, devices, size, compile_s, xla_flops(compiled), nbytes(params), nbytes(opt_state)
+        step,
+        devices,
+        size,
+        compile_s,
+        xla_flops(compiled),
+        params_bytes=nbytes(params),
+        optimizer_bytes=nbytes(opt_state),
+        fp32_math=program_fp32_math(lowered.as_text()),
     )
+
+
+def program_fp32_math(program: str) -> str | None:
+    """The float32 math that a StableHLO program asks of XLA: "ieee" when every dot and
+    convolution carries precision HIGHEST, "tf32" when every one carries HIGH, else None
+    (DEFAULT leaves it to XLA, mixed ones are not one math)."""
+    found = {name for match in _PRECISION.finditer(program) for name in match.groups() if name}
+    modes = {PROGRAM_FP32_MATH.get(name) for name in found}
+    return modes.pop() if len(modes) == 1 else None

@@ -105,7 +105,9 @@ def nvml_handle(
     from ``CUDA_VISIBLE_DEVICES`` (indices or UUIDs): NVML numbers all GPUs of the
     machine, CUDA those listed, so ``cuda:0`` under ``CUDA_VISIBLE_DEVICES=3`` is NVML
     device 3. Both number in PCI order when ``CUDA_DEVICE_ORDER=PCI_BUS_ID``; on machines
-    with identical GPUs the default order agrees with it too.
+    with identical GPUs the default order agrees with it too. A ``visible`` string, even
+    empty (the variable unset: NVML's order), never asks torch, whose CUDA it would
+    initialise (the JAX worker's probes rely on that).
     """
     if uuids is None and visible is None:
         uuids = cuda_uuids()

@@ -58,12 +58,13 @@ def _clocks_event_mask(nvml: Any, handle: Any) -> int:
             raise new_exc from None
 
 
-def gpu_context(nvml: Any, index: int) -> dict[str, Any]:
+def gpu_context(nvml: Any, index: int, visible: str | None = None) -> dict[str, Any]:
     """Clocks, temperature, power draw (with ``power_source``) and clocks-event reasons
     (``throttle_reasons``, every bit set, decoded) of CUDA device ``index`` now.
 
     ``nvml`` is the pynvml module (None imports it) or a fake; NVML is opened and closed
-    around the reads (NVML counts the pairs, so an open meter is unaffected).
+    around the reads (NVML counts the pairs, so an open meter is unaffected). ``visible``:
+    how CUDA indices map to NVML's (trainperf.measure.energy_nvml.nvml_handle).
     """
     out: dict[str, Any] = {
         "index": index,
@@ -85,7 +86,7 @@ def gpu_context(nvml: Any, index: int) -> dict[str, Any]:
         return out
     try:
         try:
-            handle = nvml_handle(nvml, index)
+            handle = nvml_handle(nvml, index, visible)
         except Exception as exc:
             out["absent"] = dict.fromkeys(keys, f"no NVML handle for cuda:{index}: {exc}")
             return out
@@ -159,13 +160,17 @@ class WindowSampler:
     (NVML calls release the GIL; the thread sleeps on an ``Event`` in between) and
     ``end()`` summarizes each GPU's samples. Power is read as ``power_probe`` chooses
     once per GPU at ``begin`` (the instantaneous field where the driver has it).
-    ``nvml`` is the pynvml module (None imports it) or a fake.
+    ``nvml`` is the pynvml module (None imports it) or a fake; ``visible``: how CUDA indices
+    map to NVML's (trainperf.measure.energy_nvml.nvml_handle).
     """
 
-    def __init__(self, nvml: Any, indices: list[int], interval_s: float = 0.1) -> None:
+    def __init__(
+        self, nvml: Any, indices: list[int], interval_s: float = 0.1, visible: str | None = None
+    ) -> None:
         if interval_s <= 0:
             raise ValueError(f"interval_s must be positive, got {interval_s!r}")
         self._nvml, self.indices, self.interval_s = nvml, list(indices), interval_s
+        self._visible = visible
         self._handles: dict[int, Any] = {}
         self._power: dict[int, PowerProbe] = {}
         self._absent: dict[int, str] = {}
@@ -186,7 +191,7 @@ class WindowSampler:
         self._open = True
         for index in self.indices:
             try:
-                self._handles[index] = nvml_handle(self._nvml, index)
+                self._handles[index] = nvml_handle(self._nvml, index, self._visible)
             except Exception as exc:
                 self._absent[index] = f"no NVML handle for cuda:{index}: {exc}"
                 continue

@@ -51,16 +51,19 @@ def make_meters(
     nvml: Any = None,
     rapl_root: str | os.PathLike[str] = RAPL_ROOT,
     interval_s: float = 0.1,
+    visible: str | None = None,
 ) -> list[EnergyMeter]:
     """The meters for a case: NVML for the CUDA devices on ``cuda``, RAPL for the CPU always.
 
-    ``device_indices`` are CUDA (torch) indices; ``nvml`` defaults to ``pynvml``. Whatever
-    the machine lacks becomes an ``AbsentMeter`` saying why.
+    ``device_indices`` are CUDA indices; ``nvml`` defaults to ``pynvml``; ``visible``: how
+    they map to NVML's (trainperf.measure.energy_nvml.nvml_handle: None by torch's device
+    UUIDs, a string as ``CUDA_VISIBLE_DEVICES``). Whatever the machine lacks becomes an
+    ``AbsentMeter`` saying why.
     """
     meters: list[EnergyMeter] = []
     if device_type == "cuda":
         try:
-            meters.append(NvmlEnergy(nvml, device_indices, interval_s))
+            meters.append(NvmlEnergy(nvml, device_indices, interval_s, visible=visible))
         except NvmlUnavailable as exc:
             reason = str(exc)
             domains = [f"gpu{i}" for i in device_indices] or ["gpu"]
@@ -77,9 +80,12 @@ class CaseProbes:
 
     ``device_indices``: the CUDA devices the case uses (DataParallel: all its
     ``device_ids``); by default ``device`` alone. ``nvml`` is pynvml (None) or a fake.
-    ``sync_devices``: synchronize torch's CUDA devices at the window's edges; False where
-    the step itself waits for its results (the JAX backend, which leaves torch's CUDA
-    untouched).
+    ``torch_cuda``: the case runs on torch's CUDA, whose devices are synchronized at the
+    window's edges and matched to NVML's by their UUIDs. False for a framework whose process
+    must never initialise torch's CUDA (JAX, trainperf.jax.environment): no synchronization
+    (the step timer waits for the device itself), and the indices are mapped to NVML's
+    through ``CUDA_VISIBLE_DEVICES``, as CUDA numbers them (with MIG, or a batch system that
+    hides GPUs without setting it, that mapping cannot see the hiding).
     """
 
     def __init__(
@@ -88,7 +94,7 @@ class CaseProbes:
         read_cpu_energy: bool = True,
         device_indices: Sequence[int] | None = None,
         nvml: Any = None,
-        sync_devices: bool = True,
+        torch_cuda: bool = True,
     ) -> None:
         from trainperf.measure.gpu_context import WindowSampler
 
@@ -98,13 +104,18 @@ class CaseProbes:
             default = [device.index or 0]
             self.indices = list(device_indices) if device_indices is not None else default
         self._nvml = nvml
-        self._sync_devices = sync_devices
-        self.meters = [
-            m
-            for m in make_meters(device.type, self.indices, nvml=nvml, interval_s=SAMPLE_INTERVAL_S)
-            if read_cpu_energy or not isinstance(m, RaplEnergy)
-        ]
-        self.window = WindowSampler(nvml, self.indices, SAMPLE_INTERVAL_S) if self.indices else None
+        self._sync_devices = torch_cuda
+        # nvml_handle's mapping: by torch's UUIDs (None), or by this string alone.
+        self._visible = None if torch_cuda else os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        meters = make_meters(
+            device.type, self.indices, nvml, interval_s=SAMPLE_INTERVAL_S, visible=self._visible
+        )
+        self.meters = [m for m in meters if read_cpu_energy or not isinstance(m, RaplEnergy)]
+        self.window = (
+            WindowSampler(nvml, self.indices, SAMPLE_INTERVAL_S, self._visible)
+            if self.indices
+            else None
+        )
         self.start_contexts: list[dict[str, Any]] = []
         self.end_contexts: list[dict[str, Any]] = []
         self.readings: list[Reading] = []
@@ -122,7 +133,7 @@ class CaseProbes:
         from trainperf.measure.gpu_context import cpu_context, gpu_context
 
         if self.device.type == "cuda":
-            return [gpu_context(self._nvml, index) for index in self.indices]
+            return [gpu_context(self._nvml, index, self._visible) for index in self.indices]
         return [cpu_context()]
 
     def _synchronize(self) -> None:

@@ -1,11 +1,13 @@
 """The measured loop: warm-up, then timed steps, each bracketed by the step timer.
 
 The only harness work inside a timed window is the timer's own ``start``/``stop`` (a clock
-read or an event record). A step's loss, when a ``LossWatch`` keeps them, is kept after its
-window closed, without synchronising (trainperf.measure.divergence). Policy decisions
-happen between windows and, while measuring, only at the policy's check points
-(geometrically spaced for the adaptive policy), so the loop costs what a hand-written loop
-costs (benchmarks/harness_overhead.py checks this).
+read or an event record; for a JAX step, the wait for an older step, which the device's
+work on the later ones overlaps: trainperf.measure.timer.InFlightTimer). A step's loss,
+when a ``LossWatch`` keeps them, is kept after its window closed, without synchronising
+(trainperf.measure.divergence). Policy decisions happen between windows and, while
+measuring, only at the policy's check points (geometrically spaced for the adaptive
+policy), so the loop costs what a hand-written loop costs (benchmarks/harness_overhead.py
+checks this).
 
 A step fed by a real data set also opens windows of its own ``data_timer`` inside the
 step (one per micro-batch, around getting the batch); the loop only resets that timer

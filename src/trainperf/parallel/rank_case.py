@@ -46,7 +46,7 @@ from trainperf.measure.timed_steps import StepRecord, measure_steps
 from trainperf.measure.timer import make_timer
 from trainperf.parallel.fsdp import local_collectives
 from trainperf.parallel.group import AgreedPolicy, RankGroup, default_threads
-from trainperf.training_step import TrainingStep, build_training_step
+from trainperf.training_step import TrainingStep, build_training_step, fp32_math_mode
 
 COMPUTE_WARMUP_STEPS = 2
 COMPUTE_MIN_STEPS, COMPUTE_MAX_STEPS = 5, 100
@@ -94,7 +94,7 @@ def run_distributed_case(case: Case, on_phase: Callable[[str], None]) -> dict[st
         mine = {
             "rank": job.ranks.rank,
             "host": socket.gethostname(),
-            "device": device_info(job.device),
+            "device": device_info(job.device) | fp32_math_mode(job.device),
             "warmup_s": record.warmup_s,
             "step_s": record.step_s,
             "data_wait_s": record.data_wait_s,

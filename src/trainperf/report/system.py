@@ -197,9 +197,9 @@ def _network(record: dict[str, Any]) -> Group:
 _SOFTWARE_ROWS = (
     ("python", "python"),
     ("torch", "torch"),
-    ("CUDA", "cuda"),
-    ("cuDNN", "cudnn"),
-    ("NCCL", "nccl"),
+    ("CUDA (torch)", "cuda"),
+    ("cuDNN (torch)", "cudnn"),
+    ("NCCL (torch)", "nccl"),
     ("oneDNN (mkldnn)", "onednn"),
     ("mkldnn available", "mkldnn"),
     ("MKL available", "mkl"),
@@ -218,7 +218,24 @@ def _software(record: dict[str, Any]) -> Table:
     rows = [(title, _cell(software, key)) for title, key in _SOFTWARE_ROWS]
     if "jax_devices" in record or "jax_devices_absent_reason" in record:
         rows.append(("jax devices", _cell(record, "jax_devices", _jax_devices)))
+    if "jax_cuda" in record or "jax_cuda_absent_reason" in record:
+        jax_cuda = record.get("jax_cuda")
+        if jax_cuda is None:
+            rows.append(("CUDA stack (jax)", _cell(record, "jax_cuda")))
+        else:
+            rows += [(f"{title} (jax)", _jax_version(jax_cuda, key)) for title, key in _JAX_CUDA]
     return _pairs("software", rows)
+
+
+# JAX's CUDA stack (trainperf.jax.inventory): what its plugin loaded, and what it was built for.
+_JAX_CUDA = (("CUDA", "cuda"), ("cuDNN", "cudnn"), ("cuBLAS", "cublas"), ("NCCL", "nccl"))
+
+
+def _jax_version(stack: dict[str, Any], key: str) -> str | Text:
+    """'12.8 (built for 12.8)': the version loaded, and the one built for when known."""
+    built = stack.get(f"{key}_build")
+    cell = _cell(stack, key)
+    return cell if built is None or not isinstance(cell, str) else f"{cell} (built for {built})"
 
 
 def _jax_devices(devices: list[dict[str, Any]]) -> str:
