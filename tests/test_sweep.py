@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-from conftest import FLAKY_NETS
+from flaky_nets import FLAKY_NETS
 
 FLAKY_SUITE = """\
 name: flaky

@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from trainperf.micro.harness import CacheFlusher, dtype_of, measured_on, time_op
+from trainperf.training_step import set_fp32_math
 
 CPU_SQUARE_SIZES = (128, 256, 512, 1024)
 GPU_SQUARE_SIZES = (256, 512, 1024, 2048, 4096, 8192, 16384)
@@ -162,9 +163,7 @@ def run_gemm(
     reason = unsupported(device, dtype_name) or shape_unsupported(shape, dtype_name)
     if reason:
         return row | {"status": "skipped", "reason": reason}
-    if device.type == "cuda":
-        mode = "tf32" if dtype_name == "tf32" else "ieee"
-        torch.backends.cuda.matmul.fp32_precision = mode
+    set_fp32_math(device, dtype_name)  # TF32 only for the tf32 rows (precision.fp32_math)
     try:
         if dtype_name == "fp8":
             op = _fp8_op(shape, device, fast_accum)
