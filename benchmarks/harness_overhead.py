@@ -31,6 +31,7 @@ from common import add_model_arguments, warmed_up_step
 from trainperf import models
 from trainperf.measure.policy import FixedPolicy
 from trainperf.measure.stats import summarize
+from trainperf.measure.divergence import LossWatch
 from trainperf.measure.timed_steps import measure_steps
 from trainperf.measure.timer import make_timer
 from trainperf.training_step import TrainingStep
@@ -61,7 +62,10 @@ def harness_block(t: TrainingStep, device: torch.device, steps: int) -> tuple[fl
     """(reported samples/s, wall-clock samples/s) of trainperf measuring N steps."""
     synchronize(device)
     start = time.perf_counter()
-    record = measure_steps(t.step, FixedPolicy(0, steps), make_timer(device.type))
+    # As a case measures: each step's loss kept for the divergence check after the window.
+    losses = LossWatch()
+    record = measure_steps(t.step, FixedPolicy(0, steps), make_timer(device.type), losses=losses)
+    losses.check()
     synchronize(device)
     wall = t.samples_per_step * steps / (time.perf_counter() - start)
     return summarize(record.step_s, t.samples_per_step).samples_per_s_mean, wall
