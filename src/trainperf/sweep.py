@@ -87,7 +87,7 @@ class SweepItem:
 
     @property
     def label(self) -> str:
-        return self.case.label
+        return self.case.label()
 
 
 @dataclass(frozen=True)

@@ -145,4 +145,6 @@ def test_a_network_in_the_current_directory_runs(in_a_folder_of_nets, run_cli):
     assert code == 0, err
     (result,) = json.loads(out)["results"]
     assert result["status"] == "ok" and result["case"]["model"] == "cwdnets.small:build"
+    # Not a terminal: each run says when it starts, with the case's label.
+    assert "[case 1/1, run 1] cwdnets.small:build b2 @8 fp32 cpu: started (0/1 cases" in err
     assert (in_a_folder_of_nets / "trainperf.db").exists()
