@@ -454,16 +454,21 @@ class Store:
         return self._write(insert)
 
     def finished(
-        self, system: str, suite_version: str, case_key: str | None = None
+        self,
+        system: str,
+        suite_version: str,
+        case_key: str | None = None,
+        *,
+        status: str = "ok",
     ) -> dict[str, dict[str, Any]]:
-        """The newest ok result of each case (or of the one ``case_key``) of a suite version
-        on a system, by case key."""
+        """The newest result of ``status`` (ok, or skipped) of each case (or of the one
+        ``case_key``) of a suite version on a system, by case key."""
         query = (
             "SELECT r.*, s.record AS system_json FROM results r"
             " JOIN systems s ON s.fingerprint = r.system"
-            " WHERE r.system = ? AND r.suite_version = ? AND r.status = 'ok'"
+            " WHERE r.system = ? AND r.suite_version = ? AND r.status = ?"
         )
-        args: tuple[str, ...] = (system, suite_version)
+        args: tuple[str, ...] = (system, suite_version, status)
         if case_key is not None:
             query, args = query + " AND r.case_key = ?", (*args, case_key)
         rows = self.db.execute(query + " ORDER BY r.id", args).fetchall()

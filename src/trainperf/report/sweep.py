@@ -127,10 +127,11 @@ def _one_line(result: dict[str, Any]) -> str:
     from trainperf.case import label_of
 
     label, metrics = label_of(result["case"]), result.get("metrics") or {}
+    earlier = " (from an earlier sweep)" if result.get("reused") else ""
     if result["status"] == "ok":
         text = f"{label}: {metrics['samples_per_s_median']:.1f} samples/s {interval_text(metrics)}"
-        return text + (" (from an earlier sweep)" if result.get("reused") else "")
-    return f"{label}: {result['status']}: {_reason(result)}"
+        return text + earlier
+    return f"{label}: {result['status']}: {_reason(result)}{earlier}"
 
 
 def interval_text(metrics: dict[str, Any]) -> str:
