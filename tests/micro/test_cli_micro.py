@@ -2,6 +2,11 @@
 
 import json
 
+import pytest
+
+from trainperf import runner
+from trainperf.case import DeviceKind
+from trainperf.cli import micro as micro_cli
 from trainperf.store import Store
 
 
@@ -78,3 +83,29 @@ def test_collectives_through_the_cli_are_checked_and_stored(tmp_path, run_cli):
         assert run["metrics"]["rows"] == rows
     code, _, err = run_cli(["micro", "collective", "--ops", "all_reduse", "--db", db])
     assert code == 2 and "--ops 'all_reduse' is not valid" in err
+
+
+@pytest.mark.parametrize(
+    "gpus,said",
+    [
+        ({}, "running micro p2p (this machine has 0 CUDA GPUs: no pair)"),
+        (
+            {"cuda": DeviceKind(1, (9, 0))},
+            "running micro p2p (this machine has 1 CUDA GPU: no pair)",
+        ),
+        ({"cuda": DeviceKind(4, (9, 0))}, "running micro p2p on 4 CUDA GPUs"),
+    ],
+)
+def test_p2p_says_which_gpus_it_runs_on_and_never_cuda_without_them(
+    tmp_path, run_cli, monkeypatch, gpus, said
+):
+    real = micro_cli.open_machine
+    monkeypatch.setattr(
+        micro_cli, "open_machine", lambda db: (real(db)[0], {"cpu": DeviceKind(2)} | gpus)
+    )
+    skipped = {"status": "ok", "device": None, "error": None}
+    skipped["metrics"] = {"status": "skipped", "reason": "p2p needs two or more CUDA GPUs"}
+    monkeypatch.setattr(runner, "run_job", lambda *args, **kwargs: dict(skipped))
+    code, out, err = run_cli(["micro", "p2p", "--db", tmp_path / "r.db"])
+    assert code == 0 and "skipped: p2p needs two or more CUDA GPUs" in out
+    assert err.splitlines()[0] == said and "on cuda" not in err
