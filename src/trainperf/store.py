@@ -624,7 +624,9 @@ class Store:
         return train_run_document(rows[0]) if len(rows) == 1 else None
 
     def achievable_tflops(self, system: str, device_type: str, dtype: str) -> float | None:
-        """The best matmul TFLOP/s measured by ``micro gemm`` on this system and device type."""
+        """The best matmul TFLOP/s measured by ``micro gemm`` on this system and device type,
+        over its full sweeps: a partial one (``--limit``, ``--shapes deepbench``) stores no
+        ``max_achievable`` (trainperf.micro.gemm)."""
         best = None
         for run in self.micro("gemm"):
             if run["system"] != system or run["status"] != "ok":

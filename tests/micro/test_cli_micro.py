@@ -12,16 +12,25 @@ from trainperf.store import Store
 
 def test_gemm_is_stored_and_feeds_utilization_of_benchmark_cases(tmp_path, run_cli):
     db = tmp_path / "r.db"
-    code, out, _ = run_cli(
-        ["micro", "gemm", "--shapes", "square", "--limit", 2, "--iters", 2, "--device", "cpu"]
-        + ["--db", db, "--json"]
-    )
+    gemm = ["micro", "gemm", "--shapes", "square", "--iters", 2, "--device", "cpu", "--db", db]
+    # A partial sweep (the 2 smallest squares) is not the machine's max achievable.
+    code, out, err = run_cli([*gemm, "--limit", 2])
+    caption = " ".join(out.split())  # the table's caption, wrapped to its width
+    assert code == 0 and "best of this partial run fp32" in caption
+    assert "not the machine's max achievable: a partial sweep: --limit 2 measured 2 of 4" in caption
+    with Store(db) as store:
+        (partial,) = store.micro("gemm")
+        assert partial["metrics"]["max_achievable"] is None
+        assert partial["metrics"]["best_of_run"]["fp32"]["shape"] == "M256 N256 K256 NN"
+        assert store.achievable_tflops(partial["system"], "cpu", "fp32") is None
+
+    code, out, _ = run_cli([*gemm, "--json"])
     result = json.loads(out)
     assert code == 0 and result["status"] == "ok"
     best = result["metrics"]["max_achievable"]["fp32"]["tflops"]
     with Store(db) as store:
-        (run,) = store.micro("gemm")
-        assert run["params"]["shapes"] == "square" and len(run["metrics"]["rows"]) == 2
+        _, run = store.micro("gemm")
+        assert run["params"]["shapes"] == "square" and len(run["metrics"]["rows"]) == 4
         assert store.achievable_tflops(run["system"], "cpu", "fp32") == best
 
     code, out, _ = run_cli(
