@@ -248,8 +248,9 @@ def run_sweep(
     skipped = store.finished(system["fingerprint"], suite[1], status="skipped") if suite else {}
     states = [_CaseRuns(i, item, _policy(item.case)) for i, item in enumerate(items)]
     with job_directory() as tmp, StopFlag().installed() as stop:
-        sweep = _Sweep(store, system, sweep_id, tmp, stop, events, suite, rendezvous)
-        sweep = replace(sweep, skipped_before=skipped)
+        sweep = _Sweep(
+            store, system, sweep_id, tmp, stop, events, suite, rendezvous, skipped_before=skipped
+        )
         if resumable:  # see "Concurrent sweeps" in the module doc
             sweep = replace(sweep, owner=Owner.this_process(sweep_id))
         for state in states:
