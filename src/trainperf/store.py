@@ -246,7 +246,10 @@ class Store:
         self.db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None)
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA foreign_keys = ON")
-        self.db.execute("PRAGMA journal_mode = WAL")
+        # Turning WAL on needs the database to itself for a moment: a second process
+        # opening a new store at the same instant gets SQLITE_BUSY here, at once (SQLite
+        # does not always call its busy handler for it), so it waits like any write.
+        self._retrying(lambda: self.db.execute("PRAGMA journal_mode = WAL"))
         self._migrate()
 
     @classmethod
@@ -291,12 +294,17 @@ class Store:
         and return what it returns. While another process holds the lock or the disk is
         full, try again (the whole transaction: a failed one leaves nothing), saying so to
         ``on_wait``, for up to ``wait_s`` in all; then raise ``StoreUnavailable``."""
+        return self._retrying(lambda: self._transaction(body))
+
+    def _retrying(self, attempt: Callable[[], T]) -> T:
+        """``attempt()``, tried again while the database is locked or the disk full (see
+        ``_write``)."""
         started = time.monotonic()
         pace = self.db.execute("PRAGMA busy_timeout").fetchone()[0] / 1000
         while True:
             tried = time.monotonic()
             try:
-                return self._transaction(body)
+                return attempt()
             except (sqlite3.OperationalError, OSError) as exc:
                 reason = _unavailable_reason(exc)
                 if reason is None:
