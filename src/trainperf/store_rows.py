@@ -91,7 +91,9 @@ def row_document(row: sqlite3.Row) -> dict[str, Any]:
     }
 
 
-def result_document(row: sqlite3.Row) -> dict[str, Any]:
+def result_document(row: sqlite3.Row, system: dict[str, Any]) -> dict[str, Any]:
+    """A result row as a document, with its system's record (``system``: shared by every
+    result of that system, decoded once by the reader)."""
     return {
         "id": row["id"],
         "uid": row["uid"],
@@ -106,15 +108,17 @@ def result_document(row: sqlite3.Row) -> dict[str, Any]:
         "suite": row["suite"],
         "suite_version": row["suite_version"],
         "case_key": row["case_key"],
-        "system": json.loads(row["system_json"]),
+        "system": system,
     }
 
 
-def train_run_document(row: sqlite3.Row) -> dict[str, Any]:
+def train_run_document(row: sqlite3.Row, system: Any) -> dict[str, Any]:
+    """A training run's row as a document; ``system``: its system's record (or, in an
+    export, its fingerprint)."""
     return {
         "id": row["id"],
         "uid": row["uid"],
-        "system": json.loads(row["record"]),
+        "system": system,
         "created_at": row["created_at"],
         "updated_at": row["updated_at"],
         "status": row["status"],
