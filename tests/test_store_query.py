@@ -10,7 +10,7 @@ from datetime import datetime
 import pytest
 
 from report_fixture import build
-from trainperf import exchange, store_query
+from trainperf import exchange, store_query, store_rows
 from trainperf.store import Store
 from trainperf.store_query import STEP_LISTS, FilterError, ResultFilter
 
@@ -316,3 +316,17 @@ def test_an_export_of_a_filter_stands_on_its_own(lab, tmp_path):
     with Store(tmp_path / "alone.db") as store:
         summary = exchange.import_document(store, json.loads(json.dumps(document)))
     assert summary.added["results"] == len(expected_uids)
+
+
+def test_a_chunk_decoded_at_once_gives_each_row_its_own_values(lab):
+    path, _ = lab
+    db = sqlite3.connect(path)
+    db.row_factory = sqlite3.Row
+    rows = db.execute("SELECT * FROM runs ORDER BY id").fetchall()
+    db.close()
+    assert any(row["error_json"] is None for row in rows)
+    one_by_one = [store_rows.row_document(row) for row in rows]
+    together = store_rows.decoded_columns(rows)
+    pairs = zip(rows, together, strict=True)
+    assert [store_rows.row_document(row, values) for row, values in pairs] == one_by_one
+    assert store_rows.decoded_columns([]) == []

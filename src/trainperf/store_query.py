@@ -38,7 +38,12 @@ from typing import Any, get_args
 
 from trainperf.limits import MAX_COUNT
 from trainperf.outcome import Status
-from trainperf.store_rows import result_document, row_document, train_run_document
+from trainperf.store_rows import (
+    decoded_columns,
+    result_document,
+    row_document,
+    train_run_document,
+)
 
 STATUSES: tuple[str, ...] = get_args(Status)
 # Per-step lists of a run's metrics (and of an old result's): step times, warm-up step
@@ -208,24 +213,20 @@ def chosen_systems(
     """The fingerprints of the systems named by hostname or fingerprint (all when none is
     named), in the order of ``systems``; ``FilterError`` naming the known ones when a name
     matches none."""
-    if not names:
-        return list(systems)
-    chosen = []
+    wanted = set(names)
+    chosen = {f for f, r in systems.items() if wanted & {f, r.get("hostname")}}
     for name in names:
-        found = [f for f, r in systems.items() if name in (f, r.get("hostname"))]
-        if not found:
-            known = ", ".join(f"{r.get('hostname')} ({f})" for f, r in list(systems.items())[:20])
-            more = f", ... ({len(systems)} in all)" if len(systems) > 20 else ""
-            raise FilterError(
-                f"no system '{name}' in {where}: "
-                + (
-                    f"known systems (hostname (fingerprint)): {known}{more}"
-                    if known
-                    else "it holds none"
-                )
-            )
-        chosen += found
-    return [fingerprint for fingerprint in systems if fingerprint in set(chosen)]
+        if not any(name in (f, systems[f].get("hostname")) for f in chosen):
+            raise FilterError(f"no system '{name}' in {where}: {_known(systems)}")
+    return [fingerprint for fingerprint in systems if not names or fingerprint in chosen]
+
+
+def _known(systems: dict[str, dict[str, Any]], shown: int = 20) -> str:
+    if not systems:
+        return "it holds none"
+    known = ", ".join(f"{r.get('hostname')} ({f})" for f, r in list(systems.items())[:shown])
+    more = f", ... ({len(systems)} in all)" if len(systems) > shown else ""
+    return f"known systems (hostname (fingerprint)): {known}{more}"
 
 
 def _marks(count: int) -> str:
@@ -352,8 +353,8 @@ def documents(
     its system's record and, when ``runs``, its runs (``runs``: all in one query)."""
     by_result = runs_of(db, [row["uid"] for row in rows], steps=steps) if runs else {}
     found = []
-    for row in rows:
-        document = result_document(row, systems[row["system"]])
+    for row, decoded in zip(rows, decoded_columns(rows), strict=True):
+        document = result_document(row, systems[row["system"]], decoded)
         if runs:
             document["runs"] = by_result.get(row["uid"], [])
         found.append(document)
@@ -373,9 +374,9 @@ def runs_of(
             f"SELECT {columns} FROM runs WHERE result_uid IN ({_marks(len(chunk))})"
             " ORDER BY run_number, id",
             chunk,
-        )
-        for run in rows:
-            found.setdefault(run["result_uid"], []).append(row_document(run))
+        ).fetchall()
+        for run, decoded in zip(rows, decoded_columns(rows), strict=True):
+            found.setdefault(run["result_uid"], []).append(row_document(run, decoded))
     return found
 
 
