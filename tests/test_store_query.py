@@ -330,3 +330,19 @@ def test_a_chunk_decoded_at_once_gives_each_row_its_own_values(lab):
     pairs = zip(rows, together, strict=True)
     assert [store_rows.row_document(row, values) for row, values in pairs] == one_by_one
     assert store_rows.decoded_columns([]) == []
+
+
+def test_compare_of_two_sources_filters_both(lab, run_cli, tmp_path):
+    path, _ = lab
+    with Store.read_only(path) as store:
+        exported = tmp_path / "a.json"
+        exported.write_text(json.dumps(exchange.export_document(store)))
+    flags = ["-m", "resnet18", "--status", "ok"]
+    code, out, err = run_cli(["compare", exported, path, "--json", *flags])
+    assert code == 0, err
+    cases = json.loads(out)["cases"]
+    assert cases and {c["case"]["model"] for c in cases} == {"resnet18"}
+    statuses = {e["status"] for c in cases for e in c["per_system"].values()}
+    assert statuses == {"ok"}
+    code, _, err = run_cli(["compare", exported, path, "-m", "nosuchmodel"])
+    assert code == 2 and f"no results in {exported} matching --model nosuchmodel" in err

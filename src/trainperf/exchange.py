@@ -22,8 +22,11 @@ The file (``FORMAT``, ``FORMAT_VERSION``)::
 ``system`` fields hold a system's fingerprint; every field is present (null where empty).
 The database's integer ids stay home: rows travel with their ``uid`` (store schema 4), so
 an import adds only the rows the database lacks and importing a file twice adds nothing.
-An import reads the whole file and checks it (``validate``) before it writes anything,
-then writes it in one transaction.
+An export is written as the database is read, a row at a time (``write_export``), so a
+store of any size exports in bounded memory; ``export_document`` holds the same document
+whole. An import reads the whole file and checks it (``validate``) before it writes
+anything, then writes it in one transaction; the rows it refers to and does not hold are
+looked up by key alone (``resolve``).
 
 Format history (bump ``FORMAT_VERSION`` for every change and keep reading the old ones):
   1: the first format.
@@ -159,7 +162,9 @@ def export_document(store: Store, result_filter: ResultFilter | None = None) -> 
     return dict(_head()) | tables
 
 
-def write_export(store: Store, out: TextIO, result_filter: ResultFilter = EVERYTHING) -> dict:
+def write_export(
+    store: Store, out: TextIO, result_filter: ResultFilter = EVERYTHING
+) -> dict[str, int]:
     """Write the document of ``export_document`` to ``out`` as it is read, one row at a
     time (bounded memory, whatever the store holds); return the rows written per table."""
     tables = ((table, iter(rows)) for table, rows in store.export_tables(result_filter))

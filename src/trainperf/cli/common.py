@@ -510,13 +510,14 @@ def result_filter_options(function: Any) -> Any:
             "filter_status",
             multiple=True,
             metavar="STATUS",
-            help=f"only results of this status: {', '.join(STATUSES)} (repeat, or commas)",
+            help=f"only results of this status: {', '.join(STATUSES)} (repeat, or separate "
+            "with commas)",
         ),
         click.option(
             "--since",
             "filter_since",
             metavar="DATE",
-            help="only results stored at or after this ISO 8601 date or time (UTC unless "
+            help="only results measured at or after this ISO 8601 date or time (UTC unless "
             "it gives its offset)",
         ),
         click.option("--suite", "filter_suite", metavar="NAME", help="only results of this suite"),
