@@ -42,3 +42,27 @@ def test_a_single_run_on_a_side_gives_no_interval_and_says_why():
     (row,) = [r for r in scaling_rows([single, result(2, [180.0, 190.0])]) if r["devices"] == 2]
     assert row["speedup"] == pytest.approx(1.85) and row["speedup_ci95"] is None
     assert row["interval_absent_reason"] == "1 run on a side: an interval needs 2 on each"
+
+
+def test_a_speedup_above_linear_marks_the_row_unstable_with_the_reason():
+    # The 1-device baseline measured under load: 2 runs a side, 13x on 2 devices.
+    one, two = [30.0, 28.0], [388.0, 389.2]
+    (row,) = [r for r in scaling_rows([result(1, one), result(2, two)]) if r["devices"] == 2]
+    assert row["speedup"] == pytest.approx(13.4) and row["unstable"]
+    (reason,) = row["unstable_reasons"]
+    assert reason.startswith("speed-up 13.40x on 2 devices: above linear;")
+    assert "measured under load" in reason
+    assert row["baseline_runs"] == 2 and row["runs"] == 2
+    assert row["efficiency_ci95"][0] >= 0 and row["speedup_ci95"][0] >= 0  # clamped, kept
+
+
+def test_above_linear_within_its_interval_is_not_flagged():
+    one, two = [100.0, 80.0, 120.0], [205.0, 190.0, 215.0]  # 2.03x, interval reaching 100%
+    (row,) = [r for r in scaling_rows([result(1, one), result(2, two)]) if r["devices"] == 2]
+    assert row["efficiency"] > 1 and row["efficiency_ci95"][0] <= 1
+    assert not row["unstable"] and row["unstable_reasons"] == []
+    # Above its interval with 3 runs a side: flagged, the interval in the reason.
+    two = [260.0, 262.0, 258.0]
+    one = [100.0, 101.0, 99.0]
+    (row,) = [r for r in scaling_rows([result(1, one), result(2, two)]) if r["devices"] == 2]
+    assert row["unstable"] and "95% interval" in row["unstable_reasons"][0]
