@@ -66,3 +66,24 @@ def test_above_linear_within_its_interval_is_not_flagged():
     one = [100.0, 101.0, 99.0]
     (row,) = [r for r in scaling_rows([result(1, one), result(2, two)]) if r["devices"] == 2]
     assert row["unstable"] and "95% interval" in row["unstable_reasons"][0]
+
+
+def test_the_scaling_table_says_n_a_for_2_runs_and_shows_the_flag():
+    import io
+
+    from rich.console import Console
+
+    from trainperf.report.tables import scaling_table
+
+    rows = scaling_rows([result(1, [30.0, 28.0]), result(2, [388.0, 389.2])])
+    console = Console(width=100, record=True, file=io.StringIO(), color_system=None)
+    console.print(scaling_table(rows, width=100))
+    lines = console.export_text().splitlines()
+    assert all(len(line.rstrip()) <= 100 for line in lines) and "…" not in "".join(lines)
+    text = " ".join(" ".join(lines).split())
+    assert "13.40" in text and "670.0%" in text and "n/a (2 runs)" in text
+    assert "0.00-inf" not in text and "unstable:" in text
+    words = text.split()  # the status wraps beside the setting: its words, in order
+    reason = ["speed-up", "13.40x", "on", "2", "devices:", "above", "linear;"]
+    found = [w for w in words[words.index("unstable:") :] if w in reason]
+    assert found[: len(reason)] == reason

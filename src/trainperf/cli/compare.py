@@ -18,6 +18,7 @@ from trainperf.cli.common import (
     read_results,
     show_table,
     stderr,
+    table_width,
 )
 
 
@@ -93,7 +94,8 @@ def compare(
         return
     from trainperf.report.compare import compare_table, groups_table
 
-    show_table(compare_table(document), table_format)
+    width = table_width(table_format)
+    show_table(compare_table(document, width), table_format)
     if len(document["systems"]) < 2:  # one database of one system
         stderr.print(
             "only one system in the database: nothing to compare against "
@@ -103,7 +105,7 @@ def compare(
         return
     if table_format == "md":
         sys.stdout.write("\n")
-    show_table(groups_table(document), table_format)
+    show_table(groups_table(document, width), table_format)
 
 
 def _source(path: Path, model: str | None) -> tuple[str, list[dict]]:

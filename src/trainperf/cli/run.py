@@ -35,6 +35,8 @@ from trainperf.cli.common import (
     show_table,
     stderr,
     stdout,
+    table_width,
+    wide_option,
     workers_option,
 )
 
@@ -203,8 +205,8 @@ def run(
         from trainperf.report.tables import results_table
 
         title = f"trainperf on {record['hostname']}" + (f": suite {suite.name}" if suite else "")
-        stdout.print(results_table(outcome.results, title=escape(title)))
-        stdout.print(summary_table(outcome.results))
+        show_table(results_table(outcome.results, title=escape(title), width=table_width()))
+        show_table(summary_table(outcome.results))
         if not not_stored:
             stderr.print(
                 f"stored in {db} (sweep {outcome.sweep_id}, run order seed {outcome.order_seed})",
@@ -471,7 +473,8 @@ def _show_longest_sequence(found: Any, template: Any, as_json: bool) -> None:
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="print a JSON array")
 @format_option
-def models(as_json: bool, table_format: str) -> None:
+@wide_option
+def models(as_json: bool, table_format: str, wide: bool) -> None:
     """List the zoo with parameters, FLOPs per sample and gradient bytes."""
     from trainperf import models as zoo
     from trainperf.analysis.flops import analyse
@@ -483,7 +486,7 @@ def models(as_json: bool, table_format: str) -> None:
     else:
         from trainperf.report.tables import models_table
 
-        show_table(models_table(rows), table_format)
+        show_table(models_table(rows, table_width(table_format, wide)), table_format, wide)
 
 
 @click.command()
@@ -492,8 +495,13 @@ def models(as_json: bool, table_format: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="print one JSON document")
 @click.option("--csv", "as_csv", is_flag=True, help="print CSV")
 @format_option
-def results(db: Path, model: str | None, as_json: bool, as_csv: bool, table_format: str) -> None:
-    """Show the results stored in the database."""
+@wide_option
+def results(
+    db: Path, model: str | None, as_json: bool, as_csv: bool, table_format: str, wide: bool
+) -> None:
+    """Show the results stored in the database: by default the columns that tell results
+    apart and their throughput, fitted to the terminal (100 columns piped, or COLUMNS);
+    --wide for every column."""
     one_output(as_json, table_format, ("--csv", as_csv))
     rows = read_results(db, model)
     if as_json:
@@ -505,4 +513,5 @@ def results(db: Path, model: str | None, as_json: bool, as_csv: bool, table_form
     else:
         from trainperf.report.tables import results_table
 
-        show_table(results_table(rows), table_format)
+        width = table_width(table_format, wide)
+        show_table(results_table(rows, wide=wide, width=width), table_format, wide)
