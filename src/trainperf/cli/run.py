@@ -29,7 +29,8 @@ from trainperf.cli.common import (
     one_output,
     open_machine,
     parallel_options,
-    read_results,
+    reading_store,
+    result_filter_options,
     seed_range,
     sharding_options,
     show_table,
@@ -491,27 +492,44 @@ def models(as_json: bool, table_format: str, wide: bool) -> None:
 
 @click.command()
 @db_option()
-@click.option("--model", "-m", help="only results of this model")
-@click.option("--json", "as_json", is_flag=True, help="print one JSON document")
+@result_filter_options
+@click.option("--json", "as_json", is_flag=True, help="print one JSON document, systems once")
+@click.option(
+    "--steps",
+    "with_steps",
+    is_flag=True,
+    help="with --json: the runs' per-step lists too (step times, warm-up, ranks, data waits)",
+)
 @click.option("--csv", "as_csv", is_flag=True, help="print CSV")
 @format_option
 @wide_option
 def results(
-    db: Path, model: str | None, as_json: bool, as_csv: bool, table_format: str, wide: bool
+    db: Path,
+    result_filter: Any,
+    as_json: bool,
+    with_steps: bool,
+    as_csv: bool,
+    table_format: str,
+    wide: bool,
 ) -> None:
-    """Show the results stored in the database: by default the columns that tell results
-    apart and their throughput, fitted to the terminal (100 columns piped, or COLUMNS);
-    --wide for every column."""
+    """Show the results stored in the database (those the filters select): by default
+    the columns that tell results apart and their throughput, fitted to the terminal (100
+    columns piped, or COLUMNS); --wide for every column."""
     one_output(as_json, table_format, ("--csv", as_csv))
-    rows = read_results(db, model)
-    if as_json:
-        emit_json({"results": rows})
-    elif as_csv:
-        from trainperf.report.tables import results_csv
+    if with_steps and not as_json:
+        raise BadInput("--steps goes with --json: tables and CSV show no per-step lists")
+    with reading_store(db) as store:
+        if as_json:
+            from trainperf.results_json import write_results
 
-        sys.stdout.write(results_csv(rows))
-    else:
-        from trainperf.report.tables import results_table
+            write_results(store.select(result_filter, runs=True, steps=with_steps), sys.stdout)
+        elif as_csv:
+            from trainperf.report.tables import results_csv_lines
 
-        width = table_width(table_format, wide)
-        show_table(results_table(rows, wide=wide, width=width), table_format, wide)
+            sys.stdout.writelines(results_csv_lines(store.select(result_filter)))
+        else:
+            from trainperf.report.tables import results_table
+
+            width = table_width(table_format, wide)
+            table = results_table(store.select(result_filter), wide=wide, width=width)
+            show_table(table, table_format, wide)

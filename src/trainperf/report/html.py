@@ -23,6 +23,7 @@ import jinja2
 
 from trainperf import __version__
 from trainperf.fileio import write_atomic
+from trainperf.store_query import EVERYTHING, ResultFilter
 
 # Report sections in page order: (anchor, title, figure-key prefixes, what "no data" means).
 SECTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
@@ -186,18 +187,21 @@ def _comparison(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [plain_table(compare_table(document)), plain_table(groups_table(document))]
 
 
-def render(db_path: Path, generated_at: str | None = None) -> tuple[str, ReportSummary]:
-    """The report page for the database at ``db_path`` and what it holds."""
+def render(
+    db_path: Path, generated_at: str | None = None, result_filter: ResultFilter = EVERYTHING
+) -> tuple[str, ReportSummary]:
+    """The report page for the database at ``db_path`` and what it holds (the results
+    ``result_filter`` selects; micro-benchmarks and training runs of its systems and time)."""
     from trainperf.report.figure_set import all_figures
     from trainperf.report.figures_convergence import convergence_figures
     from trainperf.report.figures_llm import llm_figures
     from trainperf.store import Store
 
-    with Store.copy_of(db_path) as store:  # reads without writing anything
-        results = store.results()
-        micro_runs = store.micro()
-        systems = store.systems()
-        train_runs = store.train_runs()
+    with Store.read_only(db_path) as store:  # in place, writing nothing
+        results = list(store.select(result_filter, oldest_first=True))
+        micro_runs = list(store.rows_beside("micro", result_filter))
+        systems = store.systems(result_filter)
+        train_runs = list(store.rows_beside("train_runs", result_filter))
     hosts = {s["fingerprint"]: s.get("hostname", "?") for s in systems}
     llm = llm_figures(results)  # each with the table shown under it
     figures = all_figures(results, micro_runs, hosts) + convergence_figures(train_runs)
@@ -247,9 +251,11 @@ def render(db_path: Path, generated_at: str | None = None) -> tuple[str, ReportS
     return page, summary
 
 
-def write_report(db_path: Path, out_dir: Path) -> ReportSummary:
+def write_report(
+    db_path: Path, out_dir: Path, result_filter: ResultFilter = EVERYTHING
+) -> ReportSummary:
     """Write ``out_dir/index.html`` (created atomically; the directory is made if needed)."""
-    page, summary = render(db_path)
+    page, summary = render(db_path, result_filter=result_filter)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / "index.html"
     write_atomic(target, page)
