@@ -85,6 +85,15 @@ def test_one_system_has_no_system_column_and_shared_hostnames_get_a_short_finger
     assert any("node7 (77b1e5d0)" in line for line in lines)
 
 
+def test_a_page_of_one_systems_rows_still_names_it_when_the_store_has_more():
+    rows = [result("node001.lab", [1.0, 1.1, 1.2], fingerprint="fp1")]
+    hostnames = {"fp1": "node001.lab", "fp2": "node002.lab"}
+    lines = rendered(results_table(rows, width=WIDTH, systems=hostnames))
+    assert "system" in lines[1] and "node001.lab" in lines[3]
+    alone = rendered(results_table(rows, width=WIDTH, systems={"fp1": "node001.lab"}))
+    assert "system" not in alone[1]
+
+
 def test_jax_rows_are_labelled_and_all_pytorch_needs_no_framework_column():
     rows = [result("a", [10.0, 11.0, 12.0]), result("a", [9.0, 9.5, 9.2], framework="jax")]
     lines = rendered(results_table(rows, width=WIDTH))
@@ -240,6 +249,16 @@ def test_piped_output_is_100_columns_or_columns(two_systems, run_cli, monkeypatc
     assert code == 0, err
     fits(out.splitlines(), 72)
     assert "big-cpu<b>" in out  # the system column is kept
+
+
+def test_results_of_one_system_of_two_name_it(two_systems, run_cli, monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    code, out, err = run_cli(["results", "--db", two_systems, "--system", "big-cpu<b>"])
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[1].split()[-1] == "system"
+    rows = [line for line in lines[3:] if line[:1].strip()]  # not a wrapped reason's line
+    assert rows and all(line.endswith("big-cpu<b>") for line in rows)
 
 
 def test_results_wide_piped_is_not_squeezed(two_systems, run_cli, monkeypatch):

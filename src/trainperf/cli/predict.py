@@ -418,8 +418,8 @@ def _show(prediction: dict[str, Any], as_json: bool, table_format: str, wide: bo
         prediction_table,
     )
 
-    make = fsdp_prediction_table if prediction["inputs"].get("parallel") == "fsdp" else None
-    make = make or prediction_table
+    fsdp = prediction["inputs"].get("parallel") == "fsdp"
+    make = fsdp_prediction_table if fsdp else prediction_table
     table = make(prediction, wide=wide, width=table_width(table_format, wide))
     show_table(table, table_format, wide)
     markdown = table_format == "md"

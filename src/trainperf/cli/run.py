@@ -530,6 +530,9 @@ def results(
         else:
             from trainperf.report.tables import results_table
 
+            hostnames = {f: r.get("hostname") for f, r in store.system_records().items()}
             width = table_width(table_format, wide)
-            table = results_table(store.select(result_filter), wide=wide, width=width)
+            table = results_table(
+                store.select(result_filter), wide=wide, width=width, systems=hostnames
+            )
             show_table(table, table_format, wide)

@@ -9,7 +9,7 @@ status and the metrics, the interval's low end clamped at 0 (a throughput cannot
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from rich.markup import escape
@@ -100,13 +100,16 @@ def results_table(
     *,
     wide: bool = False,
     width: int | None = None,
+    systems: Mapping[str, str | None] | None = None,
 ) -> Table:
     """One row per result, its columns chosen to fit ``width`` (trainperf.report.cells):
     what the case is (model, size, batch, devices and parallel mode, the framework unless
     all are PyTorch, the device kind where they differ, precision, other options where
     any), the mean throughput of its runs and the ± of its between-run 95% interval
     ("n/a (2 runs)" below 3 runs), its status with the reason in full, and the system
-    where the table holds more than one (trainperf.analysis.system_labels). Cases on real
+    where the store holds more than one: ``systems``, the store's hostnames by
+    fingerprint, so a page of rows from one system of a lab's store still names it (by
+    default the systems of ``results``); labels by trainperf.analysis.system_labels. Cases on real
     data add the samples/s of compute alone (data ready) and the share of step time spent
     waiting for data, the first columns left out when the table does not fit.
 
@@ -118,10 +121,13 @@ def results_table(
     results = list(results)
     cases = [r["case"] for r in results]
     metrics = [r.get("metrics") or {} for r in results]
-    hosts = {
-        r["system"]["fingerprint"]: r["system"].get("hostname") for r in results if r.get("system")
-    }
-    labels = system_labels(hosts)
+    if systems is None:
+        systems = {
+            r["system"]["fingerprint"]: r["system"].get("hostname")
+            for r in results
+            if r.get("system")
+        }
+    labels = system_labels(systems)
     frameworks = {case.get("framework", "pytorch") for case in cases}
     kinds = {str(case.get("device")) for case in cases}
     options = [escape(options_text(case)) for case in cases]
