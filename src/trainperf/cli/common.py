@@ -45,11 +45,20 @@ stdout = Console()
 stderr = Console(stderr=True)
 
 
+# stderr carries messages, not tables: piped to a log, a message naming a path stays on one
+# line (a path cut at 100 columns can be neither searched nor copied).
+PIPED_MESSAGE_WIDTH = 200
+
+
 def fit_consoles() -> None:
-    """Give both consoles their width by ``output_width`` (on every command: ``COLUMNS``
-    may change between two commands of one process, as in the tests)."""
-    for console in (stdout, stderr):
-        console.width = output_width(console.is_terminal)  # type: ignore[assignment]
+    """Give stdout its width by ``output_width``, and stderr on a terminal; stderr piped is
+    ``PIPED_MESSAGE_WIDTH`` wide. On every command: ``COLUMNS`` may change between two
+    commands of one process, as in the tests."""
+    stdout.width = output_width(stdout.is_terminal)  # type: ignore[assignment]
+    if stderr.is_terminal:
+        stderr.width = output_width(True)  # type: ignore[assignment]
+    else:
+        stderr.width = PIPED_MESSAGE_WIDTH
 
 
 fit_consoles()
