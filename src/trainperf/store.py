@@ -631,8 +631,10 @@ class Store:
                 best = found["tflops"]
         return best
 
-    def results(self, model: str | None = None) -> list[dict[str, Any]]:
-        """Stored results, oldest first, as documents with their system record."""
+    def results(self, model: str | None = None, *, runs: bool = True) -> list[dict[str, Any]]:
+        """Stored results, oldest first, as documents with their system record, and their
+        runs unless ``runs`` is false (a reader of the results' metrics alone, such as the
+        report, skips decoding every run's step times)."""
         query = (
             "SELECT r.*, s.record AS system_json FROM results r"
             " JOIN systems s ON s.fingerprint = r.system"
@@ -642,6 +644,8 @@ class Store:
             query += " WHERE r.model = ?"
             args = (model,)
         rows = self.db.execute(query + " ORDER BY r.id", args).fetchall()
+        if not runs:
+            return [result_document(row) for row in rows]
         return [document for _, document in self._with_runs(rows)]
 
     def _with_runs(self, rows: list[sqlite3.Row]) -> list[tuple[sqlite3.Row, dict[str, Any]]]:

@@ -3,15 +3,17 @@
 import copy
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
 import pytest
 
 from report_fixture import HOSTILE_MODEL, build
 from trainperf.report.figure_set import all_figures
-from trainperf.report.figures import Figure, plain, slug, unique_keys
+from trainperf.report.figures import Drawing, Figure, plain, slug, unique_keys
 from trainperf.store import Store
 
 KINDS = (
+    "throughput-per-case",
     "throughput-vs-devices",
     "scaling-efficiency",
     "throughput-vs-batch",
@@ -23,7 +25,13 @@ KINDS = (
     "energy-per-sample",
 )
 # Both systems measured these kinds in the fixture; the profile and energy only one each.
-BOTH_SYSTEMS = ("throughput-vs-batch", "collective-busbw", "gemm-tflops", "throughput-vs-devices")
+BOTH_SYSTEMS = (
+    "throughput-per-case",
+    "throughput-vs-batch",
+    "collective-busbw",
+    "gemm-tflops",
+    "throughput-vs-devices",
+)
 
 
 @pytest.fixture(scope="module")
@@ -165,8 +173,8 @@ def test_helpers():
     assert slug("throughput-vs-batch", HOSTILE_MODEL, 32, None) == (
         "throughput-vs-batch-script-alert-1-script-32"
     )
-    one = Figure("k", "t", "<svg/>", "c", "s")
-    assert [f.key for f in unique_keys([one, one, Figure("k-2", "t", "", "", ""), one])] == [
+    one = Figure("k", "t", "c", "s", Drawing(lambda fig: None))
+    assert [f.key for f in unique_keys([one, one, replace(one, key="k-2"), one])] == [
         "k",
         "k-2",
         "k-2-2",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 import sqlite3
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ from trainperf.precision import PRECISIONS
 
 EXIT_OK, EXIT_FAILED_CASES, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_DB = "trainperf.db"
+REPORT_DIR = "trainperf-report"  # where `trainperf report` writes by default
 
 # Piped output has no terminal width to fit: do not squeeze the tables into 80 columns.
 stdout = Console()
@@ -333,6 +335,13 @@ def case_options(function: Any) -> Any:
         ),
     )
     return _apply(options, function)
+
+
+def report_command(db: Path) -> str:
+    """The command that writes the report of ``db``, and where the report goes (the last
+    line of ``trainperf run``)."""
+    db_flag = "" if str(db) == DEFAULT_DB else f" --db {shlex.quote(str(db))}"
+    return f"trainperf report{db_flag} (writes {REPORT_DIR}/index.html)"
 
 
 def db_option(help: str | None = None, path_type: type = Path) -> Any:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from matplotlib.figure import Figure as MplFigure
@@ -35,6 +35,7 @@ from trainperf.parallel.scaling import (
 )
 from trainperf.report.figures import (
     CI_NOTE,
+    Drawing,
     Figure,
     ci_bar,
     failed_note,
@@ -43,6 +44,7 @@ from trainperf.report.figures import (
     make_figure,
     mark_failed,
     plain,
+    slim,
     slug,
 )
 
@@ -175,12 +177,17 @@ def framework_figures(results: Sequence[dict[str, Any]]) -> list[Figure]:
                 f"1-device result, throughput(N) / throughput(1), its bar the 95% interval "
                 f"(Fieller); dashed: ideal linear speed-up. {how}",
                 [c.hostname],
-                lambda fig, c=c: _draw(fig, c),
-                SIZE,
+                Drawing(_draw, (_slimmed(c),), SIZE),
                 note.strip(),
             )
         )
     return figures
+
+
+def _slimmed(c: Comparison) -> Comparison:
+    """``c`` with only what the figure draws of each result (``figures.slim``)."""
+    series = [replace(s, results={n: slim(r) for n, r in s.results.items()}) for s in c.series]
+    return replace(c, series=series)
 
 
 def _draw(fig: MplFigure, c: Comparison) -> None:
