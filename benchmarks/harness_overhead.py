@@ -29,9 +29,9 @@ import torch
 
 from common import add_model_arguments, warmed_up_step
 from trainperf import models
+from trainperf.measure.divergence import LossWatch
 from trainperf.measure.policy import FixedPolicy
 from trainperf.measure.stats import summarize
-from trainperf.measure.divergence import LossWatch
 from trainperf.measure.timed_steps import measure_steps
 from trainperf.measure.timer import make_timer
 from trainperf.training_step import TrainingStep

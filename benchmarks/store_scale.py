@@ -40,6 +40,9 @@ TRAINPERF = [sys.executable, "-m", "trainperf"]
 VERBS = {
     "results": "results --db {db}",
     "results --json": "results --db {db} --json",
+    "results --json --steps": "results --db {db} --json --steps",
+    "results --json (filtered)": "results --db {db} --json -s node007.lab --sort -created_at"
+    " --limit 20",
     "results --csv": "results --db {db} --csv",
     "compare": "compare --db {db}",
     "compare --json": "compare --db {db} --json",
@@ -131,9 +134,10 @@ def grow(db: Path, results: int, systems: int) -> None:
             exchange.import_document(store, system_copy(source, index, per_system))
 
 
-def timed(args: list[str], limit_s: float) -> tuple[float, float, int]:
-    """(seconds, peak MB, exit code) of ``trainperf ARGS`` in a child process, killed after
-    ``limit_s`` (exit code -9)."""
+def timed(args: list[str], limit_s: float) -> tuple[float, float, float, int]:
+    """(seconds, CPU seconds, peak MB, exit code) of ``trainperf ARGS`` in a child process,
+    killed after ``limit_s`` (exit code -9). The CPU seconds (user + system) are what to
+    compare on a machine that others share: the wall seconds grow with their load."""
     started = time.perf_counter()
     child = subprocess.Popen(
         TRAINPERF + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT
@@ -145,7 +149,8 @@ def timed(args: list[str], limit_s: float) -> tuple[float, float, int]:
     finally:
         killer.cancel()
     seconds = time.perf_counter() - started
-    return seconds, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+    cpu = usage.ru_utime + usage.ru_stime
+    return seconds, cpu, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
 
 
 def main() -> int:
@@ -168,10 +173,11 @@ def main() -> int:
             print(f"grew {db}: {args.results} results, {args.systems} systems in {took:.1f} s")
         if args.grow_only:
             return 0
-        print(f"{'verb':<28} {'seconds':>8} {'peak MB':>8}  exit")
+        print(f"{'verb':<28} {'seconds':>8} {'CPU s':>8} {'peak MB':>8}  exit")
         for name, template in VERBS.items():
-            seconds, peak, code = timed(template.format(db=db, out=folder).split(), args.limit)
-            print(f"{name:<28} {seconds:>8.1f} {peak:>8.0f}  {code}")
+            command = template.format(db=db, out=folder).split()
+            seconds, cpu, peak, code = timed(command, args.limit)
+            print(f"{name:<28} {seconds:>8.1f} {cpu:>8.1f} {peak:>8.0f}  {code}", flush=True)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return 0

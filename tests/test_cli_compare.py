@@ -88,10 +88,11 @@ def sides(fixture_db, tmp_path_factory):
     a, b_file, b_db = directory / "a.json", directory / "b.json", directory / "b.db"
     from trainperf import exchange
     from trainperf.store import Store
+    from trainperf.store_query import ResultFilter
 
     with Store(db) as store:
         for path, system in ((a, known["systems"]["a"]), (b_file, known["systems"]["b"])):
-            document = exchange.export_document(store, system)
+            document = exchange.export_document(store, ResultFilter(system=(system,)))
             path.write_text(json.dumps(document))
     with Store(b_db) as store:
         exchange.import_document(store, json.loads(b_file.read_text()))

@@ -150,6 +150,35 @@ def test_an_oom_skips_larger_batches_not_yet_run(store, monkeypatch):
     assert by_batch == {8: "ok", 16: "oom", 64: "skipped"}
 
 
+def test_a_rerun_takes_the_stored_skips_instead_of_adding_more(store, monkeypatch):
+    absent = "device 'cuda' is not available on this machine: available cpu"
+    gpu = item("alexnet", 1)
+    items = [item("cifarnet", 1), SweepItem(gpu.case, gpu.key, skip_reason=absent)]
+    values = {"cifarnet": [100.0] * 3}
+    first = sweep(store, items, FakeWorker(values), monkeypatch)
+    again = sweep(store, items, FakeWorker(values), monkeypatch)
+    fresh = sweep(store, items, FakeWorker(values), monkeypatch, fresh=True)
+    skips = [r for r in store.results() if r["status"] == "skipped"]
+    assert len(skips) == 1 and skips[0]["error"]["message"] == absent
+    assert sorted(r["status"] for r in store.results()) == ["ok", "ok", "skipped"]  # --fresh: ok
+    for outcome in (again, fresh):
+        skipped = outcome.results[1]
+        assert skipped["reused"] and skipped["id"] == first.results[1]["id"]
+    other = [items[0], SweepItem(gpu.case, gpu.key, skip_reason="excluded by exclude[0]")]
+    sweep(store, other, FakeWorker(values), monkeypatch)  # another reason: a new skip
+    assert sum(r["status"] == "skipped" for r in store.results()) == 2
+
+
+def test_a_rerun_takes_the_stored_skip_of_a_batch_above_an_oom(store, monkeypatch):
+    items = [item("cifarnet", 1, batch=b) for b in (8, 16)]
+    for _ in range(2):
+        worker = FakeWorker({"cifarnet": []}, fail={"cifarnet": (1, "oom")})
+        outcome = sweep(store, items, worker, monkeypatch)
+        assert [r["status"] for r in outcome.results] == ["oom", "skipped"]
+    statuses = [r["status"] for r in store.results()]
+    assert statuses.count("oom") == 2 and statuses.count("skipped") == 1  # oom: tried again
+
+
 def test_an_interrupted_sweep_resumes_with_the_runs_it_had(store, monkeypatch):
     values = {"cifarnet": [100.0, 101.0, 99.0], "alexnet": [50.0, 51.0, 49.0]}
     items = [item("cifarnet", 3), item("alexnet", 3)]

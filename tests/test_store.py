@@ -147,7 +147,8 @@ def test_train_run_starts_running_and_keeps_what_an_update_leaves_out(tmp_path):
 
 def test_only_the_store_speaks_sql():
     """Every table is read and written through Store's public methods (store_schema holds
-    the migrations): no other module runs SQL on its connection or opens its transactions."""
+    the migrations, store_query the queries of its readers, on the connection Store gives
+    them): no other module runs SQL on its connection or opens its transactions."""
     root = Path(store_module.__file__).parent
     pattern = re.compile(r"\.db\.execute\(|\._write\(\)|from trainperf\.store import .*\b_\w")
     speakers = sorted(

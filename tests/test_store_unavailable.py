@@ -105,3 +105,16 @@ def test_other_errors_are_not_waited_for(tmp_path):
         with pytest.raises(sqlite3.IntegrityError):  # no such system: a bug, not a wait
             store.add_run(sweep, "no-such-system", run_document())
     assert said == []
+
+
+def test_a_new_store_opened_while_another_process_holds_it_waits_to_turn_wal_on(tmp_path):
+    """Two sweeps creating one database at once: the second's switch to WAL meets the
+    first's lock and waits for it like a write, instead of failing 'database is locked'."""
+    path, said = tmp_path / "new.db", []
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN EXCLUSIVE")  # a rollback-journal database, held whole
+    other.execute("CREATE TABLE t (x)")
+    threading.Timer(0.8, other.rollback).start()
+    with Store(path, wait_s=5, on_wait=said.append) as store:
+        assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert said and LOCKED in said[0]

@@ -22,8 +22,11 @@ The file (``FORMAT``, ``FORMAT_VERSION``)::
 ``system`` fields hold a system's fingerprint; every field is present (null where empty).
 The database's integer ids stay home: rows travel with their ``uid`` (store schema 4), so
 an import adds only the rows the database lacks and importing a file twice adds nothing.
-An import reads the whole file and checks it (``validate``) before it writes anything,
-then writes it in one transaction.
+An export is written as the database is read, a row at a time (``write_export``), so a
+store of any size exports in bounded memory; ``export_document`` holds the same document
+whole. An import reads the whole file and checks it (``validate``) before it writes
+anything, then writes it in one transaction; the rows it refers to and does not hold are
+looked up by key alone (``resolve``).
 
 Format history (bump ``FORMAT_VERSION`` for every change and keep reading the old ones):
   1: the first format.
@@ -52,11 +55,11 @@ import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TextIO
 
 from pydantic import ValidationError
 
-from trainperf import fileio
+from trainperf import fileio, strict_json
 from trainperf.exchange_format import (
     FINITE_SINCE,
     FORMAT,
@@ -71,10 +74,10 @@ from trainperf.exchange_format import (
     check_throughput,
     measured_problem,
     short_value,
-    without,
 )
 from trainperf.limits import count_problem, first_bad_number
 from trainperf.store import Store, StoreError
+from trainperf.store_query import EVERYTHING, FilterError, ResultFilter
 from trainperf.strict_json import finite
 
 
@@ -139,62 +142,33 @@ def counts_text(counts: dict[str, int], always: tuple[str, ...] = ("results",)) 
 # --- export -----------------------------------------------------------------------------
 
 
-def select_systems(store: Store, system: str | None = None) -> list[Json]:
-    """The records of the stored systems whose fingerprint or hostname is ``system``
-    (all when None); ``ExchangeError`` naming the known ones when there is none."""
-    records = store.systems()
-    if system is None:
-        return records
-    chosen = [r for r in records if system in (r["fingerprint"], r["hostname"])]
-    if not chosen:
-        known = ", ".join(f"{r['hostname']} ({r['fingerprint']})" for r in records)
-        raise ExchangeError(
-            f"no system '{system}' in {store.path}: "
-            + (f"known systems (hostname (fingerprint)): {known}" if known else "it holds none")
-        )
-    return chosen
-
-
-def select_results(store: Store, system: str | None = None) -> list[Json]:
-    """The stored results (``Store.results`` documents) of one system, by fingerprint or
-    hostname, or of all."""
-    chosen = {r["fingerprint"] for r in select_systems(store, system)}
-    return [r for r in store.results() if r["system"]["fingerprint"] in chosen]
-
-
-def export_document(store: Store, system: str | None = None) -> Json:
-    """Everything stored, or everything of one system (fingerprint or hostname), as a
-    document of the current format."""
+def _head() -> list[tuple[str, Any]]:
     from trainperf import __version__
 
-    chosen = {r["fingerprint"] for r in select_systems(store, system)}
-    results = [
-        without(r, "id", "runs") | {"system": r["system"]["fingerprint"]}
-        for r in store.results()
-        if r["system"]["fingerprint"] in chosen
+    return [
+        ("format", FORMAT),
+        ("format_version", FORMAT_VERSION),
+        ("exported_at", datetime.now(UTC).isoformat(timespec="seconds")),
+        ("trainperf_version", __version__),
     ]
-    runs = [without(r, "id") for r in store.runs() if r["system"] in chosen]
-    # The sweeps of these systems, and any sweep a row names (normally one of them).
-    sweep_ids = {r["sweep_id"] for r in results + runs}
-    sweeps = [r for r in store.sweeps() if r["system"] in chosen or r["sweep_id"] in sweep_ids]
-    needed = chosen | {r["system"] for r in sweeps}
-    return {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "trainperf_version": __version__,
-        "systems": [r for r in store.systems() if r["fingerprint"] in needed],
-        "sweeps": sweeps,
-        "results": results,
-        "runs": runs,
-        "micro": [without(m, "id") for m in store.micro() if m["system"] in chosen],
-        "max_batch": [without(m, "id") for m in store.max_batches() if m["system"] in chosen],
-        "train_runs": [
-            without(t, "id") | {"system": t["system"]["fingerprint"]}
-            for t in store.train_runs()
-            if t["system"]["fingerprint"] in chosen
-        ],
-    }
+
+
+def export_document(store: Store, result_filter: ResultFilter | None = None) -> Json:
+    """Everything stored, or what ``result_filter`` chooses (``Store.export_tables``: the
+    results it selects with their runs, the other rows of its systems and time), as a
+    document of the current format, held whole in memory (``write_export`` streams it)."""
+    chosen = result_filter or EVERYTHING
+    tables = {table: list(rows) for table, rows in store.export_tables(chosen)}
+    return dict(_head()) | tables
+
+
+def write_export(
+    store: Store, out: TextIO, result_filter: ResultFilter = EVERYTHING
+) -> dict[str, int]:
+    """Write the document of ``export_document`` to ``out`` as it is read, one row at a
+    time (bounded memory, whatever the store holds); return the rows written per table."""
+    tables = ((table, iter(rows)) for table, rows in store.export_tables(result_filter))
+    return strict_json.write_object(out, [*_head(), *tables])
 
 
 # --- import -----------------------------------------------------------------------------
@@ -225,18 +199,19 @@ def read_file(path: Path) -> Any:
         raise ExchangeError(f"{path}: JSON nested too deeply") from None
 
 
-def read_results(path: Path, model: str | None = None) -> list[Json]:
-    """The results (with their runs and systems, as ``Store.results`` gives them) held by
-    a database or an exported file, read in place: nothing is written anywhere. Raise
-    ``ExchangeError`` when ``path`` is neither, or is damaged."""
+def read_results(path: Path, result_filter: ResultFilter = EVERYTHING) -> list[Json]:
+    """The results that ``result_filter`` selects (without their runs, each with its
+    system's record) of a database or an exported file, read in place: nothing is
+    written anywhere. Raise ``ExchangeError`` when ``path`` is neither, or is damaged,
+    or holds no system the filter names."""
     _check_file(path)
     with path.open("rb") as f:
         head = f.read(16)
     if head == b"SQLite format 3\x00":
         try:
-            with Store.copy_of(path) as store:
-                return store.results(model)
-        except (StoreError, sqlite3.DatabaseError) as exc:
+            with Store.read_only(path) as store:
+                return list(store.select(result_filter, oldest_first=True))
+        except (StoreError, sqlite3.DatabaseError, FilterError) as exc:
             raise ExchangeError(f"cannot read {path}: {exc}") from None
     if not head.lstrip().startswith((b"{", b"[")) and head.strip():
         raise ExchangeError(
@@ -245,7 +220,10 @@ def read_results(path: Path, model: str | None = None) -> list[Json]:
     validated = validate(read_file(path))
     with Store(":memory:") as store:
         import_document(store, validated)
-        return store.results(model)
+        try:
+            return list(store.select(result_filter, oldest_first=True))
+        except FilterError as exc:
+            raise ExchangeError(f"cannot read {path}: {exc}") from None
 
 
 def _check_file(path: Path) -> None:
@@ -357,17 +335,17 @@ def _references(tables: dict[str, list[Json]]) -> list[Reference]:
 
 def resolve(validated: ValidatedExport, store: Store) -> None:
     """Raise ``ExchangeError`` unless ``store`` holds every system, sweep and result the
-    file names but does not hold."""
+    file names but does not hold: looked up by key (``Store.present``), so an import into
+    a store of any size reads none of its rows."""
+    tables = {"system": "systems", "sweep": "sweeps", "result": "results"}
     held = {
-        "system": {r["fingerprint"] for r in store.systems()},
-        "sweep": {r["sweep_id"] for r in store.sweeps()},
-        "result": {r["uid"] for r in store.results()},
+        kind: store.present(table, [key for _, named, key in validated.unresolved if named == kind])
+        for kind, table in tables.items()
     }
-    plural = {"system": "systems", "sweep": "sweeps", "result": "results"}
     for where, kind, key in validated.unresolved:
         if key not in held[kind]:
             raise ExchangeError(
-                f"{where}: {kind} '{key}' is neither in the file's {plural[kind]} "
+                f"{where}: {kind} '{key}' is neither in the file's {tables[kind]} "
                 f"nor in {store.path}"
             )
 

@@ -17,10 +17,13 @@ a FIFO blocks until a writer comes, and reading ``/dev/zero`` never ends.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
 _KINDS = (
     (stat.S_ISREG, "a file"),
@@ -110,17 +113,32 @@ def check_output(
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
     """Write ``data`` (text as UTF-8, or bytes) to ``path`` through a temporary file
-    beside it. An existing file keeps its permission bits; a new one gets what ``open``
-    would give it (mkstemp's own mode is owner-only). ``FileKindError`` when something
-    other than a regular file has the name: it is never replaced (callers check first with
-    ``check_output``; this is the last word). The temporary file is removed when the
-    write fails."""
+    beside it (``atomic_writer``)."""
+    with atomic_writer(path) as out:
+        out.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike[str], *, text: bool = False) -> Iterator[IO[Any]]:
+    """A file to write ``path`` with, piece by piece (an export of any size in bounded
+    memory): a temporary file beside it that replaces ``path`` when the block ends well,
+    flushed to disk first, and is removed when it does not. An existing file keeps its
+    permission bits; a new one gets what ``open`` would give it (mkstemp's own mode is
+    owner-only). ``FileKindError`` when something other than a regular file has the name:
+    it is never replaced (callers check first with ``check_output``; this is the last
+    word). ``text``: the file takes text, written as UTF-8, line ends as given."""
     path = Path(path)
     mode = _mode_for(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(data.encode("utf-8") if isinstance(data, str) else data)
+            if text:
+                writer = io.TextIOWrapper(out, encoding="utf-8", newline="")
+                yield writer
+                writer.flush()
+                writer.detach()  # ``out`` stays open, closed below
+            else:
+                yield out
             out.flush()
             os.fsync(out.fileno())
         os.chmod(tmp, mode)

@@ -1,6 +1,8 @@
 """Stored results as pandas DataFrames, for notebooks.
 
-``dataframe(db_path)``: one row per result, oldest first. Its columns:
+``dataframe(db_path, result_filter)``: one row per result that ``result_filter`` (a
+``trainperf.store_query.ResultFilter``; by default all) selects, in its order (oldest
+first by default). Its columns:
 
 - the CSV columns of ``trainperf results --csv``, under the same names (``id``,
   ``created_at`` (a UTC datetime), ``sweep_id``, ``system``, ``hostname``, ``model``,
@@ -38,32 +40,40 @@ from typing import Any
 import pandas as pd
 
 from trainperf.store import Store
+from trainperf.store_query import EVERYTHING, ResultFilter
 
 
-def dataframe(db_path: str | os.PathLike[str]) -> pd.DataFrame:
-    """One row per stored result (see the module docstring for the columns)."""
-    from trainperf.report.tables import CASE_COLUMNS, CSV_COLUMNS, METRIC_COLUMNS, csv_row
+def dataframe(
+    db_path: str | os.PathLike[str], result_filter: ResultFilter = EVERYTHING
+) -> pd.DataFrame:
+    """One row per stored result, or per result that ``result_filter`` selects, in its
+    order (see the module docstring for the columns)."""
+    from trainperf.report.tables import CSV_COLUMNS
 
     with _open(db_path) as store:
-        results = store.results()
-    rows = []
-    for result in results:
-        metrics = result.get("metrics") or {}
-        row = csv_row(result) | {"uid": result["uid"]}
-        for field, value in result["case"].items():
-            if field not in CASE_COLUMNS:
-                row[f"case.{field}"] = value
-        for name, value in metrics.items():
-            if name not in METRIC_COLUMNS and _scalar(value):
-                row[f"metric.{name}"] = value
-        row["run_samples_per_s"] = list(metrics.get("run_samples_per_s") or [])
-        row["step_s"] = [t for run in result["runs"] for t in run["metrics"].get("step_s") or []]
-        rows.append(row)
+        rows = [_row(result) for result in store.select(result_filter, runs=True, steps=True)]
     fixed = [*CSV_COLUMNS, "uid"]
     lists = ["run_samples_per_s", "step_s"]
     extra = sorted({c for row in rows for c in row} - {*fixed, *lists})
     frame = pd.DataFrame.from_records(rows, columns=[*fixed, *extra, *lists])
     return _typed(frame)
+
+
+def _row(result: dict[str, Any]) -> dict[str, Any]:
+    """The row of one result in ``dataframe``."""
+    from trainperf.report.tables import CASE_COLUMNS, METRIC_COLUMNS, csv_row
+
+    metrics = result.get("metrics") or {}
+    row = csv_row(result) | {"uid": result["uid"]}
+    for field, value in result["case"].items():
+        if field not in CASE_COLUMNS:
+            row[f"case.{field}"] = value
+    for name, value in metrics.items():
+        if name not in METRIC_COLUMNS and _scalar(value):
+            row[f"metric.{name}"] = value
+    row["run_samples_per_s"] = list(metrics.get("run_samples_per_s") or [])
+    row["step_s"] = [t for run in result["runs"] for t in run["metrics"].get("step_s") or []]
+    return row
 
 
 def runs_dataframe(db_path: str | os.PathLike[str]) -> pd.DataFrame:
@@ -110,11 +120,11 @@ def micro_dataframe(db_path: str | os.PathLike[str], kind: str) -> pd.DataFrame:
 
 def _open(db_path: str | os.PathLike[str]) -> Store:
     """The store at ``db_path``, which must exist (``Store`` would create an empty one),
-    read without writing anything (``Store.copy_of``)."""
+    read in place without writing anything (``Store.read_only``)."""
     path = Path(db_path)
-    if not path.exists() and not path.is_symlink():  # a FIFO, device or dangling link: copy_of
+    if not path.exists() and not path.is_symlink():  # a FIFO, device or dangling link: below
         raise FileNotFoundError(f"no trainperf results database at {path}")
-    return Store.copy_of(path)
+    return Store.read_only(path)
 
 
 def _scalar(value: Any) -> bool:

@@ -25,19 +25,19 @@ import sqlite3
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from trainperf import fileio, lease, strict_json
+from trainperf import fileio, lease, store_query, strict_json
 from trainperf.lease import Owner
 from trainperf.limits import INT64_MAX
+from trainperf.store_query import EVERYTHING, ResultFilter, Selection
 from trainperf.store_rows import (
     IMPORTED_COLUMNS,
     column_value,
     insert_run,
     now,
-    result_document,
     row_document,
     train_run_document,
 )
@@ -246,14 +246,37 @@ class Store:
         self.db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None)
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA foreign_keys = ON")
-        self.db.execute("PRAGMA journal_mode = WAL")
+        # Turning WAL on needs the database to itself for a moment: a second process
+        # opening a new store at the same instant gets SQLITE_BUSY here, at once (SQLite
+        # does not always call its busy handler for it), so it waits like any write.
+        self._retrying(lambda: self.db.execute("PRAGMA journal_mode = WAL"))
         self._migrate()
+        self._records: dict[str, dict[str, Any]] | None = None  # a reader's, read once
+
+    @classmethod
+    def read_only(cls, path: str | os.PathLike[str]) -> Store:
+        """The database at ``path`` opened to read in place, writing nothing there or
+        beside it (``read_only_uri``): how every verb that only reads opens it; a write
+        through it fails. A database of an older schema cannot be read in place by this
+        trainperf's queries: it is migrated in a copy in memory instead (``copy_of``;
+        such stores predate labs of thousands of results). ``StoreError`` when ``path`` is
+        missing, empty or not a trainperf store (``check_readable``)."""
+        store = cls.__new__(cls)
+        store.path, store.wait_s, store.on_wait = Path(path), 0.0, _tell
+        check_readable(store.path)
+        store.db = sqlite3.connect(read_only_uri(store.path), uri=True, isolation_level=None)
+        if store.schema_version != SCHEMA_VERSION:  # older: check_readable refuses newer
+            store.db.close()
+            return cls.copy_of(path)
+        store.db.row_factory = sqlite3.Row
+        store._records = store_query.system_records(store.db)  # read once: nothing adds any
+        return store
 
     @classmethod
     def copy_of(cls, path: str | os.PathLike[str]) -> Store:
         """An in-memory copy of the database at ``path``, migrated to this trainperf's
-        schema: reading a database this way writes nothing (``read_only_uri``), which is
-        how every verb that only reads opens it. ``StoreError`` when ``path`` is missing,
+        schema, made without writing anything (``read_only_uri``): how ``read_only``
+        reads a database of an older schema. ``StoreError`` when ``path`` is missing,
         empty or not a trainperf store (``check_readable``)."""
         store = cls.__new__(cls)
         store.path, store.wait_s, store.on_wait = Path(path), 0.0, _tell
@@ -267,6 +290,7 @@ class Store:
         store.db.row_factory = sqlite3.Row
         store.db.execute("PRAGMA foreign_keys = ON")
         store._migrate()
+        store._records = store_query.system_records(store.db)
         return store
 
     @classmethod
@@ -291,12 +315,17 @@ class Store:
         and return what it returns. While another process holds the lock or the disk is
         full, try again (the whole transaction: a failed one leaves nothing), saying so to
         ``on_wait``, for up to ``wait_s`` in all; then raise ``StoreUnavailable``."""
+        return self._retrying(lambda: self._transaction(body))
+
+    def _retrying(self, attempt: Callable[[], T]) -> T:
+        """``attempt()``, tried again while the database is locked or the disk full (see
+        ``_write``)."""
         started = time.monotonic()
         pace = self.db.execute("PRAGMA busy_timeout").fetchone()[0] / 1000
         while True:
             tried = time.monotonic()
             try:
-                return self._transaction(body)
+                return attempt()
             except (sqlite3.OperationalError, OSError) as exc:
                 reason = _unavailable_reason(exc)
                 if reason is None:
@@ -454,20 +483,22 @@ class Store:
         return self._write(insert)
 
     def finished(
-        self, system: str, suite_version: str, case_key: str | None = None
+        self,
+        system: str,
+        suite_version: str,
+        case_key: str | None = None,
+        *,
+        status: str = "ok",
     ) -> dict[str, dict[str, Any]]:
-        """The newest ok result of each case (or of the one ``case_key``) of a suite version
-        on a system, by case key."""
-        query = (
-            "SELECT r.*, s.record AS system_json FROM results r"
-            " JOIN systems s ON s.fingerprint = r.system"
-            " WHERE r.system = ? AND r.suite_version = ? AND r.status = 'ok'"
-        )
-        args: tuple[str, ...] = (system, suite_version)
+        """The newest result of ``status`` (ok, or skipped) of each case (or of the one
+        ``case_key``) of a suite version on a system, by case key."""
+        query = "SELECT * FROM results WHERE system = ? AND suite_version = ? AND status = ?"
+        args: tuple[str, ...] = (system, suite_version, status)
         if case_key is not None:
-            query, args = query + " AND r.case_key = ?", (*args, case_key)
-        rows = self.db.execute(query + " ORDER BY r.id", args).fetchall()
-        return {row["case_key"]: document for row, document in self._with_runs(rows)}
+            query, args = query + " AND case_key = ?", (*args, case_key)
+        rows = self.db.execute(query + " ORDER BY id", args).fetchall()
+        found = store_query.documents(self.db, rows, self.system_records(), runs=True, steps=True)
+        return {document["case_key"]: document for document in found}
 
     def add_max_batch(
         self,
@@ -600,7 +631,7 @@ class Store:
         if config_key:
             query, args = query + " WHERE t.config_key = ?", (config_key,)
         rows = self.db.execute(query + " ORDER BY t.id", args).fetchall()
-        return [train_run_document(row) for row in rows]
+        return [train_run_document(row, json.loads(row["record"])) for row in rows]
 
     def train_run(self, ref: str) -> dict[str, Any] | None:
         """The time-to-accuracy run with id ``ref`` (a number) or uid (or a unique uid
@@ -612,14 +643,18 @@ class Store:
             if number > INT64_MAX:
                 return None
             row = self.db.execute(_TRAIN_RUNS + " WHERE t.id = ?", (number,)).fetchone()
-            return train_run_document(row) if row else None
+            return train_run_document(row, json.loads(row["record"])) if row else None
         if len(ref) < 6:
             return None
         rows = self.db.execute(_TRAIN_RUNS + " WHERE t.uid LIKE ?", (ref.lower() + "%",)).fetchall()
-        return train_run_document(rows[0]) if len(rows) == 1 else None
+        return (
+            train_run_document(rows[0], json.loads(rows[0]["record"])) if len(rows) == 1 else None
+        )
 
     def achievable_tflops(self, system: str, device_type: str, dtype: str) -> float | None:
-        """The best matmul TFLOP/s measured by ``micro gemm`` on this system and device type."""
+        """The best matmul TFLOP/s measured by ``micro gemm`` on this system and device type,
+        over its full sweeps: a partial one (``--limit``, ``--shapes deepbench``) stores no
+        ``max_achievable`` (trainperf.micro.gemm)."""
         best = None
         for run in self.micro("gemm"):
             if run["system"] != system or run["status"] != "ok":
@@ -631,42 +666,71 @@ class Store:
                 best = found["tflops"]
         return best
 
-    def results(self, model: str | None = None, *, runs: bool = True) -> list[dict[str, Any]]:
-        """Stored results, oldest first, as documents with their system record, and their
-        runs unless ``runs`` is false (a reader of the results' metrics alone, such as the
-        report, skips decoding every run's step times)."""
-        query = (
-            "SELECT r.*, s.record AS system_json FROM results r"
-            " JOIN systems s ON s.fingerprint = r.system"
+    def select(
+        self,
+        result_filter: ResultFilter = EVERYTHING,
+        *,
+        runs: bool = False,
+        steps: bool = False,
+        oldest_first: bool = False,
+    ) -> Selection:
+        """The results ``result_filter`` selects, streamed as they are iterated, with their
+        runs when ``runs`` and the runs' per-step lists when ``steps``
+        (``trainperf.store_query.select``)."""
+        return store_query.select(
+            self.db,
+            result_filter,
+            runs=runs,
+            steps=steps,
+            oldest_first=oldest_first,
+            systems=self.system_records(),
+            where=str(self.path),
         )
-        args: tuple[Any, ...] = ()
-        if model:
-            query += " WHERE r.model = ?"
-            args = (model,)
-        rows = self.db.execute(query + " ORDER BY r.id", args).fetchall()
-        if not runs:
-            return [result_document(row) for row in rows]
-        return [document for _, document in self._with_runs(rows)]
 
-    def _with_runs(self, rows: list[sqlite3.Row]) -> list[tuple[sqlite3.Row, dict[str, Any]]]:
-        """Each result row with its document, which holds its runs (``runs``)."""
-        runs: dict[str, list[dict[str, Any]]] = {}
-        uids = [row["uid"] for row in rows]
-        for start in range(0, len(uids), 500):  # SQLite takes a few hundred ? at least
-            chunk = uids[start : start + 500]
-            found = self.db.execute(
-                f"SELECT * FROM runs WHERE result_uid IN ({', '.join('?' * len(chunk))})"
-                " ORDER BY run_number, id",
-                chunk,
-            ).fetchall()
-            for run in found:
-                runs.setdefault(run["result_uid"], []).append(row_document(run))
-        return [(row, result_document(row) | {"runs": runs.get(row["uid"], [])}) for row in rows]
+    def rows_beside(
+        self, table: str, result_filter: ResultFilter = EVERYTHING
+    ) -> Iterator[dict[str, Any]]:
+        """The sweeps, micro-benchmark runs, largest-batch searches or training runs
+        (``table``) of the systems and time of ``result_filter``, streamed
+        (``trainperf.store_query.rows_beside``)."""
+        return store_query.rows_beside(
+            self.db, table, result_filter, systems=self.system_records(), where=str(self.path)
+        )
 
-    def systems(self) -> list[dict[str, Any]]:
-        """The records of the stored systems, in the order they were first seen."""
-        rows = self.db.execute("SELECT record FROM systems ORDER BY rowid").fetchall()
-        return [json.loads(row["record"]) for row in rows]
+    def export_tables(
+        self, result_filter: ResultFilter = EVERYTHING
+    ) -> Iterator[tuple[str, Iterable[dict[str, Any]]]]:
+        """What an export of ``result_filter`` holds, table by table, streamed
+        (``trainperf.store_query.export_tables``)."""
+        return store_query.export_tables(
+            self.db, result_filter, systems=self.system_records(), where=str(self.path)
+        )
+
+    def present(self, table: str, keys: Iterable[str]) -> set[str]:
+        """Those of ``keys`` (fingerprints, sweep ids or uids) that ``table`` holds, looked
+        up by key alone (``trainperf.store_query.present``)."""
+        return store_query.present(self.db, table, keys)
+
+    def results(self, model: str | None = None) -> list[dict[str, Any]]:
+        """Every stored result (of ``model`` only, when given), oldest first, as documents
+        with their system record and their runs, per-step lists included."""
+        chosen = ResultFilter(model=(model,)) if model else EVERYTHING
+        return list(self.select(chosen, runs=True, steps=True))
+
+    def system_records(self) -> dict[str, dict[str, Any]]:
+        """Every stored system's record by fingerprint: decoded once for a store opened to
+        read (``read_only``, ``copy_of``), shared by every document read from it; read
+        afresh each time from a store that writes (it may add systems)."""
+        if self._records is not None:
+            return self._records
+        return store_query.system_records(self.db)
+
+    def systems(self, result_filter: ResultFilter = EVERYTHING) -> list[dict[str, Any]]:
+        """The records of the stored systems (those ``result_filter`` names, when it names
+        some), in the order they were first seen."""
+        records = self.system_records()
+        chosen = store_query.chosen_systems(records, result_filter.system, str(self.path))
+        return [records[fingerprint] for fingerprint in chosen]
 
     def sweeps(self) -> list[dict[str, Any]]:
         """The stored sweeps, oldest first: sweep_id, started_at, system (fingerprint),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -83,15 +84,42 @@ def maybe_json(text: str | None) -> Any:
     return json.loads(text) if text else None
 
 
-def row_document(row: sqlite3.Row) -> dict[str, Any]:
-    """A row as a document: each ``X_json`` column becomes ``X``, decoded."""
+def decoded_columns(rows: Sequence[sqlite3.Row]) -> list[dict[str, Any]]:
+    """The ``X_json`` columns of ``rows`` decoded, per row ``{X: value}`` (None where a
+    column is empty), all in one ``json.loads``: the decoder keeps one string per key it
+    meets again (its memo lasts one call), so a chunk of documents decoded together holds
+    each metric's name once, not once per row (a third less memory), and decodes faster."""
+    if not rows:
+        return []
+    names = [key for key in rows[0].keys() if key.endswith("_json")]  # noqa: SIM118
+    values = json.loads("[" + ",".join(row[n] or "null" for row in rows for n in names) + "]")
+    keys, width = [name.removesuffix("_json") for name in names], len(names)
+    return [
+        dict(zip(keys, values[i * width : (i + 1) * width], strict=True)) for i in range(len(rows))
+    ]
+
+
+def row_document(row: sqlite3.Row, decoded: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A row as a document: each ``X_json`` column becomes ``X``, decoded (or taken from
+    ``decoded``, as ``decoded_columns`` gives it)."""
     return {
-        key.removesuffix("_json"): maybe_json(row[key]) if key.endswith("_json") else row[key]
+        key.removesuffix("_json"): (
+            (decoded[key[:-5]] if decoded is not None else maybe_json(row[key]))
+            if key.endswith("_json")
+            else row[key]
+        )
         for key in row.keys()  # noqa: SIM118 (a Row iterates over its values)
     }
 
 
-def result_document(row: sqlite3.Row) -> dict[str, Any]:
+def result_document(
+    row: sqlite3.Row, system: dict[str, Any], decoded: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A result row as a document, with its system's record (``system``: shared by every
+    result of that system, decoded once by the reader); its JSON columns taken from
+    ``decoded`` when given (``decoded_columns``)."""
+    if decoded is None:
+        decoded = decoded_columns([row])[0]
     return {
         "id": row["id"],
         "uid": row["uid"],
@@ -99,22 +127,24 @@ def result_document(row: sqlite3.Row) -> dict[str, Any]:
         "created_at": row["created_at"],
         "status": row["status"],
         "result_schema": row["result_schema"],
-        "case": as_stored_now(json.loads(row["case_json"])),
-        "device": maybe_json(row["device_json"]),
-        "metrics": json.loads(row["metrics_json"]),
-        "error": maybe_json(row["error_json"]),
+        "case": as_stored_now(decoded["case"]),
+        "device": decoded["device"],
+        "metrics": decoded["metrics"],
+        "error": decoded["error"],
         "suite": row["suite"],
         "suite_version": row["suite_version"],
         "case_key": row["case_key"],
-        "system": json.loads(row["system_json"]),
+        "system": system,
     }
 
 
-def train_run_document(row: sqlite3.Row) -> dict[str, Any]:
+def train_run_document(row: sqlite3.Row, system: Any) -> dict[str, Any]:
+    """A training run's row as a document; ``system``: its system's record (or, in an
+    export, its fingerprint)."""
     return {
         "id": row["id"],
         "uid": row["uid"],
-        "system": json.loads(row["record"]),
+        "system": system,
         "created_at": row["created_at"],
         "updated_at": row["updated_at"],
         "status": row["status"],

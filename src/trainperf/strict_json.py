@@ -23,7 +23,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, TextIO
 
 from trainperf.limits import first_bad_number
 
@@ -65,6 +66,27 @@ def dumps(
                 f"make it None with a '{REASON_SUFFIX}' where it is computed"
             ) from None
         return json.dumps(finite(value), **options)
+
+
+def write_object(out: TextIO, fields: Iterable[tuple[str, Any]]) -> dict[str, int]:
+    """Write one JSON object to ``out`` field by field, in bounded memory whatever its size.
+    A field whose value is an iterator (``iter(...)``, a generator) is written as an array
+    one item at a time, an item per line, each through ``dumps``; any other value as
+    ``dumps`` writes it with an indent of 2. Return the number of items of each array."""
+    counts: dict[str, int] = {}
+    out.write("{")
+    for index, (key, value) in enumerate(fields):
+        out.write(("," if index else "") + "\n  " + dumps(key) + ": ")
+        if not isinstance(value, Iterator):
+            out.write(dumps(value, indent=2).replace("\n", "\n  "))
+            continue
+        counts[key] = 0
+        for item in value:
+            out.write(("," if counts[key] else "[") + "\n    " + dumps(item))
+            counts[key] += 1
+        out.write("\n  ]" if counts[key] else "[]")
+    out.write("\n}\n")
+    return counts
 
 
 def loads(text: str | bytes) -> Any:

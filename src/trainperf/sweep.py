@@ -15,7 +15,12 @@ size keep ascending batch order among the places the shuffle gave them, so that 
 that runs out of memory comes first and the larger ones are skipped, not tried.
 
 **Skips.** A case excluded by the suite or needing absent hardware, or a larger batch of a
-case that already ran out of memory, is recorded as ``skipped`` with the reason.
+case that already ran out of memory, is recorded as ``skipped`` with the reason. A skip is
+a fact about the system and the suite, not a measurement: when the store already holds one
+for the case (same system, suite version and case key) with the same reason, the sweep
+takes it as it takes an ok result, so rerunning a suite adds no second ``skipped`` row,
+with ``--fresh`` too (it measures again; a skip has nothing to measure). A skip for
+another reason is stored as new.
 
 **Resume.** With a suite (name, version), a case that already has an ok result for this
 system and suite version is taken from the store (``--fresh`` measures again), and a case
@@ -87,7 +92,7 @@ class SweepItem:
 
     @property
     def label(self) -> str:
-        return self.case.label
+        return self.case.label()
 
 
 @dataclass(frozen=True)
@@ -191,6 +196,7 @@ class _Sweep:
     rendezvous: str | None = None
     owner: Owner | None = None  # of this sweep's leases; None: it takes none
     spool: Spool = field(default_factory=Spool)  # writes once the database cannot take them
+    skipped_before: dict[str, dict[str, Any]] = field(default_factory=dict)  # by case key
 
 
 def run_cases(
@@ -239,9 +245,12 @@ def run_sweep(
     outcome = SweepOutcome(sweep_id=sweep_id, order_seed=order_seed)
     resumable = suite is not None and not fresh
     done = store.finished(system["fingerprint"], suite[1]) if resumable else {}
+    skipped = store.finished(system["fingerprint"], suite[1], status="skipped") if suite else {}
     states = [_CaseRuns(i, item, _policy(item.case)) for i, item in enumerate(items)]
     with job_directory() as tmp, StopFlag().installed() as stop:
-        sweep = _Sweep(store, system, sweep_id, tmp, stop, events, suite, rendezvous)
+        sweep = _Sweep(
+            store, system, sweep_id, tmp, stop, events, suite, rendezvous, skipped_before=skipped
+        )
         if resumable:  # see "Concurrent sweeps" in the module doc
             sweep = replace(sweep, owner=Owner.this_process(sweep_id))
         for state in states:
@@ -380,7 +389,7 @@ def _begin(
     if item.key in done:
         _finish(state, done[item.key] | {"reused": True}, sweep)
     elif item.skip_reason:
-        _finish(state, Outcome.skipped(item.fields, item.skip_reason).document(), sweep)
+        _finish_skipped(state, item.skip_reason, sweep)
     elif resumable and item.key is not None and _lease_key(state, sweep) is None:
         _take_stored_runs(state, sweep)  # a leased case takes them with its lease (_claim)
 
@@ -478,6 +487,16 @@ def _finish(state: _CaseRuns, result: dict[str, Any], sweep: _Sweep) -> None:
     sweep.events.on_result(state.index, result)
 
 
+def _finish_skipped(state: _CaseRuns, reason: str, sweep: _Sweep) -> None:
+    """Finish the case as skipped for ``reason``: the skip stored before for the same
+    reason when there is one (see "Skips" in the module doc), else a new one."""
+    before = sweep.skipped_before.get(state.item.key) if state.item.key else None
+    if before is not None and (before.get("error") or {}).get("message") == reason:
+        _finish(state, before | {"reused": True}, sweep)
+    else:
+        _finish(state, Outcome.skipped(state.item.fields, reason).document(), sweep)
+
+
 def _resolve(state: _CaseRuns, sweep: _Sweep) -> bool:
     """Resolve the case's MaxBatchRequest into a SweepItem (the batch looked up or searched
     for); on a failure of the search, finish the case with it and return False."""
@@ -572,4 +591,4 @@ def _skip_larger_batches(state: _CaseRuns, states: list[_CaseRuns], sweep: _Swee
             and _without_batch(other.item) == setting
         ):
             reason = f"batch {batch} of the same case already ran out of memory"
-            _finish(other, Outcome.skipped(other.item.fields, reason).document(), sweep)
+            _finish_skipped(other, reason, sweep)

@@ -2,21 +2,35 @@
 
 import json
 
+import pytest
+
+from trainperf import runner
+from trainperf.case import DeviceKind
+from trainperf.cli import micro as micro_cli
 from trainperf.store import Store
 
 
 def test_gemm_is_stored_and_feeds_utilization_of_benchmark_cases(tmp_path, run_cli):
     db = tmp_path / "r.db"
-    code, out, _ = run_cli(
-        ["micro", "gemm", "--shapes", "square", "--limit", 2, "--iters", 2, "--device", "cpu"]
-        + ["--db", db, "--json"]
-    )
+    gemm = ["micro", "gemm", "--shapes", "square", "--iters", 2, "--device", "cpu", "--db", db]
+    # A partial sweep (the 2 smallest squares) is not the machine's max achievable.
+    code, out, err = run_cli([*gemm, "--limit", 2])
+    caption = " ".join(out.split())  # the table's caption, wrapped to its width
+    assert code == 0 and "best of this partial run fp32" in caption
+    assert "not the machine's max achievable: a partial sweep: --limit 2 measured 2 of 4" in caption
+    with Store(db) as store:
+        (partial,) = store.micro("gemm")
+        assert partial["metrics"]["max_achievable"] is None
+        assert partial["metrics"]["best_of_run"]["fp32"]["shape"] == "M256 N256 K256 NN"
+        assert store.achievable_tflops(partial["system"], "cpu", "fp32") is None
+
+    code, out, _ = run_cli([*gemm, "--json"])
     result = json.loads(out)
     assert code == 0 and result["status"] == "ok"
     best = result["metrics"]["max_achievable"]["fp32"]["tflops"]
     with Store(db) as store:
-        (run,) = store.micro("gemm")
-        assert run["params"]["shapes"] == "square" and len(run["metrics"]["rows"]) == 2
+        _, run = store.micro("gemm")
+        assert run["params"]["shapes"] == "square" and len(run["metrics"]["rows"]) == 4
         assert store.achievable_tflops(run["system"], "cpu", "fp32") == best
 
     code, out, _ = run_cli(
@@ -78,3 +92,29 @@ def test_collectives_through_the_cli_are_checked_and_stored(tmp_path, run_cli):
         assert run["metrics"]["rows"] == rows
     code, _, err = run_cli(["micro", "collective", "--ops", "all_reduse", "--db", db])
     assert code == 2 and "--ops 'all_reduse' is not valid" in err
+
+
+@pytest.mark.parametrize(
+    "gpus,said",
+    [
+        ({}, "running micro p2p (this machine has 0 CUDA GPUs: no pair)"),
+        (
+            {"cuda": DeviceKind(1, (9, 0))},
+            "running micro p2p (this machine has 1 CUDA GPU: no pair)",
+        ),
+        ({"cuda": DeviceKind(4, (9, 0))}, "running micro p2p on 4 CUDA GPUs"),
+    ],
+)
+def test_p2p_says_which_gpus_it_runs_on_and_never_cuda_without_them(
+    tmp_path, run_cli, monkeypatch, gpus, said
+):
+    real = micro_cli.open_machine
+    monkeypatch.setattr(
+        micro_cli, "open_machine", lambda db: (real(db)[0], {"cpu": DeviceKind(2)} | gpus)
+    )
+    skipped = {"status": "ok", "device": None, "error": None}
+    skipped["metrics"] = {"status": "skipped", "reason": "p2p needs two or more CUDA GPUs"}
+    monkeypatch.setattr(runner, "run_job", lambda *args, **kwargs: dict(skipped))
+    code, out, err = run_cli(["micro", "p2p", "--db", tmp_path / "r.db"])
+    assert code == 0 and "skipped: p2p needs two or more CUDA GPUs" in out
+    assert err.splitlines()[0] == said and "on cuda" not in err

@@ -54,8 +54,24 @@ def test_gemm_document_runs_end_to_end(tmp_path):
     result = micro.run_document(document, tmp_path)
     (row,) = result["metrics"]["rows"]
     assert row["status"] == "ok" and row["M"] == 128
-    assert result["metrics"]["max_achievable"]["fp32"]["shape"] == "M128 N128 K128 NN"
+    # One shape of the square sweep: its best is this run's, not the machine's maximum.
+    assert result["metrics"]["best_of_run"]["fp32"]["shape"] == "M128 N128 K128 NN"
+    assert result["metrics"]["max_achievable"] is None
     assert result["device"]["type"] == "cpu"
+
+
+def test_only_a_full_gemm_sweep_gives_the_max_achievable():
+    from trainperf.micro import gemm
+
+    full = {"shapes": "square", "limit": None}
+    assert gemm.partial_reason(full, "cpu") is None
+    assert gemm.partial_reason(full | {"shapes": "all"}, "cuda") is None
+    assert gemm.partial_reason(full | {"limit": 4}, "cpu") is None  # all 4 CPU squares
+    assert gemm.partial_reason(full | {"limit": 4}, "cuda") == (
+        "a partial sweep: --limit 4 measured 4 of 7 shapes"
+    )
+    assert "measured 162 of 164" in gemm.partial_reason({"shapes": "all", "limit": 162}, "cpu")
+    assert "leaves out the square sweep" in gemm.partial_reason({"shapes": "deepbench"}, "cpu")
 
 
 def test_conv_document_picks_a_model_or_deepbench():

@@ -2,11 +2,13 @@
 
 import json
 import os
+import sys
 import textwrap
 
 import pytest
 
 from trainperf.case import CaseError, DeviceKind, check_case, make_case
+from trainperf.models.custom import load_custom
 
 CPU = {"cpu": DeviceKind(2)}
 
@@ -102,3 +104,47 @@ def test_factories_that_hang_exit_raise_or_hog_are_recorded_and_trainperf_goes_o
     assert (raised["type"], raised["message"]) == ("RuntimeError", "the user's own failure")
     assert "Traceback" not in err  # the user's traceback is stored, not printed
     assert int(pid_file.read_text()) != os.getpid()  # the factory ran in a worker
+
+
+SMALL_NET = """
+from torch import nn
+
+def build():
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 7))
+"""
+
+
+@pytest.fixture
+def in_a_folder_of_nets(tmp_path, monkeypatch):
+    """``cwdnets/small.py`` in the current directory, which is not on the Python path: as
+    for the ``trainperf`` console script, whose path holds its own folder instead."""
+    (tmp_path / "cwdnets").mkdir()
+    (tmp_path / "cwdnets" / "__init__.py").write_text("")
+    (tmp_path / "cwdnets" / "small.py").write_text(textwrap.dedent(SMALL_NET))
+    monkeypatch.chdir(tmp_path)
+    here = str(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if os.path.abspath(p or ".") != here])
+    yield tmp_path
+    for name in ("cwdnets", "cwdnets.small"):
+        sys.modules.pop(name, None)
+
+
+def test_a_network_in_the_current_directory_is_found_and_loaded(in_a_folder_of_nets):
+    # README: "importable from the current directory or PYTHONPATH"
+    case = make_case(model="cwdnets.small:build", batch_size=2, image_size=8)
+    assert check_case(case, CPU) is None
+    assert "cwdnets" not in sys.modules  # found, not imported
+    spec = load_custom("cwdnets.small:build")  # as the worker does
+    assert spec.task.num_classes == 7
+
+
+def test_a_network_in_the_current_directory_runs(in_a_folder_of_nets, run_cli):
+    code, out, err = run_cli(
+        "run -m cwdnets.small:build -b 2 --image-size 8 --steps fixed:0:1 --runs 1 --json"
+    )
+    assert code == 0, err
+    (result,) = json.loads(out)["results"]
+    assert result["status"] == "ok" and result["case"]["model"] == "cwdnets.small:build"
+    # Not a terminal: each run says when it starts, with the case's label.
+    assert "[case 1/1, run 1] cwdnets.small:build b2 @8 fp32 cpu: started (0/1 cases" in err
+    assert (in_a_folder_of_nets / "trainperf.db").exists()

@@ -3,7 +3,8 @@ script are refused as one line with exit code 2, and nothing is written."""
 
 import pytest
 
-from trainperf.parallel.slurm import SlurmError, sbatch_script
+from trainperf.parallel.slurm import SlurmError, case_sets, sbatch_script
+from trainperf.suite import resolve
 
 
 @pytest.mark.parametrize(
@@ -51,3 +52,25 @@ def test_cli_writes_the_script(tmp_path, run_cli):
     code, _, err = run_cli(["slurm", "short-test", "--partition", "gpu", "--out", out])
     assert code == 0, err
     assert "#SBATCH --partition=gpu\n" in out.read_text()
+
+
+def test_gpus_per_node_sets_the_devices_of_a_suite_that_does_not_vary_them():
+    short = resolve("short-test")
+    assert case_sets(short, 8) == ["devices=8"]
+    assert case_sets(short, 8, ["runs=3"]) == ["devices=8", "runs=3"]
+    assert case_sets(short, None, ["runs=3"]) == ["runs=3"]
+    mine = ["devices=2", "runs=3"]  # the user's own device count wins
+    assert case_sets(short.with_overrides(mine), 8, mine) == mine
+
+
+def test_a_scaling_suite_keeps_its_device_counts_on_every_node(run_cli):
+    # Setting devices=8 in every case made the suite's 1, 2, 4 and 8-device cases equal.
+    scaling = resolve("scaling")
+    assert case_sets(scaling, 8) == []
+    code, out, err = run_cli("slurm scaling --nodes 4 --gpus-per-node 8 --out -")
+    assert code == 0, err
+    assert "#SBATCH --nodes=4\n" in out and "#SBATCH --gpus-per-node=8\n" in out
+    (srun,) = [line for line in out.splitlines() if line.startswith("srun ")]
+    assert "--set nodes=$SLURM_NNODES --rdzv-endpoint" in srun and "devices" not in srun
+    nodes_4 = scaling.with_overrides(["nodes=4"])
+    assert sorted({p.fields["devices"] for p in nodes_4.planned}) == [1, 2, 4, 8]

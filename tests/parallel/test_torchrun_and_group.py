@@ -159,7 +159,8 @@ def test_where_stuck_names_the_rank_outside_torch(tmp_path):
 
 
 def test_sbatch_script():
-    script = sbatch_script("short-test", nodes=4, gpus_per_node=8, partition="gpu")
+    sets = ("devices=8",)
+    script = sbatch_script("short-test", nodes=4, gpus_per_node=8, partition="gpu", overrides=sets)
     assert script.startswith("#!/bin/bash\n")
     for line in ("#SBATCH --nodes=4", "#SBATCH --gpus-per-node=8", "#SBATCH --partition=gpu"):
         assert line in script

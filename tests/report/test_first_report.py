@@ -77,7 +77,7 @@ def test_run_ends_by_naming_the_report_command(quick, capsys, tmp_path, run_cli)
     root, db, run_code = quick
     assert run_code == 0
     with Store(db) as store:
-        assert {r["status"] for r in store.results(runs=False)} >= {"ok"}
+        assert {r["status"] for r in list(store.select())} >= {"ok"}
     # The line itself, from a run of one case (what the quick suite's last lines say too).
     worker = Worker()
     with pytest.MonkeyPatch.context() as monkeypatch:
@@ -107,7 +107,7 @@ def test_first_report_has_the_throughput_of_every_case(quick, run_cli):
     for label in QUICK_CPU:
         assert label in text
     with Store(db) as store:
-        ok = [r for r in store.results(runs=False) if r["status"] == "ok"]
+        ok = [r for r in list(store.select()) if r["status"] == "ok"]
     assert len(ok) == 4 and all(r["metrics"]["runs"] >= 3 for r in ok)
     assert runs_drawn(svg) == sum(r["metrics"]["runs"] for r in ok)  # every run a dot
     assert "95% confidence interval" in body and "Throughput per case:" in body
@@ -123,7 +123,7 @@ def test_a_single_run_is_a_marker_without_interval(tmp_path):
     with Store(db) as store:
         sweep = store.start_sweep(data["system"])
         store.add_result(sweep, data["system"]["fingerprint"], single)
-        (figure,) = case_figures(store.results(runs=False))
+        (figure,) = case_figures(list(store.select()))
     assert single["metrics"]["runs"] == 1 and not single["metrics"].get("samples_per_s_ci95")
     assert runs_drawn(figure.svg) == 0 and "Throughput per case: vm" in figure.title
 
@@ -132,7 +132,7 @@ def test_several_systems_side_by_side(tmp_path):
     db = tmp_path / "two.db"
     facts = report_fixture.build(db)
     with Store(db) as store:
-        (figure,) = case_figures(store.results(runs=False))
+        (figure,) = case_figures(list(store.select()))
     assert figure.title == "Throughput per case, systems side by side"
     text = " ".join(ET.fromstring(figure.svg).itertext())
     assert facts["hostnames"]["a"] in text and facts["hostnames"]["b"] in text

@@ -46,6 +46,30 @@ def test_summary_table_and_progress_line_show_labels_as_written():
     assert f"[case 1/2, run 1] {MODEL} b2" in out
 
 
+def test_piped_progress_says_when_each_run_starts_and_ends():
+    # Rich draws no progress line where the output is not a terminal: a piped sweep was
+    # silent for minutes. Plain lines say each run's start and end there.
+    console = Console(file=io.StringIO(), width=250, color_system=None)
+    assert not console.is_terminal
+    with SweepDisplay(console, 2) as display:
+        display.on_start(1, SimpleNamespace(label=f"{MODEL} b2"), 1, 3)
+        run = result() | {"run_number": 1}
+        display.on_run(1, run)
+        display.on_result(1, result())
+        display.on_start(0, SimpleNamespace(label="cifarnet b4"), 1, 2)
+    lines = console.file.getvalue().splitlines()
+    assert lines[0].startswith(f"[case 2/2, run 1] {MODEL} b2: started (0/2 cases done, 0:00:0")
+    assert lines[0].endswith("left ~-:--:--)")
+    assert lines[1] == f"    {MODEL} b2 @16 fp32 cpu run 1: 10.0 samples/s"
+    assert lines[3].startswith("[case 1/2, run 1] cifarnet b4: started (1/2 cases done")
+    assert "left ~-:--:--" not in lines[3]  # an estimate once a run was measured
+
+    terminal = Console(file=io.StringIO(), width=250, force_terminal=True, color_system=None)
+    with SweepDisplay(terminal, 2) as display:
+        display.on_start(0, SimpleNamespace(label="cifarnet b4"), 1, 3)
+    assert "started" not in terminal.file.getvalue()  # the live line says it there
+
+
 def test_scaling_pareto_and_suites_tables_show_names_as_written():
     row = {"hostname": HOST, "setting": f"{MODEL} b2", "scaling": "weak", "devices": 1}
     row |= {"samples_per_s": 1.0, "speedup": 1.0, "efficiency": 1.0}

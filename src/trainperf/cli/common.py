@@ -6,11 +6,14 @@ This module imports no verb module, so the verb modules import it and nothing lo
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 import re
 import shlex
 import sqlite3
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -464,17 +467,101 @@ def case_from_flags(capabilities: dict, **fields: Any) -> Any:
     return case
 
 
-def read_results(db: Path, model: str | None = None) -> list[dict]:
-    """Stored results, or bad input when the database is missing or unreadable. The
-    database is read without writing anything (``Store.copy_of``)."""
+@contextlib.contextmanager
+def reading_store(db: Path, made_by: str = "run") -> Iterator[Any]:
+    """The store at ``--db`` opened to read in place, writing nothing (``Store.read_only``),
+    or bad input when it is missing or unreadable (``check_db_readable``), when a filter
+    names a system it does not hold, or when it turns out damaged while it is read."""
     from trainperf.store import Store, StoreError
+    from trainperf.store_query import FilterError
 
-    check_db_readable(db)
+    check_db_readable(db, made_by)
     try:
-        with Store.copy_of(db) as store:
-            return store.results(model)
+        with Store.read_only(db) as store:
+            yield store
+    except FilterError as exc:
+        raise BadInput(str(exc)) from None
     except (StoreError, sqlite3.DatabaseError) as exc:
         raise BadInput(f"cannot read {db}: {exc}") from None
+
+
+# --sort's keys, for its help (trainperf.store_query.SORT_KEYS)
+_SORT_HELP = "created_at (oldest first), model, system, status or samples_per_s; -KEY reverses"
+
+
+def result_filter_options(function: Any) -> Any:
+    """The filter of every verb that reads results (``results``, ``compare``, ``scaling``,
+    ``pareto``, ``report``, ``export``): --system, --model, --status, --since, --suite,
+    --limit and --sort, the same names, help and meaning in each. The verb receives them
+    as one ``result_filter`` (``trainperf.store_query.ResultFilter``), checked here: a bad
+    value is bad input, one line."""
+    from trainperf.store_query import DEFAULT_SORT, STATUSES
+
+    options = (
+        click.option(
+            "--system",
+            "-s",
+            "filter_system",
+            multiple=True,
+            metavar="HOST|FINGERPRINT",
+            help="only results of this system (repeat, or separate with commas)",
+        ),
+        click.option(
+            "--model",
+            "-m",
+            "filter_model",
+            multiple=True,
+            metavar="MODEL",
+            help="only results of this model (repeat, or separate with commas)",
+        ),
+        click.option(
+            "--status",
+            "filter_status",
+            multiple=True,
+            metavar="STATUS",
+            help=f"only results of this status: {', '.join(STATUSES)} (repeat, or separate "
+            "with commas)",
+        ),
+        click.option(
+            "--since",
+            "filter_since",
+            metavar="DATE",
+            help="only results measured at or after this ISO 8601 date or time (UTC unless "
+            "it gives its offset)",
+        ),
+        click.option("--suite", "filter_suite", metavar="NAME", help="only results of this suite"),
+        click.option(
+            "--sort",
+            "filter_sort",
+            metavar="KEY",
+            default=DEFAULT_SORT,
+            show_default=True,
+            help=f"order: {_SORT_HELP} (-created_at: newest first)",
+        ),
+        click.option(
+            "--limit",
+            "filter_limit",
+            type=PositiveInt(),
+            metavar="N",
+            help="only the first N results in --sort order",
+        ),
+    )
+
+    @functools.wraps(function)
+    def with_filter(*args: Any, **kwargs: Any) -> Any:
+        from trainperf.store_query import FilterError, ResultFilter
+
+        given = {name: kwargs.pop(f"filter_{name}") for name in _FILTER_FIELDS}
+        try:
+            kwargs["result_filter"] = ResultFilter.parse(**given)
+        except FilterError as exc:
+            raise BadInput(str(exc)) from None
+        return function(*args, **kwargs)
+
+    return _apply(options, with_filter)
+
+
+_FILTER_FIELDS = ("system", "model", "status", "since", "suite", "limit", "sort")
 
 
 def fail(message: str, code: int) -> NoReturn:

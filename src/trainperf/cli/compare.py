@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -15,7 +16,8 @@ from trainperf.cli.common import (
     format_option,
     json_option,
     one_output,
-    read_results,
+    reading_store,
+    result_filter_options,
     show_table,
     stderr,
 )
@@ -38,7 +40,7 @@ from trainperf.cli.common import (
     "PyTorch, compiled PyTorch and JAX side by side); --baseline may name a column "
     "(framework=jax)",
 )
-@click.option("--model", "-m", help="only results of this model")
+@result_filter_options
 @json_option
 @format_option
 def compare(
@@ -47,7 +49,7 @@ def compare(
     baseline: str | None,
     group_by: str,
     across: str,
-    model: str | None,
+    result_filter: Any,
     as_json: bool,
     table_format: str,
 ) -> None:
@@ -80,12 +82,14 @@ def compare(
         fields = []
     try:
         if sources:
-            document = compare_sources([_source(path, model) for path in sources], fields)
+            sides = [_source(path, result_filter) for path in sources]
+            document = compare_sources(sides, fields)
         else:
-            results = read_results(db, model)
-            if not results:
-                raise BadInput(f"no results in {db}" + (f" for model {model}" if model else ""))
-            document = compare_results(results, baseline, fields, across_fields)
+            with reading_store(db) as store:
+                results = store.select(result_filter, oldest_first=True)
+                if not results:
+                    raise BadInput(f"no results in {db}{_matching(result_filter)}")
+                document = compare_results(results, baseline, fields, across_fields)
     except (UnknownSystem, UnknownField) as exc:
         raise BadInput(str(exc)) from None
     if as_json:
@@ -106,14 +110,20 @@ def compare(
     show_table(groups_table(document), table_format)
 
 
-def _source(path: Path, model: str | None) -> tuple[str, list[dict]]:
+def _source(path: Path, result_filter: Any) -> tuple[str, list[dict]]:
     """(name, results) of one side of `compare A B`."""
     from trainperf.exchange import ExchangeError, read_results
 
     try:
-        results = read_results(path, model)
+        results = read_results(path, result_filter)
     except ExchangeError as exc:
         raise BadInput(str(exc)) from None
     if not results:
-        raise BadInput(f"no results in {path}" + (f" for model {model}" if model else ""))
+        raise BadInput(f"no results in {path}{_matching(result_filter)}")
     return str(path), results
+
+
+def _matching(result_filter: Any) -> str:
+    """' matching --model x' for a message, or ''."""
+    words = result_filter.words()
+    return f" matching {words}" if words else ""

@@ -120,17 +120,15 @@ def slurm(
 ) -> None:
     """Write an sbatch script that runs SUITE across the nodes of a Slurm allocation."""
     from trainperf.fileio import write_atomic
-    from trainperf.parallel.slurm import SlurmError, safe_name, sbatch_script
+    from trainperf.parallel.slurm import SlurmError, case_sets, safe_name, sbatch_script
     from trainperf.suite import SuiteError, resolve
 
     try:
         suite = resolve(suite_name)
-        sets = [*overrides, f"nodes={nodes}"] + (
-            [f"devices={gpus_per_node}"] if gpus_per_node else []
-        )
-        suite.with_overrides(sets)  # the cases must be valid with the nodes they get
+        sets = case_sets(suite.with_overrides(list(overrides)), gpus_per_node, overrides)
+        suite.with_overrides([*sets, f"nodes={nodes}"])  # valid with the nodes they get
         script = sbatch_script(
-            suite_name, nodes, gpus_per_node, time_limit, partition, db, overrides
+            suite_name, nodes, gpus_per_node, time_limit, partition, db, tuple(sets)
         )
     except (SuiteError, SlurmError) as exc:
         raise BadInput(str(exc)) from None

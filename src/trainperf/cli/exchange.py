@@ -12,11 +12,12 @@ import click
 from trainperf.cli.common import (
     BadInput,
     NonEmptyPath,
-    check_db_readable,
     check_out_file,
     db_option,
     emit_json,
     json_option,
+    reading_store,
+    result_filter_options,
     stdout,
 )
 
@@ -26,7 +27,7 @@ FORMATS = ("json", "csv")
 @click.command()
 @click.argument("file", type=NonEmptyPath(path_type=Path))
 @db_option()
-@click.option("--system", "-s", help="only this system: its hostname or fingerprint")
+@result_filter_options
 @click.option(
     "--format",
     "format_",
@@ -39,43 +40,38 @@ FORMATS = ("json", "csv")
     help="FILE may be a symlink to a regular file: replace that file (else refused)",
 )
 def export(
-    file: Path, db: Path, system: str | None, format_: str | None, follow_symlinks: bool
+    file: Path, db: Path, result_filter: Any, format_: str | None, follow_symlinks: bool
 ) -> None:
-    """Write the database (or one system of it) to FILE.
+    """Write the database, or what the filters select, to FILE.
 
-    JSON holds every system, run, result, micro-benchmark and largest-batch search, for
-    `trainperf import` on another machine; CSV holds the results, as `results --csv`.
-    An existing FILE is replaced (atomically) only when it is a regular file: a directory,
-    device, FIFO or socket is refused, and so is a symlink unless --follow-symlinks.
+    JSON holds every system, sweep, result with its runs, micro-benchmark, largest-batch
+    search and training run, for `trainperf import` on another machine; CSV holds the
+    results, as `results --csv`. The filters select results (and their runs); rows of
+    other kinds follow --system and --since only. FILE is written as the database is
+    read, and replaces an existing FILE atomically, only when it is a regular file: a
+    directory, device, FIFO or socket is refused, and so is a symlink unless
+    --follow-symlinks.
     """
-    from trainperf import exchange, strict_json
-    from trainperf.fileio import write_atomic
-    from trainperf.store import Store, StoreError
+    from trainperf import exchange
+    from trainperf.fileio import atomic_writer
 
     format_ = format_ or _format_of(file)
     target = check_out_file(
         file, "", follow_symlinks=follow_symlinks, follow_flag="--follow-symlinks"
     )
-    check_db_readable(db)
-    try:
-        with Store.copy_of(db) as store:  # reads without writing anything
-            if format_ == "csv":
-                from trainperf.report.tables import results_csv
+    with reading_store(db) as store:
+        selection = store.select(result_filter) if format_ == "csv" else None
+        try:
+            with atomic_writer(target, text=True) as out:
+                if selection is not None:
+                    from trainperf.report.tables import results_csv_lines
 
-                rows = exchange.select_results(store, system)
-                text, counts = results_csv(rows), {"results": len(rows)}
-            else:
-                document = exchange.export_document(store, system)
-                text = strict_json.dumps(document, indent=2) + "\n"
-                counts = {table: len(document[table]) for table in exchange.TABLES}
-    except exchange.ExchangeError as exc:
-        raise BadInput(str(exc)) from None
-    except (StoreError, sqlite3.DatabaseError) as exc:
-        raise BadInput(f"cannot read {db}: {exc}") from None
-    try:
-        write_atomic(target, text)
-    except OSError as exc:
-        raise BadInput(f"cannot write {file}: {exc.strerror or exc}") from None
+                    out.writelines(results_csv_lines(selection))
+                    counts = {"results": len(selection)}
+                else:
+                    counts = exchange.write_export(store, out, result_filter)
+        except OSError as exc:
+            raise BadInput(f"cannot write {file}: {exc.strerror or exc}") from None
     line = f"exported {exchange.counts_text(counts)} to {file}"
     stdout.print(line, markup=False, highlight=False, soft_wrap=True)
 

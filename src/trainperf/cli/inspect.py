@@ -22,7 +22,8 @@ from trainperf.cli.common import (
     json_option,
     one_output,
     open_machine,
-    read_results,
+    reading_store,
+    result_filter_options,
     show_table,
     stderr,
     stdout,
@@ -31,15 +32,17 @@ from trainperf.cli.common import (
 
 @click.command()
 @db_option()
-@click.option("--model", "-m", help="only this model")
+@result_filter_options
 @click.option("--json", "as_json", is_flag=True, help="one JSON document: a row per device count")
 @format_option
-def scaling(db: Path, model: str | None, as_json: bool, table_format: str) -> None:
-    """Speedup, efficiency and exposed communication per model, setting and device count."""
+def scaling(db: Path, result_filter: Any, as_json: bool, table_format: str) -> None:
+    """Speedup, efficiency and exposed communication per model, setting and device count
+    (of the ok results the filters select)."""
     from trainperf.parallel.scaling import scaling_rows
 
     one_output(as_json, table_format)
-    rows = scaling_rows(read_results(db, model))
+    with reading_store(db) as store:
+        rows = scaling_rows(store.select(result_filter.ok_only(), oldest_first=True))
     if as_json:
         emit_json({"rows": rows})
     else:
@@ -103,15 +106,18 @@ def profile(
 
 @click.command()
 @db_option()
+@result_filter_options
 @click.option("--all", "show_all", is_flag=True, help="also list the dominated configurations")
 @click.option("--json", "as_json", is_flag=True, help="one JSON document: fronts per network")
 @format_option
-def pareto(db: Path, show_all: bool, as_json: bool, table_format: str) -> None:
-    """Configurations on the power-performance Pareto front, per network."""
+def pareto(db: Path, result_filter: Any, show_all: bool, as_json: bool, table_format: str) -> None:
+    """Configurations on the power-performance Pareto front, per network (of the ok
+    results the filters select)."""
     from trainperf.analysis.pareto import pareto_fronts
 
     one_output(as_json, table_format)
-    fronts = pareto_fronts(read_results(db))
+    with reading_store(db) as store:
+        fronts = pareto_fronts(store.select(result_filter.ok_only(), oldest_first=True))
     if as_json:
         emit_json(fronts)
         return

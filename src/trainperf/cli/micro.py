@@ -141,15 +141,22 @@ def _one_device(warmup: int, iters: int) -> Any:
 
 
 def _execute(
-    document: dict[str, Any], db: Path, record: dict, job: Any, rendezvous: str | None = None
+    document: dict[str, Any],
+    db: Path,
+    record: dict,
+    job: Any,
+    rendezvous: str | None = None,
+    where: str | None = None,
 ) -> dict[str, Any]:
-    """Run the document in a child (or torchrun job), store it, return the result."""
+    """Run the document in a child (or torchrun job), store it, return the result.
+    ``where`` says where it runs (default: on the document's device)."""
     import tempfile
 
     from trainperf.runner import Interrupted, StopFlag, run_job
     from trainperf.store import Store
 
-    stderr.print(f"running micro {document['kind']} on {document.get('device', 'cuda')}")
+    where = where or f"on {document['device']}"
+    stderr.print(f"running micro {document['kind']} {where}", markup=False)
     try:
         with (
             tempfile.TemporaryDirectory(prefix="trainperf-") as tmp,
@@ -302,9 +309,14 @@ def p2p(size_text: str, timeout_s: float, db: Path, as_json: bool) -> None:
     from trainperf.runner import ChildJob
 
     size_bytes = _buffer_bytes(size_text)
-    record, _ = open_machine(db)
+    record, capabilities = open_machine(db)
+    gpus = capabilities["cuda"].count if "cuda" in capabilities else 0
+    # Every GPU pair, so no one device; a machine without two says so, not "on cuda".
+    where = f"on {gpus} CUDA GPUs"
+    if gpus < 2:
+        where = f"(this machine has {gpus} CUDA GPU{'' if gpus == 1 else 's'}: no pair)"
     document = {"kind": "p2p", "device": "cuda", "size_bytes": size_bytes}
-    result = _execute(document, db, record, ChildJob(timeout_s=timeout_s))
+    result = _execute(document, db, record, ChildJob(timeout_s=timeout_s), where=where)
     if result["status"] == "ok" and result["metrics"].get("status") == "skipped":
         result["status"] = "skipped"
         result["error"] = {"type": "skipped", "message": result["metrics"]["reason"]}

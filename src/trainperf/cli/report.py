@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -16,12 +17,14 @@ from trainperf.cli.common import (
     check_out_file,
     db_option,
     emit_json,
+    result_filter_options,
     stdout,
 )
 
 
 @click.command()
 @db_option()
+@result_filter_options
 @click.option(
     "--out",
     default=REPORT_DIR,
@@ -31,11 +34,14 @@ from trainperf.cli.common import (
     "the pages there must be regular files)",
 )
 @click.option("--json", "as_json", is_flag=True, help="print what was written as JSON")
-def report(db: Path, out: Path, as_json: bool) -> None:
-    """Write a self-contained HTML report (tables, figures, failures) of the database."""
+def report(db: Path, result_filter: Any, out: Path, as_json: bool) -> None:
+    """Write a self-contained HTML report (tables, figures, failures) of the database, or
+    of the results the filters select (micro-benchmarks and training runs: of the systems
+    and time of --system and --since)."""
     from trainperf.fileio import kind
     from trainperf.report.html import write_report
     from trainperf.store import StoreError
+    from trainperf.store_query import FilterError
 
     check_db_readable(db)
     if out.is_dir():
@@ -44,7 +50,9 @@ def report(db: Path, out: Path, as_json: bool) -> None:
         what = kind(out.stat().st_mode) if out.exists() else "a dangling symlink"
         raise BadInput(f"--out {out} is {what}: give a directory for the report")
     try:
-        summary = write_report(db, out)
+        summary = write_report(db, out, result_filter)
+    except FilterError as exc:
+        raise BadInput(str(exc)) from None
     except (StoreError, sqlite3.DatabaseError) as exc:
         raise BadInput(f"cannot read {db}: {exc}") from None
     except OSError as exc:

@@ -29,8 +29,9 @@ from trainperf.cli.common import (
     one_output,
     open_machine,
     parallel_options,
-    read_results,
+    reading_store,
     report_command,
+    result_filter_options,
     seed_range,
     sharding_options,
     show_table,
@@ -490,21 +491,38 @@ def models(as_json: bool, table_format: str) -> None:
 
 @click.command()
 @db_option()
-@click.option("--model", "-m", help="only results of this model")
-@click.option("--json", "as_json", is_flag=True, help="print one JSON document")
+@result_filter_options
+@click.option("--json", "as_json", is_flag=True, help="print one JSON document, systems once")
+@click.option(
+    "--steps",
+    "with_steps",
+    is_flag=True,
+    help="with --json: the runs' per-step lists too (step times, warm-up, ranks, data waits)",
+)
 @click.option("--csv", "as_csv", is_flag=True, help="print CSV")
 @format_option
-def results(db: Path, model: str | None, as_json: bool, as_csv: bool, table_format: str) -> None:
-    """Show the results stored in the database."""
+def results(
+    db: Path,
+    result_filter: Any,
+    as_json: bool,
+    with_steps: bool,
+    as_csv: bool,
+    table_format: str,
+) -> None:
+    """Show the results stored in the database (those the filters select)."""
     one_output(as_json, table_format, ("--csv", as_csv))
-    rows = read_results(db, model)
-    if as_json:
-        emit_json({"results": rows})
-    elif as_csv:
-        from trainperf.report.tables import results_csv
+    if with_steps and not as_json:
+        raise BadInput("--steps goes with --json: tables and CSV show no per-step lists")
+    with reading_store(db) as store:
+        if as_json:
+            from trainperf.results_json import write_results
 
-        sys.stdout.write(results_csv(rows))
-    else:
-        from trainperf.report.tables import results_table
+            write_results(store.select(result_filter, runs=True, steps=with_steps), sys.stdout)
+        elif as_csv:
+            from trainperf.report.tables import results_csv_lines
 
-        show_table(results_table(rows), table_format)
+            sys.stdout.writelines(results_csv_lines(store.select(result_filter)))
+        else:
+            from trainperf.report.tables import results_table
+
+            show_table(results_table(store.select(result_filter)), table_format)

@@ -370,7 +370,7 @@ def isoaccuracy(
     from trainperf.store import Store
 
     check_db_readable(db, made_by="train")
-    with Store.copy_of(db) as store:  # reads without writing anything
+    with Store.read_only(db) as store:  # in place, writing nothing
         runs = [store.train_run(ref) for ref in (run_a, run_b)]
     for ref, run in zip((run_a, run_b), runs, strict=True):
         if run is None:

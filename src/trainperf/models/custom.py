@@ -10,15 +10,22 @@ runs, in its worker process (trainperf.runner): a function that hangs, exits the
 raises or fills the memory then ends its case as ``timeout``, ``crashed``, ``error`` or
 ``oom``, and trainperf goes on. Before a sweep, ``check_reference`` only finds the module,
 as the import system would, without running any of its code.
+
+Where the module is looked for: the Python path (``PYTHONPATH`` included), then the current
+directory, in the sweep's process as in the worker (``_path_with_current_directory``). The
+``trainperf`` console script has its own folder on its path, not the current directory as
+``python -m`` has, so without this a module beside the user would be found in the worker
+but refused before the sweep.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import sys
 from collections.abc import Callable
-from importlib.machinery import ModuleSpec
+from importlib.machinery import ModuleSpec, PathFinder
 
 import torch
 from torch import nn
@@ -51,7 +58,8 @@ def check_reference(reference: str) -> None:
     if not _module_exists(module_name):
         raise CustomModelError(
             f"cannot import module '{module_name}' of model '{reference}': no such module "
-            "on the Python path (set PYTHONPATH to the folder that holds it)"
+            "in the current directory or on the Python path (set PYTHONPATH to the folder "
+            "that holds it)"
         )
 
 
@@ -97,7 +105,17 @@ def _find_spec(name: str, search_path: object) -> ModuleSpec | None:
         find_spec = getattr(finder, "find_spec", None)
         if find_spec is not None and (spec := find_spec(name, search_path)) is not None:
             return spec
+    if search_path is None:  # a top-level name: the current directory too (module doc)
+        return PathFinder.find_spec(name, [os.getcwd()])
     return None
+
+
+def _path_with_current_directory() -> None:
+    """Put the current directory at the end of ``sys.path`` when it is not on it (a worker
+    started under ``PYTHONSAFEPATH``; ``python -m`` puts it first otherwise)."""
+    here = os.getcwd()
+    if not any(os.path.abspath(entry or os.curdir) == here for entry in sys.path):
+        sys.path.append(here)
 
 
 def load_custom(reference: str) -> ModelSpec:
@@ -105,6 +123,7 @@ def load_custom(reference: str) -> ModelSpec:
 
     This runs the user's code: call it in the case's worker, not in the sweep's process."""
     module_name, function_name = _split(reference)
+    _path_with_current_directory()
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # ImportError, or whatever the user's module raises on import

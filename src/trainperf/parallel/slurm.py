@@ -1,12 +1,18 @@
 """An sbatch script that runs a suite across the nodes of a Slurm allocation.
 
 Slurm starts one trainperf per node (``srun --ntasks-per-node=1``); each sets every case to
-span all the allocated nodes (``--set nodes=$SLURM_NNODES``, and ``devices`` to the GPUs per
-node when given) and meets the others at a torchrun rendezvous on the first node of the
-allocation. Every node must run the same cases in the same order, so the script measures
-every case again (``--fresh``) instead of resuming: a node resuming on its own would wait
-at a rendezvous the others never join; and every node shuffles the runs of the cases with
-the same seed, the job id (``--order-seed $SLURM_JOB_ID``).
+span all the allocated nodes (``--set nodes=$SLURM_NNODES``) and meets the others at a
+torchrun rendezvous on the first node of the allocation. ``--gpus-per-node G`` allocates G
+GPUs on each node and, where the cases of the suite all ask for one device count, sets
+``devices=G`` in every case so that each uses them all (``case_sets``). A suite whose cases
+differ in their devices (``scaling``: 1, 2, 4 and 8 per node) keeps them, each case over
+every node: one count for all would make its cases equal. A case asking for more devices
+than a node has is skipped there, as ``trainperf run`` skips it on one machine.
+
+Every node must run the same cases in the same order, so the script measures every case
+again (``--fresh``) instead of resuming: a node resuming on its own would wait at a
+rendezvous the others never join; and every node shuffles the runs of the cases with the
+same seed, the job id (``--order-seed $SLURM_JOB_ID``).
 """
 
 from __future__ import annotations
@@ -14,6 +20,9 @@ from __future__ import annotations
 import re
 import shlex
 import sys
+from collections.abc import Sequence
+
+from trainperf.suite import Suite
 
 RDZV_PORT = 29400
 _TIME = re.compile(r"^(\d+-)?\d{1,2}(:\d{2}){0,2}$")
@@ -31,6 +40,19 @@ def safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
 
+def case_sets(suite: Suite, gpus_per_node: int | None, overrides: Sequence[str] = ()) -> list[str]:
+    """The case fields the script sets beyond the nodes: the user's ``overrides`` (``--set``,
+    already applied to ``suite``), preceded by ``devices=G`` when ``--gpus-per-node G`` is
+    given, the user sets no ``devices`` and the cases all ask for one device count."""
+    if gpus_per_node is None:
+        return list(overrides)
+    if any(text.partition("=")[0].strip() == "devices" for text in overrides):
+        return list(overrides)
+    if len({planned.fields["devices"] for planned in suite.planned}) > 1:
+        return list(overrides)  # a scaling suite: its device counts are what it measures
+    return [f"devices={gpus_per_node}", *overrides]
+
+
 def sbatch_script(
     suite: str,
     nodes: int,
@@ -41,7 +63,8 @@ def sbatch_script(
     overrides: tuple[str, ...] = (),
     port: int = RDZV_PORT,
 ) -> str:
-    """The text of the sbatch script (``suite``: a built-in name or a file path)."""
+    """The text of the sbatch script (``suite``: a built-in name or a file path), which sets
+    ``nodes`` and ``overrides`` (``case_sets``) in every case."""
     if not _TIME.fullmatch(time_limit):  # match() would let a trailing newline through
         raise SlurmError(f"--time '{time_limit}' is not a Slurm time: use HH:MM:SS or D-HH:MM")
     if partition is not None and not _PARTITION.fullmatch(partition):
@@ -61,8 +84,6 @@ def sbatch_script(
     if partition:
         directives.append(f"--partition={partition}")
     sets = ["--set", "nodes=$SLURM_NNODES"]
-    if gpus_per_node:
-        sets += ["--set", f"devices={gpus_per_node}"]
     for override in overrides:
         sets += ["--set", shlex.quote(override)]
     trainperf = f"{shlex.quote(sys.executable)} -m trainperf"

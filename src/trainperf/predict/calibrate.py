@@ -47,6 +47,7 @@ from trainperf.parallel.scaling import device_count
 from trainperf.predict.model import PredictError, compute_rate, predict
 from trainperf.predict.terms import NO_NOISE, BusBandwidthCurve, Overhead, StepNoise, fit_overhead
 from trainperf.store import Store, StoreError
+from trainperf.store_query import ResultFilter
 
 
 class CalibrationError(ValueError):
@@ -177,9 +178,10 @@ def calibrate(
     path = Path(db_path)
     if not path.exists() and not path.is_symlink():  # a FIFO, device or dangling link: below
         raise CalibrationError(f"no results database at {path}")
-    try:  # a read-only copy: calibrating never writes to (or migrates) the database
-        with Store.copy_of(path) as store:
-            results = [r for r in store.results(model) if _matches(r, device_type, precision)]
+    try:  # read in place: calibrating never writes to (or migrates) the database
+        with Store.read_only(path) as store:
+            chosen = store.select(ResultFilter(model=(model,)), runs=True, steps=True)
+            results = [r for r in chosen if _matches(r, device_type, precision)]
             runs = store.micro("collective")
     except (StoreError, sqlite3.DatabaseError) as exc:
         raise CalibrationError(f"cannot read {path} as a results database: {exc}") from None

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -33,10 +34,16 @@ def safe_cell(value: Any) -> Any:
 
 def csv_text(columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> str:
     """A header of ``columns`` and one line per row, every cell through ``safe_cell``: the
-    one CSV writer of trainperf."""
+    one CSV writer of trainperf (``csv_lines`` gives it line by line)."""
+    return "".join(csv_lines(columns, rows))
+
+
+def csv_lines(columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """The lines of ``csv_text``, one at a time, as ``rows`` are read."""
     out = io.StringIO()
     writer = csv.writer(out, dialect="excel")  # CRLF: a \r or \n in a cell is quoted
-    writer.writerow([safe_cell(c) for c in columns])
-    for row in rows:
+    for row in itertools.chain([dict(zip(columns, columns, strict=True))], rows):
         writer.writerow([safe_cell(row.get(c)) for c in columns])
-    return out.getvalue()
+        yield out.getvalue()
+        out.seek(0)
+        out.truncate()

@@ -35,6 +35,7 @@ import jinja2
 from trainperf import __version__
 from trainperf.fileio import check_output, write_atomic
 from trainperf.report import cap
+from trainperf.store_query import EVERYTHING, ResultFilter
 
 if TYPE_CHECKING:
     from trainperf.report.figures import Figure
@@ -121,14 +122,19 @@ class ReportData:
     train_runs: list[dict[str, Any]]
 
 
-def read(db_path: Path) -> ReportData:
-    """Everything the report shows, from the database at ``db_path``, writing nothing: the
-    one place where the report reads the store."""
+def read(db_path: Path, result_filter: ResultFilter = EVERYTHING) -> ReportData:
+    """Everything the report shows, from the database at ``db_path`` read in place, writing
+    nothing: the one place where the report reads the store. The results are those
+    ``result_filter`` selects, oldest first, without their runs (the report reads their
+    metrics only); micro-benchmarks and training runs those of its systems and time."""
     from trainperf.store import Store
 
-    with Store.copy_of(db_path) as store:
+    with Store.read_only(db_path) as store:
         return ReportData(
-            store.results(runs=False), store.micro(), store.systems(), store.train_runs()
+            list(store.select(result_filter, oldest_first=True)),
+            list(store.rows_beside("micro", result_filter)),
+            store.systems(result_filter),
+            list(store.rows_beside("train_runs", result_filter)),
         )
 
 
@@ -331,26 +337,36 @@ def _one_page(report: Report, drawn: Iterator[Figure]) -> str:
     )
 
 
-def render(db_path: Path, generated_at: str | None = None) -> tuple[str, ReportSummary]:
-    """The report of the database at ``db_path`` as one page, and what it holds."""
+def render(
+    db_path: Path, generated_at: str | None = None, result_filter: ResultFilter = EVERYTHING
+) -> tuple[str, ReportSummary]:
+    """The report of the database at ``db_path`` as one page, and what it holds (the
+    results ``result_filter`` selects; micro-benchmarks and training runs of its systems
+    and time)."""
     from trainperf.report.drawing import drawn
 
-    report = Report(read(db_path), db_path.name, generated_at)
+    report = Report(read(db_path, result_filter), db_path.name, generated_at)
     with drawn(report.figures) as figures:
         page = _one_page(report, figures)
     return page, report.summary(Path(), ["index.html"])
 
 
 def write_report(
-    db_path: Path, out_dir: Path, generated_at: str | None = None, workers: int | None = None
+    db_path: Path,
+    out_dir: Path,
+    result_filter: ResultFilter = EVERYTHING,
+    *,
+    generated_at: str | None = None,
+    workers: int | None = None,
 ) -> ReportSummary:
-    """Write the report of the database at ``db_path`` into ``out_dir`` (made if needed):
-    ``index.html``, and the other pages of a large store; each file is replaced whole.
-    Figures are drawn in ``workers`` processes (default: the usable CPUs)."""
+    """Write the report of the database at ``db_path`` (the results ``result_filter``
+    selects) into ``out_dir`` (made if needed): ``index.html``, and the other pages of a
+    large store; each file is replaced whole. Figures are drawn in ``workers`` processes
+    (default: the usable CPUs)."""
     from trainperf.report import pages
     from trainperf.report.drawing import CACHE_DIR, FigureCache, drawn
 
-    report = Report(read(db_path), db_path.name, generated_at)
+    report = Report(read(db_path, result_filter), db_path.name, generated_at)
     planned = pages.plan(report) if report.large() else {"index.html": None}
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in planned:  # every file checked before any is written

@@ -40,11 +40,18 @@ def gemm_table(metrics: dict[str, Any]) -> Table:
             _cell(row, "tflops_median", ".3f"),
             _cell(row, "tflops_best", ".3f"),
         )
-    for dtype, best in (metrics.get("max_achievable") or {}).items():
+    partial = metrics.get("max_achievable") is None and "best_of_run" in metrics
+    what = "best of this partial run" if partial else "max achievable"
+    for dtype, best in (metrics.get("max_achievable") or metrics.get("best_of_run") or {}).items():
         where = ", ".join(filter(None, (best["shape"], accumulation_label(best))))
         table.caption = (
             table.caption or ""
-        ) + f"max achievable {dtype}: {best['tflops']:.3f} TFLOP/s ({where})  "
+        ) + f"{what} {dtype}: {best['tflops']:.3f} TFLOP/s ({where})  "
+    if partial:
+        table.caption = (
+            f"{table.caption or ''}(not the machine's max achievable: "
+            f"{escape(metrics.get('max_achievable_absent_reason') or '')})"
+        )
     return table
 
 

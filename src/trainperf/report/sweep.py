@@ -3,6 +3,11 @@
 The estimate of the time left counts only measured runs: skipped cases and results taken
 from an earlier sweep finish at once and would make a rate-based estimate far too hopeful.
 A case's adaptive runs are counted as planned (their minimum) until the case needs more.
+
+On a terminal the progress line is Rich's, redrawn in place. Piped or redirected output
+(``make run | tee log``, a batch job's log) has no such line: Rich draws nothing there, and
+a run of a few minutes would pass in silence. There each run says when it starts (a plain
+line with the case, the cases done, the time elapsed and left) as well as when it ends.
 """
 
 from __future__ import annotations
@@ -34,7 +39,9 @@ class SweepDisplay:
         self.total = total
         self.run_s: list[float] = []
         self.runs_left = 0
-        self._run_started = time.monotonic()
+        self.done = 0  # cases with a result
+        self.plain = not console.is_terminal  # no live line: say each run's start too
+        self._started = self._run_started = time.monotonic()
         self._waited: set[int] = set()  # cases already said to be another sweep's
         columns = (
             SpinnerColumn(),
@@ -64,12 +71,16 @@ class SweepDisplay:
     def on_start(self, index: int, item: Any, run_number: int, runs_left: int) -> None:
         self._run_started = time.monotonic()
         self.runs_left = runs_left
-        self.progress.update(
-            self.task,
-            # The column reads markup: the label is user text, and "[case ...]" is literal.
-            description=escape(f"[case {index + 1}/{self.total}, run {run_number}] {item.label}"),
-            eta=_clock(self.eta_s()),
-        )
+        head = f"[case {index + 1}/{self.total}, run {run_number}] {item.label}"
+        # The column reads markup: the label is user text, and "[case ...]" is literal.
+        self.progress.update(self.task, description=escape(head), eta=_clock(self.eta_s()))
+        if self.plain:
+            elapsed = _clock(self._run_started - self._started)
+            line = (
+                f"{head}: started ({self.done}/{self.total} cases done, {elapsed} elapsed, "
+                f"left ~{_clock(self.eta_s())})"
+            )
+            self.progress.console.print(line, markup=False, highlight=False)
 
     def on_probe(self, index: int, probe: Any) -> None:
         verdict = "fits" if probe.fits else f"does not fit ({probe.status})"
@@ -97,6 +108,7 @@ class SweepDisplay:
         self.progress.console.print(line, markup=False, highlight=False)
 
     def on_result(self, index: int, result: dict[str, Any]) -> None:
+        self.done += 1
         self.progress.update(self.task, advance=1, eta=_clock(self.eta_s()))
         # Messages quote paths and C++ sources ("[pair.cc:537]"): never read them as markup.
         self.progress.console.print(f"  {_one_line(result)}", markup=False, highlight=False)
@@ -115,10 +127,11 @@ def _one_line(result: dict[str, Any]) -> str:
     from trainperf.case import label_of
 
     label, metrics = label_of(result["case"]), result.get("metrics") or {}
+    earlier = " (from an earlier sweep)" if result.get("reused") else ""
     if result["status"] == "ok":
         text = f"{label}: {metrics['samples_per_s_median']:.1f} samples/s {interval_text(metrics)}"
-        return text + (" (from an earlier sweep)" if result.get("reused") else "")
-    return f"{label}: {result['status']}: {_reason(result)}"
+        return text + earlier
+    return f"{label}: {result['status']}: {_reason(result)}{earlier}"
 
 
 def interval_text(metrics: dict[str, Any]) -> str:

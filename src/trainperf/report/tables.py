@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
 
 from trainperf.case import parallel_mode
-from trainperf.report.csv_safe import csv_text
+from trainperf.report.csv_safe import csv_lines
 
 CASE_COLUMNS = ("model", "batch_size", "image_size", "seq_len", "precision", "device", "steps")
 METRIC_COLUMNS = (
@@ -294,4 +294,9 @@ def csv_row(r: dict[str, Any]) -> dict[str, Any]:
 
 def results_csv(results: Iterable[dict[str, Any]]) -> str:
     """The results as CSV, one line each, safe to open in a spreadsheet (``csv_safe``)."""
-    return csv_text(CSV_COLUMNS, (csv_row(r) for r in results))
+    return "".join(results_csv_lines(results))
+
+
+def results_csv_lines(results: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """The lines of ``results_csv``, one at a time, as ``results`` are read."""
+    return csv_lines(CSV_COLUMNS, (csv_row(r) for r in results))
