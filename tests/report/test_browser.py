@@ -92,8 +92,12 @@ def test_a_fleet_report_opens_page_by_page_with_every_figure(browser, tmp_path, 
     pages = sorted({link for link in links if not link.startswith("#")})
     assert pages == sorted(set(summary["pages"]) - {"index.html"})
     index.close()
+    assert all((tmp_path / "site" / name).is_file() for name in pages)
+    # Every page with figures, compare and failures; of the system pages (one template,
+    # a table each) the first and the last.
+    systems = [name for name in pages if name.startswith("system-")]
     seen = []
-    for name in pages:
+    for name in [name for name in pages if name not in systems[1:-1]]:
         page, page_problems = opened(browser, tmp_path / "site" / name)
         problems += page_problems
         seen += drawn_figures(page)

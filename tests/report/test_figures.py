@@ -121,7 +121,9 @@ def hostile(results, micro):
     model = HOSTILE_MODEL + " costs $5 per $GPU"
     for r in results:
         r["case"]["model"] = model
-        r["system"]["hostname"] = "<script>h</script>$" + r["system"]["hostname"]
+    # The results of a system share its record (Store.select decodes it once): each once.
+    for system in {id(r["system"]): r["system"] for r in results}.values():
+        system["hostname"] = "<script>h</script>$" + system["hostname"]
     for run in micro:
         if run["kind"] == "profile":
             run["params"]["case"]["model"] = model
@@ -180,3 +182,17 @@ def test_helpers():
         "k-2-2",
         "k-3",
     ]
+
+
+def test_a_long_legend_label_is_cut_and_leaves_the_axes_their_room():
+    from matplotlib.figure import Figure as MplFigure
+
+    from trainperf.report.figures import LEGEND_LABEL, legend
+
+    fig = MplFigure(figsize=(6.4, 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    ax.plot([1, 2], [1, 2], label="h" * 200)
+    ax.plot([1, 2], [2, 1], label="short")
+    legend(ax)
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert texts == ["h" * (LEGEND_LABEL - 1) + "…", "short"]

@@ -52,6 +52,7 @@ STYLE: dict[str, Any] = {
 }
 SIZE = (6.4, 4.0)
 LEGEND_INSIDE = 6
+LEGEND_LABEL = 48
 FAILED_COLOR = "#c0392b"
 NOT_FAILED = ("ok", "skipped")  # a skip is hardware absent, not a failure at that point
 # No date (determinism) and no RDF block: nothing a reader of the page needs.
@@ -176,11 +177,16 @@ def make_figure(
 
 def legend(ax: Any, **options: Any) -> None:
     """The axes' legend where it hides the fewest points, or beside the axes when it is
-    long (more than ``LEGEND_INSIDE`` entries) and would hide the data."""
-    if len(ax.get_legend_handles_labels()[1]) > LEGEND_INSIDE:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0, **options)
-    else:
-        ax.legend(**options)
+    long (more than ``LEGEND_INSIDE`` entries) and would hide the data. A label longer
+    than ``LEGEND_LABEL`` characters is cut with an ellipsis, so that a long hostname or
+    model name cannot squeeze the axes to nothing (the caption names them in full)."""
+    handles, labels = ax.get_legend_handles_labels()
+    labels = [
+        label if len(label) <= LEGEND_LABEL else label[: LEGEND_LABEL - 1] + "…" for label in labels
+    ]
+    if len(labels) > LEGEND_INSIDE:
+        options |= {"loc": "upper left", "bbox_to_anchor": (1.02, 1), "borderaxespad": 0}
+    ax.legend(handles, labels, **options)
 
 
 def log2_ticks(ax: Any, values: Iterable[float], label: Callable[[float], str] = str) -> None:
