@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from trainperf.parallel.scaling import scaling_rows
 from trainperf.report import figures_micro
 from trainperf.report.figures import (
     Figure,
@@ -32,7 +33,9 @@ def all_figures(
     only the fingerprint); by default it is taken from the results' system records.
     """
     names = {r["system"]["fingerprint"]: hostname(r) for r in results} | dict(hostnames or {})
-    figures = case_figures(results) + devices_figures(results) + framework_figures(results)
+    scaled = scaling_rows(results)  # one reading of the scaling rows for both kinds
+    figures = case_figures(results) + devices_figures(results, scaled)
+    figures += framework_figures(results, scaled)
     figures += batch_figures(results)
     figures += figures_micro.profile_figures(micro_runs, names)
     figures += figures_micro.collective_figures(micro_runs, names)

@@ -284,11 +284,14 @@ def _number_text(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}" if value >= 10 else f"{value:.3g}"
 
 
-def devices_figures(results: Sequence[dict[str, Any]]) -> list[Figure]:
-    """Throughput against devices (log-log, ideal line) and scaling efficiency, per setting."""
+def devices_figures(
+    results: Sequence[dict[str, Any]], scaled: Sequence[dict[str, Any]] | None = None
+) -> list[Figure]:
+    """Throughput against devices (log-log, ideal line) and scaling efficiency, per setting
+    (``scaled``: ``scaling_rows(results)`` when the caller has them already)."""
     by_id = {r["id"]: r for r in results}
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for row in scaling_rows(results):
+    for row in scaling_rows(results) if scaled is None else scaled:
         groups.setdefault((row["setting"], row["scaling"]), []).append(row)
     failed: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in results:
