@@ -66,4 +66,5 @@ def report(db: Path, result_filter: Any, out: Path, as_json: bool) -> None:
         f"wrote {summary.path}{pages}: {summary.systems} system(s), {summary.results} "
         f"result(s) ({summary.failed} failed), {len(summary.figures)} figure(s){empty}",
         markup=False,
+        soft_wrap=True,  # one line for scripts, however long the path
     )

@@ -18,8 +18,8 @@ never grows; and nothing is written outside the folder the user named.
 **Processes.** Matplotlib is not thread-safe, so the figures not in the cache are drawn by
 worker processes (``ProcessPoolExecutor``), as many as the CPUs this process may run on,
 when there are at least ``MIN_PARALLEL``; fewer are drawn here. On Linux the workers are
-forked when this process runs one thread (Matplotlib already imported: no start-up), and
-spawned otherwise. At most ``AHEAD`` figures per worker are drawn ahead of the one handed
+forked when this process runs one thread and has not loaded JAX (Matplotlib already
+imported: no start-up), and spawned otherwise. At most ``AHEAD`` figures per worker are drawn ahead of the one handed
 back (``AHEAD``), so memory stays bounded however many figures a report has.
 """
 
@@ -114,7 +114,9 @@ def _render(key: str, drawing: Drawing) -> str:
 
 
 def _pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
-    single = threading.active_count() == 1
+    # JAX's runtime threads are not Python threads (active_count does not see them), and a
+    # fork of a process that holds them can deadlock (JAX warns so): spawn then.
+    single = threading.active_count() == 1 and "jax" not in sys.modules
     method = "fork" if sys.platform == "linux" and single else "spawn"
     return concurrent.futures.ProcessPoolExecutor(
         workers, mp_context=multiprocessing.get_context(method)
