@@ -423,8 +423,6 @@ def _beside(
 
 
 def _document(table: str, row: sqlite3.Row, system: Any) -> dict[str, Any]:
-    if table == "sweeps":
-        return dict(row)
     if table == "train_runs":
         return train_run_document(row, system)
     return row_document(row)
@@ -476,7 +474,7 @@ def export_tables(
     named = chosen_systems(systems, result_filter.system, where)
     needed = set(named) | {row["system"] for row in sweeps}
     yield "systems", [record for fingerprint, record in systems.items() if fingerprint in needed]
-    yield "sweeps", [dict(row) for row in sweeps]
+    yield "sweeps", [row_document(row) for row in sweeps]
     results = select(db, result_filter, steps=True, systems=systems, where=where)
     yield (
         "results",
