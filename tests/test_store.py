@@ -145,6 +145,16 @@ def test_train_run_starts_running_and_keeps_what_an_update_leaves_out(tmp_path):
         assert [r["config_key"] for r in store.train_runs()] == ["key-a", "key-b"]
 
 
+def test_a_uid_that_begins_with_digits_is_found_by_its_prefix(tmp_path):
+    """'667108' is no run's id: it is the start of a uid (6% of uids start with 6 digits)."""
+    with Store(tmp_path / "r.db") as store:
+        first = store.add_train_run(SYSTEM, {"model": "cifarnet", "seed": 1}, "key-a")
+        uid = "667108" + "a" * 26
+        store.db.execute("UPDATE train_runs SET uid = ? WHERE id = ?", (uid, first))
+        assert store.train_run("667108")["uid"] == uid
+        assert store.train_run(str(first))["uid"] == uid  # an id is still an id
+
+
 def test_only_the_store_speaks_sql():
     """Every table is read and written through Store's public methods (store_schema holds
     the migrations, store_query the queries of its readers, on the connection Store gives

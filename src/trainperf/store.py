@@ -644,14 +644,15 @@ class Store:
     def train_run(self, ref: str) -> dict[str, Any] | None:
         """The time-to-accuracy run with id ``ref`` (a number) or uid (or a unique uid
         prefix of 6+ hex), or None. An id is ASCII digits ('²' is a digit to ``isdigit``,
-        not to ``int``) and fits SQLite's 64-bit INTEGER; no row has a larger one."""
+        not to ``int``) and fits SQLite's 64-bit INTEGER; no row has a larger one. Digits
+        that are no run's id may still begin a uid ('667108...'): then they are one."""
         if ref.isascii() and ref.isdigit():
             significant = ref.lstrip("0") or "0"  # int() of thousands of digits raises
             number = int(significant) if len(significant) <= 19 else INT64_MAX + 1
-            if number > INT64_MAX:
-                return None
-            row = self.db.execute(_TRAIN_RUNS + " WHERE t.id = ?", (number,)).fetchone()
-            return train_run_document(row, json.loads(row["record"])) if row else None
+            if number <= INT64_MAX:
+                row = self.db.execute(_TRAIN_RUNS + " WHERE t.id = ?", (number,)).fetchone()
+                if row:
+                    return train_run_document(row, json.loads(row["record"]))
         if len(ref) < 6:
             return None
         rows = self.db.execute(_TRAIN_RUNS + " WHERE t.uid LIKE ?", (ref.lower() + "%",)).fetchall()
