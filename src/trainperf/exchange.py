@@ -7,7 +7,7 @@ The file (``FORMAT``, ``FORMAT_VERSION``)::
     {"format": "trainperf-results", "format_version": 3,
      "exported_at": "2026-11-21T06:41:21+00:00", "trainperf_version": "0.1.0",
      "systems":   [system record (``trainperf system --json``), ...],
-     "sweeps":    [{sweep_id, started_at, system, label, order_seed}, ...],
+     "sweeps":    [{sweep_id, started_at, system, label, order_seed, doctor}, ...],
      "results":   [{uid, sweep_id, system, created_at, status, result_schema, case, device,
                     metrics, error, suite, suite_version, case_key}, ...],
      "runs":      [{uid, sweep_id, system, created_at, result_uid, suite_version, case_key,
@@ -45,6 +45,9 @@ Format history (bump ``FORMAT_VERSION`` for every change and keep reading the ol
      number as null and its reason (``strict_json.finite``), as store schema 8 converts a
      database. The status ``diverged`` (a non-finite loss) appears from this version on.
      Every imported case is checked as a case of a suite is (``trainperf.case.Case``).
+  5: each sweep carries ``doctor``: the verdict of ``trainperf doctor``'s checks on the
+     machine as the sweep started (trainperf.doctor; store schema 9), null where the
+     machine was not examined. In older files every sweep reads with ``doctor`` null.
 """
 
 from __future__ import annotations
@@ -260,6 +263,8 @@ def validate(document: Any) -> ValidatedExport:
         _check_unique(document["results"], "results", "uid")
         document = upgrade(document)
     tables = {table: document.get(table, []) for table in TABLES}
+    for sweep in tables["sweeps"]:
+        sweep.setdefault("doctor", None)  # files before DOCTOR_SINCE
     for table, key in (("systems", "fingerprint"), ("sweeps", "sweep_id")) + tuple(
         (table, "uid") for table in ROW_TABLES
     ):

@@ -95,5 +95,3 @@ def problems(verdict: Mapping[str, Any] | None) -> list[str]:
     if not verdict:
         return []
     return [c["name"] for c in verdict.get("checks", []) if c["status"] in (WARN, FAIL)]
-
-

@@ -78,6 +78,8 @@ def absent(name: str, reason: str, why: str, *, condition: bool = False) -> Chec
 
 def worst(statuses: list[str]) -> str:
     """The verdict of checks with these statuses: fail, warn or ok (absent counts as ok)."""
-    return max(statuses, key=lambda status: SEVERITY[status], default=OK) if any(
-        SEVERITY[s] for s in statuses
-    ) else OK
+    return (
+        max(statuses, key=lambda status: SEVERITY[status], default=OK)
+        if any(SEVERITY[s] for s in statuses)
+        else OK
+    )
