@@ -726,6 +726,11 @@ class Store:
         chosen = ResultFilter(model=(model,)) if model else EVERYTHING
         return list(self.select(chosen, runs=True, steps=True))
 
+    def doctor_verdicts(self, sweep_ids: Iterable[str]) -> dict[str, Any]:
+        """The doctor's verdict of each of these sweeps by id (None where none was stored:
+        sweeps before schema 9); ids the store lacks map to None too."""
+        return store_query.doctor_verdicts(self.db, sweep_ids)
+
     def system_records(self) -> dict[str, dict[str, Any]]:
         """Every stored system's record by fingerprint: decoded once for a store opened to
         read (``read_only``, ``copy_of``), shared by every document read from it; read

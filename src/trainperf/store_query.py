@@ -40,6 +40,7 @@ from trainperf.limits import MAX_COUNT
 from trainperf.outcome import Status
 from trainperf.store_rows import (
     decoded_columns,
+    maybe_json,
     result_document,
     row_document,
     train_run_document,
@@ -205,6 +206,21 @@ def system_records(db: sqlite3.Connection) -> dict[str, dict[str, Any]]:
     """Every stored system's record by fingerprint, decoded once, in the order first seen."""
     rows = db.execute("SELECT fingerprint, record FROM systems ORDER BY rowid")
     return {fingerprint: json.loads(record) for fingerprint, record in rows}
+
+
+def doctor_verdicts(db: sqlite3.Connection, sweep_ids: Iterable[str]) -> dict[str, Any]:
+    """The doctor's verdict stored with each of these sweeps (None for a sweep measured
+    before trainperf examined machines, schema 9), by sweep id, each decoded once."""
+    wanted = list(dict.fromkeys(sweep_ids))
+    found: dict[str, Any] = {}
+    for start in range(0, len(wanted), 500):  # SQLite's bound on parameters is 999 or more
+        chunk = wanted[start : start + 500]
+        rows = db.execute(
+            f"SELECT sweep_id, doctor_json FROM sweeps WHERE sweep_id IN ({_marks(len(chunk))})",
+            chunk,
+        )
+        found |= {sweep_id: maybe_json(text) for sweep_id, text in rows}
+    return {sweep_id: found.get(sweep_id) for sweep_id in wanted}
 
 
 def chosen_systems(

@@ -20,6 +20,7 @@ import click
 from trainperf.cli import (
     compare,
     distributed,
+    doctor,
     exchange,
     inspect,
     micro,
@@ -49,6 +50,7 @@ COMMANDS: tuple[click.Command, ...] = (
     inspect.profile,
     inspect.pareto,
     inspect.system_,
+    doctor.doctor,
     distributed.equivalence,
     distributed.slurm,
     micro.micro,

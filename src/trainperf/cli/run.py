@@ -269,10 +269,13 @@ def _sweep(
     rendezvous: str | None = None,
     order_seed: int | None = None,
 ) -> Any:
+    from trainperf.doctor import summary_line, sweep_verdict
     from trainperf.report.sweep import SweepDisplay
     from trainperf.store import Store
     from trainperf.sweep import SweepEvents, run_sweep
 
+    doctor = sweep_verdict(db)  # stored with the sweep; `trainperf doctor` says more
+    stderr.print(summary_line(doctor) + " (trainperf doctor for details)", markup=False)
     with (
         SweepDisplay(stderr, len(items)) as display,
         Store(db, on_wait=display.on_store_wait) as store,
@@ -290,6 +293,7 @@ def _sweep(
             label=f"suite {suite.name} {suite.version}" if suite else None,
             rendezvous=rendezvous,
             order_seed=order_seed,
+            doctor=doctor,
         )
 
 

@@ -28,7 +28,7 @@ from trainperf.doctor.checks import ABSENT, FAIL, OK, STATUSES, WARN, Check, wor
 
 DOCTOR_SCHEMA = 1
 
-__all__ = ["DOCTOR_SCHEMA", "Check", "examine", "verdict_document", "summary_line"]
+__all__ = ["DOCTOR_SCHEMA", "Check", "examine", "summary_line", "sweep_verdict", "verdict_document"]
 
 
 def examine(
@@ -54,6 +54,12 @@ def examine(
         *chain_checks(all_reduce=all_reduce),
     ]
     return verdict_document(checks, seconds=time.monotonic() - started)
+
+
+def sweep_verdict(db: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The verdict a sweep stores as it starts: every check but the 2-process all_reduce
+    (``trainperf doctor`` runs that: two processes importing torch take seconds)."""
+    return examine(db=db, all_reduce=False)
 
 
 def verdict_document(checks: list[Check], seconds: float | None = None) -> dict[str, Any]:
