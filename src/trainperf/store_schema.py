@@ -246,3 +246,8 @@ MIGRATIONS: dict[int, str] = {
     9: "ALTER TABLE sweeps ADD COLUMN doctor_json TEXT",
 }
 MIGRATION_STEPS = {6: _results_to_runs, 8: _finite_numbers}
+
+
+# The store a verb opens without --db: a file in the current directory (``--db``'s default,
+# trainperf.cli.common; the disk that ``trainperf doctor`` checks for room).
+DEFAULT_DB = "trainperf.db"

@@ -21,9 +21,9 @@ from rich.console import Console
 
 from trainperf.limits import BUCKET_MB_MAX, BUCKET_MB_MIN, INT64_MAX, MAX_COUNT
 from trainperf.precision import PRECISIONS
+from trainperf.store_schema import DEFAULT_DB
 
 EXIT_OK, EXIT_FAILED_CASES, EXIT_BAD_INPUT = 0, 1, 2
-DEFAULT_DB = "trainperf.db"
 
 # Piped output has no terminal width to fit: do not squeeze the tables into 80 columns.
 stdout = Console()
