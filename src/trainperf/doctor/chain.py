@@ -161,6 +161,8 @@ def step_timer_check(
         import torch
 
         synchronize = partial(torch.cuda.synchronize, device) if cuda else (lambda: None)
+    wait()  # untimed: a GPU loads the sleep kernel on its first launch (lazy loading)
+    synchronize()
     host_s = []
     for _ in range(windows):
         synchronize()
@@ -303,7 +305,7 @@ def gemm_rate_check(
     device_name: str | None = None,
 ) -> Check:
     """A ``GEMM_SIZE`` square GEMM of trainperf.micro.gemm (``run``, default ``run_gemm``:
-    2 warm-up calls, the best of 5 timed) against ``peak`` (default the catalog's
+    its 3 warm-up calls, then the best of 5 timed) against ``peak`` (default the catalog's
     ``peak_flops``) of the device named ``device_name`` (default as the benchmark names it)
     at the GEMM's precision: bf16 from compute capability 8.0, fp16 from 7.0, else fp32."""
     from trainperf.analysis.peaks import peak_flops
