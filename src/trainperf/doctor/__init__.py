@@ -37,11 +37,11 @@ def examine(
     root: Path = Path("/"),
     nvml: Any = None,
     environ: Mapping[str, str] | None = None,
-    all_reduce: bool = True,
+    full: bool = True,
 ) -> dict[str, Any]:
     """Run every check and return the verdict document. ``db``: the store whose disk is
-    checked for room. ``all_reduce``: run the 2-process all_reduce (about 2 s: two
-    processes import torch); a sweep leaves it to ``trainperf doctor``."""
+    checked for room. ``full=False`` leaves out the measuring chain's slower checks (the
+    GEMM, the energy counters, the 2-process all_reduce: seconds), as a sweep does."""
     from trainperf.doctor.chain import chain_checks
     from trainperf.doctor.gpu import gpu_checks
     from trainperf.doctor.host import host_checks
@@ -51,15 +51,15 @@ def examine(
     checks = [
         *host_checks(root=root, environ=environ, db=None if db is None else Path(db)),
         *gpu_checks(nvml=nvml, environ=environ),
-        *chain_checks(all_reduce=all_reduce),
+        *chain_checks(full=full),
     ]
     return verdict_document(checks, seconds=time.monotonic() - started)
 
 
 def sweep_verdict(db: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """The verdict a sweep stores as it starts: every check but the 2-process all_reduce
-    (``trainperf doctor`` runs that: two processes importing torch take seconds)."""
-    return examine(db=db, all_reduce=False)
+    """The verdict a sweep stores as it starts, in a fraction of a second: the host and
+    GPU checks, the step timer and the allocator (``examine(full=False)``)."""
+    return examine(db=db, full=False)
 
 
 def verdict_document(checks: list[Check], seconds: float | None = None) -> dict[str, Any]:

@@ -82,36 +82,43 @@ WHY = {
 }
 
 
-def chain_checks(*, all_reduce: bool = True, device: str | None = None) -> list[Check]:
+# Why a sweep's verdict lacks the slower checks (they take seconds: a GEMM with its
+# imports, a second of energy counters, two processes importing torch).
+AT_SWEEP_START = "not run at the start of a sweep: `trainperf doctor` runs it"
+
+
+def chain_checks(*, full: bool = True, device: str | None = None) -> list[Check]:
     """The measuring chain on ``device`` (default: the first GPU, else the CPU).
 
     The all_reduce ranks start first and import torch while this process does, and the
     timed checks (timer, GEMM, energy) wait until they are done, so they measure an idle
-    machine. ``all_reduce=False``: that check is absent ("not run").
+    machine. ``full=False`` (a sweep's verdict): the step timer and the allocator only,
+    in a fraction of a second; the others are absent (``AT_SWEEP_START``).
     """
     cpu_only = device is not None and device.startswith("cpu")
-    launch = RanksLaunch(device="cpu" if cpu_only else "auto") if all_reduce else None
+    launch = RanksLaunch(device="cpu" if cpu_only else "auto") if full else None
     try:
         import torch
 
         dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         peak = guarded("chain.allocator_peak", lambda: allocator_peak_check(dev))
-        import trainperf.micro.gemm  # noqa: F401 - imported while the ranks start
-
+        if full:
+            import trainperf.micro.gemm  # noqa: F401 - imported while the ranks start
         outcome = launch.collect() if launch is not None else None
     finally:
         if launch is not None:
             launch.close()
-    if outcome is None:
-        reduce = absent("chain.all_reduce", "not run: all_reduce=False", WHY["chain.all_reduce"])
-    else:
-        reduce = all_reduce_check(outcome)
+    timer = guarded("chain.step_timer", lambda: step_timer_check(dev))
+    if not full:
+        later = ("chain.gemm_rate", "chain.energy", "chain.all_reduce")
+        return [timer, peak, *(absent(name, AT_SWEEP_START, WHY[name]) for name in later)]
+    assert outcome is not None
     return [
-        guarded("chain.step_timer", lambda: step_timer_check(dev)),
+        timer,
         peak,
         guarded("chain.gemm_rate", lambda: gemm_rate_check(dev)),
         guarded("chain.energy", lambda: energy_check(dev)),
-        reduce,
+        all_reduce_check(outcome),
     ]
 
 
