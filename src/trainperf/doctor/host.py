@@ -282,7 +282,7 @@ def numa_checks(root: Path, status: Mapping[str, str], allowed: set[int] | None)
     mem_nodes = None if mems is None else sorted(parse_cpulist(mems) & set(cpus_of))
     fix = f"numactl --cpunodebind={nodes[0]['node']} --membind={nodes[0]['node']} trainperf ..."
     return [
-        _numa_check("host.numa_cpus", "run on CPUs of", cpu_nodes, len(nodes), why_cpus, fix),
+        _numa_check("host.numa_cpus", "run on the CPUs of", cpu_nodes, len(nodes), why_cpus, fix),
         _numa_check(
             "host.numa_memory", "allocate memory on", mem_nodes, len(nodes), why_memory, fix
         ),
@@ -294,7 +294,8 @@ def _numa_check(
 ) -> Check:
     if used is None:
         return absent(name, "no Cpus_allowed_list/Mems_allowed_list in /proc/self/status", why)
-    seen = f"may {verb} of NUMA node{'s' if len(used) > 1 else ''} {used} of {count}"
+    listed = ", ".join(str(node) for node in used) or "none"
+    seen = f"may {verb} NUMA node{'s' if len(used) > 1 else ''} {listed} (of {count})"
     if count == 1 or len(used) <= 1:
         return Check(name, OK, seen, why, value=used, condition=True)
     fix += "  # the node of the GPU used: nvidia-smi topo -m"
