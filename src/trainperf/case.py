@@ -227,8 +227,17 @@ def label_of(fields: dict) -> str:
     mode = parallel_mode(fields)
     if devices * nodes > 1 or mode != "none":
         parts.append(f"{mode} x{devices}" + (f"x{nodes}n" if nodes > 1 else ""))
-        if fields.get("scaling") == "strong":
-            parts.append("strong")
+    return " ".join(parts + label_options(fields))
+
+
+def label_options(fields: dict) -> list[str]:
+    """The end of a case's label: what sets it apart beyond model, batch, size, precision,
+    device, framework and placement (strong scaling, checkpointing, sharding options,
+    flags, data source), as the tables show it beside those columns."""
+    parts = []
+    parallel = fields.get("devices", 1) * fields.get("nodes", 1) > 1
+    if (parallel or parallel_mode(fields) != "none") and fields.get("scaling") == "strong":
+        parts.append("strong")
     if (checkpointing := fields.get("activation_checkpointing", "none")) != "none":
         parts.append(f"ac-{checkpointing}")
     if fields.get("reshard_after_forward") is False:
@@ -246,7 +255,7 @@ def label_of(fields: dict) -> str:
         with contextlib.suppress(ValueError):  # a stored case from elsewhere: as given
             data = parse_data(data).short_name
         parts += [data, f"w{fields.get('workers', 0)}"]
-    return " ".join(parts)
+    return parts
 
 
 def make_case(**fields: object) -> Case:

@@ -9,8 +9,10 @@ so every raw step time is kept.
 
 Metrics of an ok result (each run r has its estimate y_r = samples_per_s_median of r):
 - ``samples_per_s_median``: mean of the y_r; ``samples_per_s_ci95`` and ``ci95_relative``
-  its Student t 95% interval over the runs (trainperf.measure.hierarchy), absent with
-  ``ci95_absent_reason`` for a single run; ``run_samples_per_s`` the y_r themselves;
+  its Student t 95% interval over the runs (trainperf.measure.hierarchy; its low end
+  clamped at 0, as a throughput cannot be below 0; from 2 runs it is kept but too wide to
+  decide anything: t = 12.7), absent with ``ci95_absent_reason`` for a single run;
+  ``run_samples_per_s`` the y_r themselves;
 - ``samples_per_s_mean``, ``step_s_median``, ``step_s_mean``, ``cv``, ``jitter``: over the
   measured steps of all runs pooled (what the whole measurement saw);
 - ``within_run_cv``, ``between_run_cv`` (variance components of per-step throughput over

@@ -37,7 +37,7 @@ def test_a_case_on_cifar10_reports_its_data_wait(cifar_dir, workers):
     row = {"case": case.model_dump(), "status": "ok", "metrics": m}
     synthetic = {"case": make_case(model="cifarnet", batch_size=8).model_dump(), "status": "ok"}
     console = Console(width=250, record=True)
-    console.print(results_table([row, synthetic | {"metrics": {}}]))
+    console.print(results_table([row, synthetic | {"metrics": {}}], wide=True))
     text = console.export_text()
     assert "data wait" in text and "compute/s" in text and "workers" in text
     assert f"{m['data_wait_share']:.1%}" in text

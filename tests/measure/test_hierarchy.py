@@ -146,3 +146,14 @@ def test_optimal_steps_per_run_follows_the_cost_and_variance_ratio():
     assert optimal_steps_per_run(quiet, 5.0, 0.05) is None
     assert coefficient_of_variation([1.0]) is None
     assert coefficient_of_variation([9.0, 11.0]) == pytest.approx(math.sqrt(2) / 10)
+
+
+def test_a_rate_interval_never_goes_below_zero_and_keeps_its_half_width():
+    # Two runs far apart: t(0.975, 1) = 12.7 puts the unclamped low end at about -535.
+    interval = mean_interval([100.0, 200.0])
+    half = 12.706 * math.sqrt(2 * 50.0**2) / math.sqrt(2)
+    assert interval.low == 0.0 and interval.high == pytest.approx(150.0 + half, rel=1e-3)
+    assert interval.relative_half_width == pytest.approx(half / 150.0, rel=1e-3)  # not cut
+    # A ratio of throughputs cannot be below 0 either: the other side's mean is near zero.
+    ratio = ratio_interval([100.0, 101.0, 99.0], [1.0, 30.0, 2.0])
+    assert ratio.bounded and ratio.low == 0.0 and ratio.high > ratio.ratio

@@ -34,7 +34,10 @@ def test_table_and_markdown(run_cli):
     code, out, err = run_cli(V100)
     assert code == 0, err
     assert "samples/s" in out and "efficiency" in out and "assumptions:" in out
-    assert "hierarchical/" in out and "14.9 GiB" in out
+    assert "yes 4.3/14.9" in out and "hierarchical/" not in out  # the algorithm: --wide
+    code, out, err = run_cli(V100 + " --wide")
+    assert code == 0, err
+    assert "hierarchical/" in out and "all-reduce" in out
     code, out, err = run_cli(V100 + " --format md")
     assert code == 0, err
     assert out.lstrip().startswith("**predicted weak scaling") and "| devices |" in out

@@ -30,7 +30,7 @@ def result(status="ok", message=None):
 
 
 def test_results_table_shows_names_as_written():
-    table = results_table([result(), result("error", "[/] at [pair.cc:537]")], title="t")
+    table = results_table([result(), result("error", "[/] at [pair.cc:537]")], "t", wide=True)
     out = rendered(table)
     assert MODEL in out and "fixed_[/]runs" in out and "error: [/] at [pair.cc:537]" in out
     assert f"| {MODEL} |" in markdown_table(table)
@@ -71,9 +71,11 @@ def test_piped_progress_says_when_each_run_starts_and_ends():
 
 
 def test_scaling_pareto_and_suites_tables_show_names_as_written():
-    row = {"hostname": HOST, "setting": f"{MODEL} b2", "scaling": "weak", "devices": 1}
+    row = {"hostname": HOST, "system": "f1", "setting": f"{MODEL} b2", "scaling": "weak"}
+    row |= {"devices": 1, "nodes": 1, "parallel": "none", "runs": 3, "baseline_runs": 3}
     row |= {"samples_per_s": 1.0, "speedup": 1.0, "efficiency": 1.0}
-    assert HOST in rendered(scaling_table([row])) and MODEL in rendered(scaling_table([row]))
+    out = rendered(scaling_table([row], wide=True))
+    assert HOST in out and MODEL in out
     point = {"hostname": HOST, "devices": 1, "batch_size": 2, "precision": "fp32"}
     point |= {"samples_per_s": 1.0, "average_power_w": 2.0, "on_front": True}
     fronts = {"fronts": [{"model": MODEL, "size": 16, "points": [point]}]}
@@ -114,6 +116,6 @@ def test_results_table_shows_the_method_the_state_per_rank_and_why_mfu_is_absent
         "mfu": None,
         "mfu_absent_reason": "no data-sheet peak known for device 'AMD EPYC'",
     }
-    out = rendered(results_table([sharded, result()], title="t"))
-    assert "cpu fsdp x2 ac-full" in out and "4.0 MiB" in out
+    out = rendered(results_table([sharded, result()], title="t", wide=True))
+    assert "2 fsdp" in out and "ac-full" in out and "4.0 MiB" in out
     assert "MFU -: no data-sheet peak known for device 'AMD EPYC'" in out

@@ -34,6 +34,7 @@ from typing import Any
 
 from scipy import stats
 
+from trainperf.analysis.system_labels import system_labels
 from trainperf.case import Case, label_of, parallel_mode
 from trainperf.case_result import run_estimates
 from trainperf.measure.hierarchy import MIN_RUNS_FOR_DECISION, UNBOUNDED, ratio_interval
@@ -209,13 +210,12 @@ def _systems(
     columns: dict[str, tuple[str, dict[str, Any]]],
 ) -> list[dict[str, Any]]:
     """The columns: the systems in order of first result, labelled by hostname (short id
-    when shared); with ``across`` values, each system's combinations in sorted order,
-    labelled by them too."""
-    short = _short_ids(list(hosts))
+    when shared: trainperf.analysis.system_labels); with ``across`` values, each system's
+    combinations in sorted order, labelled by them too."""
+    labels = system_labels(hosts)
     rows = []
     for fingerprint, hostname in hosts.items():
-        shared = list(hosts.values()).count(hostname) > 1
-        system = f"{hostname} ({short[fingerprint]})" if shared else str(hostname)
+        system = labels[fingerprint]
         mine = [(c, values) for c, (f, values) in columns.items() if f == fingerprint]
         # Defaults first (PyTorch, not compiled: the usual baseline), then by value.
         mine.sort(
@@ -239,12 +239,6 @@ def _systems(
                 )
             )
     return rows
-
-
-def _short_ids(fingerprints: list[str], length: int = 8) -> dict[str, str]:
-    while len({f[:length] for f in fingerprints}) < len(fingerprints):
-        length += 1
-    return {f: f[:length] for f in fingerprints}
 
 
 def _choose(rows: list[dict[str, Any]], wanted: str | None) -> dict[str, Any]:

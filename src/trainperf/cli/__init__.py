@@ -29,13 +29,14 @@ from trainperf.cli import (
     run,
     train,
 )
-from trainperf.cli.common import EXIT_BAD_INPUT, EXIT_FAILED_CASES, BadInput, fail
+from trainperf.cli.common import EXIT_BAD_INPUT, EXIT_FAILED_CASES, BadInput, fail, fit_consoles
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="trainperf")
 def cli() -> None:
     """Measure how fast and how efficiently this machine trains neural networks."""
+    fit_consoles()
 
 
 # The submodules are bound by name (not their commands), so that ``trainperf.cli.run``

@@ -9,10 +9,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
 import re
 import sqlite3
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -25,13 +26,42 @@ from trainperf.store_schema import DEFAULT_DB
 
 EXIT_OK, EXIT_FAILED_CASES, EXIT_BAD_INPUT = 0, 1, 2
 
-# Piped output has no terminal width to fit: do not squeeze the tables into 80 columns.
+# DESIGN: human tables fit a 100-column terminal by default.
+PIPED_WIDTH = 100
+
+
+def output_width(is_terminal: bool, environ: Mapping[str, str] = os.environ) -> int | None:
+    """The one rule for the width of what the verbs print: ``COLUMNS`` when it is set to a
+    positive number, on a terminal or piped (what the user asked for, as ``shutil`` and Rich
+    read it); else the terminal's own (None: Rich follows it as it is resized); else, piped
+    to a file or a program, ``PIPED_WIDTH``. The tables choose their columns to fit it."""
+    columns = environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return None if is_terminal else PIPED_WIDTH
+
+
 stdout = Console()
-if not stdout.is_terminal:
-    stdout = Console(width=200)
 stderr = Console(stderr=True)
-if not stderr.is_terminal:
-    stderr = Console(stderr=True, width=200)
+
+
+# stderr carries messages, not tables: piped to a log, a message naming a path stays on one
+# line (a path cut at 100 columns can be neither searched nor copied).
+PIPED_MESSAGE_WIDTH = 200
+
+
+def fit_consoles() -> None:
+    """Give stdout its width by ``output_width``, and stderr on a terminal; stderr piped is
+    ``PIPED_MESSAGE_WIDTH`` wide. On every command: ``COLUMNS`` may change between two
+    commands of one process, as in the tests."""
+    stdout.width = output_width(stdout.is_terminal)  # type: ignore[assignment]
+    if stderr.is_terminal:
+        stderr.width = output_width(True)  # type: ignore[assignment]
+    else:
+        stderr.width = PIPED_MESSAGE_WIDTH
+
+
+fit_consoles()
 
 
 class BadInput(click.ClickException):
@@ -374,12 +404,37 @@ def format_option(function: Any) -> Any:
     )(function)
 
 
-def show_table(table: Any, table_format: str = "table") -> None:
-    """Print a Rich table on the terminal, or as Markdown (``--format md``)."""
+def wide_option(function: Any) -> Any:
+    return click.option(
+        "--wide",
+        is_flag=True,
+        help="every column, however wide (piped: no width limit; on a terminal: all of it)",
+    )(function)
+
+
+def table_width(table_format: str = "table", wide: bool = False) -> int | None:
+    """The width a table's columns are chosen for: the console's (``output_width``), or
+    None (no limit) for Markdown, whose cells are whole, and for ``--wide``."""
+    return None if table_format == "md" or wide else stdout.width
+
+
+def show_table(table: Any, table_format: str = "table", wide: bool = False) -> None:
+    """Print a Rich table on the terminal, or as Markdown (``--format md``). ``wide``
+    piped: as wide as the table is, nothing wrapped (a file or a program has no width)."""
     if table_format == "md":
         from trainperf.report.markdown import markdown_table
 
         sys.stdout.write(markdown_table(table))
+    elif wide and not stdout.is_terminal:
+        from rich.measure import Measurement
+
+        needed = Measurement.get(stdout, stdout.options.update_width(10**6), table).maximum
+        width = stdout.width
+        stdout.width = max(width, needed)
+        try:
+            stdout.print(table)
+        finally:
+            stdout.width = width
     else:
         stdout.print(table)
 

@@ -20,6 +20,7 @@ from trainperf.cli.common import (
     result_filter_options,
     show_table,
     stderr,
+    table_width,
 )
 
 
@@ -97,7 +98,8 @@ def compare(
         return
     from trainperf.report.compare import compare_table, groups_table
 
-    show_table(compare_table(document), table_format)
+    width = table_width(table_format)
+    show_table(compare_table(document, width), table_format)
     if len(document["systems"]) < 2:  # one database of one system
         stderr.print(
             "only one system in the database: nothing to compare against "
@@ -107,7 +109,7 @@ def compare(
         return
     if table_format == "md":
         sys.stdout.write("\n")
-    show_table(groups_table(document), table_format)
+    show_table(groups_table(document, width), table_format)
 
 
 def _source(path: Path, result_filter: Any) -> tuple[str, list[dict]]:

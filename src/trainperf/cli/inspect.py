@@ -27,6 +27,8 @@ from trainperf.cli.common import (
     show_table,
     stderr,
     stdout,
+    table_width,
+    wide_option,
 )
 
 
@@ -35,9 +37,11 @@ from trainperf.cli.common import (
 @result_filter_options
 @click.option("--json", "as_json", is_flag=True, help="one JSON document: a row per device count")
 @format_option
-def scaling(db: Path, result_filter: Any, as_json: bool, table_format: str) -> None:
+@wide_option
+def scaling(db: Path, result_filter: Any, as_json: bool, table_format: str, wide: bool) -> None:
     """Speedup, efficiency and exposed communication per model, setting and device count
-    (of the ok results the filters select)."""
+    (of the ok results the filters select); a speed-up above linear is flagged unstable
+    with the reason."""
     from trainperf.parallel.scaling import scaling_rows
 
     one_output(as_json, table_format)
@@ -48,7 +52,8 @@ def scaling(db: Path, result_filter: Any, as_json: bool, table_format: str) -> N
     else:
         from trainperf.report.tables import scaling_table
 
-        show_table(scaling_table(rows), table_format)
+        table = scaling_table(rows, wide=wide, width=table_width(table_format, wide))
+        show_table(table, table_format, wide)
 
 
 @click.command()
@@ -110,7 +115,10 @@ def profile(
 @click.option("--all", "show_all", is_flag=True, help="also list the dominated configurations")
 @click.option("--json", "as_json", is_flag=True, help="one JSON document: fronts per network")
 @format_option
-def pareto(db: Path, result_filter: Any, show_all: bool, as_json: bool, table_format: str) -> None:
+@wide_option
+def pareto(
+    db: Path, result_filter: Any, show_all: bool, as_json: bool, table_format: str, wide: bool
+) -> None:
     """Configurations on the power-performance Pareto front, per network (of the ok
     results the filters select)."""
     from trainperf.analysis.pareto import pareto_fronts
@@ -123,7 +131,7 @@ def pareto(db: Path, result_filter: Any, show_all: bool, as_json: bool, table_fo
         return
     from trainperf.report.tables import pareto_table
 
-    show_table(pareto_table(fronts, show_all), table_format)
+    show_table(pareto_table(fronts, show_all, table_width(table_format, wide)), table_format, wide)
     if fronts["left_out"]:
         left_out = f"{fronts['left_out']} ok result(s) left out: {fronts['left_out_reason']}"
         stderr.print(left_out, markup=False)

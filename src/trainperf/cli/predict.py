@@ -28,6 +28,8 @@ from trainperf.cli.common import (
     sharding_options,
     show_table,
     stdout,
+    table_width,
+    wide_option,
 )
 from trainperf.limits import (
     ACHIEVED_FRACTION_MIN,
@@ -158,6 +160,7 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
 )
 @json_option
 @format_option
+@wide_option
 def predict(
     model: str,
     device_id: str | None,
@@ -169,6 +172,7 @@ def predict(
     calibrate_device: str | None,
     as_json: bool,
     table_format: str,
+    wide: bool,
     **options: Any,
 ) -> None:
     """Predict data-parallel training throughput and scaling efficiency of MODEL on
@@ -245,7 +249,7 @@ def predict(
     prediction["calibration"] = calibration.as_dict() if calibration else None
     if search is not None:
         prediction["search"] = search.as_dict()
-    _show(prediction, as_json, table_format)
+    _show(prediction, as_json, table_format, wide)
 
 
 def _uplink(catalog: Any, text: str | None) -> tuple[Any, int] | None:
@@ -403,7 +407,7 @@ def _show_none_fits(model: str, device: Any, search: Any, options: dict, as_json
     )
 
 
-def _show(prediction: dict[str, Any], as_json: bool, table_format: str) -> None:
+def _show(prediction: dict[str, Any], as_json: bool, table_format: str, wide: bool) -> None:
     if as_json:
         emit_json(prediction)
         return
@@ -414,15 +418,16 @@ def _show(prediction: dict[str, Any], as_json: bool, table_format: str) -> None:
         prediction_table,
     )
 
-    if prediction["inputs"].get("parallel") == "fsdp":
-        show_table(fsdp_prediction_table(prediction), table_format)
-    else:
-        show_table(prediction_table(prediction), table_format)
-    text = assumptions_text(prediction["assumptions"], markdown=table_format == "md")
-    if table_format == "md":
+    fsdp = prediction["inputs"].get("parallel") == "fsdp"
+    make = fsdp_prediction_table if fsdp else prediction_table
+    table = make(prediction, wide=wide, width=table_width(table_format, wide))
+    show_table(table, table_format, wide)
+    markdown = table_format == "md"
+    text = assumptions_text(prediction["assumptions"], markdown, table_width(table_format, wide))
+    if markdown:
         sys.stdout.write("\n" + text)
     else:
-        stdout.print(text, markup=False, highlight=False)
+        stdout.print(text, markup=False, highlight=False, soft_wrap=True)
     if prediction["calibration"]:
         if table_format == "md":
             sys.stdout.write("\n")
@@ -432,7 +437,8 @@ def _show(prediction: dict[str, Any], as_json: bool, table_format: str) -> None:
 @click.command()
 @json_option
 @format_option
-def catalog(as_json: bool, table_format: str) -> None:
+@wide_option
+def catalog(as_json: bool, table_format: str, wide: bool) -> None:
     """List the devices and links of the hardware catalog that `trainperf predict` uses."""
     from trainperf.predict.catalog import load_catalog
 
@@ -443,5 +449,6 @@ def catalog(as_json: bool, table_format: str) -> None:
         return
     from trainperf.report.catalog import devices_table, links_table
 
-    show_table(devices_table(known), table_format)
-    show_table(links_table(known), table_format)
+    width = table_width(table_format, wide)
+    show_table(devices_table(known, width), table_format, wide)
+    show_table(links_table(known, width), table_format, wide)

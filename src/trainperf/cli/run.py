@@ -36,6 +36,8 @@ from trainperf.cli.common import (
     show_table,
     stderr,
     stdout,
+    table_width,
+    wide_option,
     workers_option,
 )
 
@@ -204,8 +206,8 @@ def run(
         from trainperf.report.tables import results_table
 
         title = f"trainperf on {record['hostname']}" + (f": suite {suite.name}" if suite else "")
-        stdout.print(results_table(outcome.results, title=escape(title)))
-        stdout.print(summary_table(outcome.results))
+        show_table(results_table(outcome.results, title=escape(title), width=table_width()))
+        show_table(summary_table(outcome.results))
         if not not_stored:
             stderr.print(
                 f"stored in {db} (sweep {outcome.sweep_id}, run order seed {outcome.order_seed})",
@@ -476,7 +478,8 @@ def _show_longest_sequence(found: Any, template: Any, as_json: bool) -> None:
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="print a JSON array")
 @format_option
-def models(as_json: bool, table_format: str) -> None:
+@wide_option
+def models(as_json: bool, table_format: str, wide: bool) -> None:
     """List the zoo with parameters, FLOPs per sample and gradient bytes."""
     from trainperf import models as zoo
     from trainperf.analysis.flops import analyse
@@ -488,7 +491,7 @@ def models(as_json: bool, table_format: str) -> None:
     else:
         from trainperf.report.tables import models_table
 
-        show_table(models_table(rows), table_format)
+        show_table(models_table(rows, table_width(table_format, wide)), table_format, wide)
 
 
 @click.command()
@@ -503,6 +506,7 @@ def models(as_json: bool, table_format: str) -> None:
 )
 @click.option("--csv", "as_csv", is_flag=True, help="print CSV")
 @format_option
+@wide_option
 def results(
     db: Path,
     result_filter: Any,
@@ -510,8 +514,11 @@ def results(
     with_steps: bool,
     as_csv: bool,
     table_format: str,
+    wide: bool,
 ) -> None:
-    """Show the results stored in the database (those the filters select)."""
+    """Show the results stored in the database (those the filters select): by default
+    the columns that tell results apart and their throughput, fitted to the terminal (100
+    columns piped, or COLUMNS); --wide for every column."""
     one_output(as_json, table_format, ("--csv", as_csv))
     if with_steps and not as_json:
         raise BadInput("--steps goes with --json: tables and CSV show no per-step lists")
@@ -527,4 +534,9 @@ def results(
         else:
             from trainperf.report.tables import results_table
 
-            show_table(results_table(store.select(result_filter)), table_format)
+            hostnames = {f: r.get("hostname") for f, r in store.system_records().items()}
+            width = table_width(table_format, wide)
+            table = results_table(
+                store.select(result_filter), wide=wide, width=width, systems=hostnames
+            )
+            show_table(table, table_format, wide)

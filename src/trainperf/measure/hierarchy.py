@@ -18,7 +18,11 @@ Choices, each with its formula:
   ybar ± t(0.975, R-1) · s_y / sqrt(R). This uses the between-run variation only: the
   within-run noise is in each y_i already, so it is counted once. With three to ten runs a
   t interval keeps its coverage, where a bootstrap that resamples runs cannot (three runs
-  have ten distinct resamples). Below 2 runs there is no interval.
+  have ten distinct resamples). Below 2 runs there is no interval. The run estimates are
+  rates (samples/s, watts), which cannot be below 0, so the low end is clamped at 0: with
+  2 runs t(0.975, 1) = 12.7, and the unclamped low end is negative as soon as the two runs
+  differ by more than 16% of their mean. Such an interval is kept (never below 0) but not
+  used for a decision (``MIN_RUNS_FOR_DECISION``); the tables show it as "n/a (2 runs)".
 - **Variance components** from the one-way random-effects ANOVA of the per-step throughputs
   (unbalanced form; Searle, Casella & McCulloch, "Variance Components", 1992, ch. 3):
       MSW = sum_i sum_j (x_ij - xbar_i)^2 / (N - R),      sigma_w^2 = MSW
@@ -38,7 +42,8 @@ Choices, each with its formula:
       (ybar_B - rho ybar_A)^2 <= t^2 (v_B + rho^2 v_A),   v = s^2 / R,
   t from Welch-Satterthwaite degrees of freedom at the estimated rho. It is exact for
   normal run estimates, asymmetric as a ratio should be, and the interval of A/B is the
-  reciprocal of that of B/A.
+  reciprocal of that of B/A. A ratio of throughputs cannot be below 0: when the other
+  side's mean cannot be told from zero the low root is negative, and it is clamped at 0.
 """
 
 from __future__ import annotations
@@ -65,13 +70,14 @@ def _t(df: float) -> float:
 
 
 def mean_interval(values: Sequence[float]) -> MeanCI | None:
-    """Student t 95% interval of the mean of independent run estimates; None below 2."""
+    """Student t 95% interval of the mean of independent run estimates (rates: the low end
+    clamped at 0, module doc); None below 2."""
     y = np.asarray(values, dtype=float)
     if y.size < MIN_RUNS_FOR_INTERVAL:
         return None
     mean = float(y.mean())
     half = _t(y.size - 1) * float(y.std(ddof=1)) / math.sqrt(y.size)
-    return MeanCI(mean, mean - half, mean + half)
+    return MeanCI(mean, max(0.0, mean - half), mean + half)
 
 
 def coefficient_of_variation(values: Sequence[float]) -> float | None:
@@ -202,4 +208,4 @@ def ratio_interval(base: Sequence[float], other: Sequence[float]) -> Ratio | Non
     if qa <= 0 or disc < 0:  # the set of rho is not a finite interval
         return Ratio(rho, None, None)
     root = math.sqrt(disc)
-    return Ratio(rho, (-qb - root) / (2 * qa), (-qb + root) / (2 * qa))
+    return Ratio(rho, max(0.0, (-qb - root) / (2 * qa)), (-qb + root) / (2 * qa))

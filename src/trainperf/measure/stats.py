@@ -42,8 +42,9 @@ class MeanCI:
 
     @property
     def relative_half_width(self) -> float:
-        """(high - low) / 2 / mean: the ± of the interval as a fraction of the mean."""
-        return (self.high - self.low) / 2 / self.mean if self.mean else math.inf
+        """(high - mean) / mean: the ± of the interval as a fraction of the mean (the upper
+        half, which stays the ± when the low end of a rate's interval is clamped at 0)."""
+        return (self.high - self.mean) / self.mean if self.mean else math.inf
 
 
 def mean_ci95(values: Sequence[float]) -> MeanCI:

@@ -17,8 +17,16 @@ Without a baseline, speedup and efficiency are absent with the reason, never gue
 Throughputs are the means over each result's runs (trainperf.case_result), and the
 speedup's 95% interval is Fieller's interval of the ratio of the two means from the
 variation between runs (trainperf.measure.hierarchy.ratio_interval); the efficiency's is
-that interval over N. With fewer than 2 runs on a side the intervals are absent with the
-reason.
+that interval over N, both with their low end clamped at 0. With fewer than 2 runs on a
+side the intervals are absent with the reason; from 2 they are kept here but too wide to
+rest anything on (t = 12.7), and the tables show "n/a (2 runs)" below
+``MIN_RUNS_FOR_DECISION`` (3) runs on a side (``baseline_runs`` and ``runs``).
+
+A speed-up above the device count (efficiency above 100%) is not what data parallelism
+gives; it comes from a baseline measured slower than it should be (under load) or an
+N-device result measured faster. Such a row is ``unstable`` with the reason in
+``unstable_reasons``, unless its 95% interval (3 runs a side or more) reaches 100%:
+efficiency above 100% by more than its interval, or above 100% without a usable interval.
 """
 
 from __future__ import annotations
@@ -29,7 +37,12 @@ from typing import Any
 
 from trainperf.case import label_of, parallel_mode
 from trainperf.case_result import run_estimates
-from trainperf.measure.hierarchy import MIN_RUNS_FOR_INTERVAL, UNBOUNDED, ratio_interval
+from trainperf.measure.hierarchy import (
+    MIN_RUNS_FOR_DECISION,
+    MIN_RUNS_FOR_INTERVAL,
+    UNBOUNDED,
+    ratio_interval,
+)
 
 # Fields that may differ between the N-device result and its baseline.
 NOT_IN_SETTING = ("devices", "nodes", "parallel", "seed", "timeout_s", "threads", "scaling")
@@ -133,6 +146,8 @@ def _row(
         "comm_exposed_share": metrics.get("comm_exposed_share"),
         "rank_spread": metrics.get("rank_spread"),
         "result_id": result["id"],
+        "unstable": False,
+        "unstable_reasons": [],
     }
     if baseline is None:
         return row | {
@@ -140,25 +155,44 @@ def _row(
             "efficiency": None,
             "speedup_ci95": None,
             "efficiency_ci95": None,
+            "baseline_runs": None,
             "absent_reason": NO_BASELINE,
         }
     base = baseline["metrics"]["samples_per_s_median"]
     speedup, efficiency = speedup_efficiency(throughput, count, base)
     row |= {"speedup": speedup, "efficiency": efficiency, "baseline_samples_per_s": base}
+    row["baseline_runs"] = len(run_estimates(baseline))
     interval = ratio_interval(run_estimates(baseline), run_estimates(result))
     if interval is None or not interval.bounded:
-        fewest = min(len(run_estimates(baseline)), len(run_estimates(result)))
+        fewest = min(row["baseline_runs"], row["runs"])
         reason = (
             f"{fewest} run on a side: an interval needs {MIN_RUNS_FOR_INTERVAL} on each"
             if interval is None
             else UNBOUNDED
         )
-        return row | {
-            "speedup_ci95": None,
-            "efficiency_ci95": None,
-            "interval_absent_reason": reason,
+        row |= {"speedup_ci95": None, "efficiency_ci95": None, "interval_absent_reason": reason}
+    else:
+        row |= {
+            "speedup_ci95": [interval.low, interval.high],
+            "efficiency_ci95": [interval.low / count, interval.high / count],
         }
-    return row | {
-        "speedup_ci95": [interval.low, interval.high],
-        "efficiency_ci95": [interval.low / count, interval.high / count],
-    }
+    if reason := above_linear(row):
+        row |= {"unstable": True, "unstable_reasons": [reason]}
+    return row
+
+
+def above_linear(row: dict[str, Any]) -> str | None:
+    """Why the row's speed-up cannot be trusted, when it is above linear (module doc)."""
+    efficiency, ci = row["efficiency"], row.get("efficiency_ci95")
+    if efficiency is None or efficiency <= 1:
+        return None
+    usable = ci and min(row["runs"], row["baseline_runs"]) >= MIN_RUNS_FOR_DECISION
+    if usable and ci[0] <= 1:
+        return None  # above 100%, but within its interval
+    within = (
+        f" (efficiency {efficiency:.1%}, 95% interval {ci[0]:.1%}-{ci[1]:.1%})" if usable else ""
+    )
+    return (
+        f"speed-up {row['speedup']:.2f}x on {row['devices']} devices: above linear{within}; "
+        "the baseline or this result was measured under load (measure both again)"
+    )

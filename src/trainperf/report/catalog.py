@@ -6,71 +6,61 @@ from rich.markup import escape
 from rich.table import Table
 
 from trainperf.predict.catalog import PRECISIONS, Catalog
+from trainperf.report.cells import Column, compact_table
 
 
 def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:g}"
 
 
-def devices_table(catalog: Catalog) -> Table:
+def devices_table(catalog: Catalog, width: int | None = None) -> Table:
     """One row per device: training peaks per precision, memory, bandwidth, TDP, and the
-    assumed whole-step efficiencies."""
-    table = Table(
-        title="devices (training peaks, dense)",
+    assumed whole-step efficiencies; columns chosen to fit ``width`` (report.cells)."""
+    devices = list(catalog.devices.items())
+    efficiencies = [
+        ", ".join(f"{p} {e:g}" for p in PRECISIONS if (e := device.default_efficiency.get(p)))
+        for _, device in devices
+    ]
+    columns = [
+        Column("id", [escape(device_id) for device_id, _ in devices]),
+        Column("name", [escape(device.name) for _, device in devices], text=True, drop=2),
+        Column("kind", [escape(device.kind) for _, device in devices]),
+        *(
+            Column(p, [_number(d.peak_tflops.get(p)) for _, d in devices], right=True)
+            for p in PRECISIONS
+        ),
+        Column("memory GB", [_number(d.memory_gb) for _, d in devices], right=True),
+        Column("GB/s", [_number(d.memory_bandwidth_gbps) for _, d in devices], right=True),
+        Column("TDP W", [_number(d.tdp_w) for _, d in devices], right=True, drop=1),
+        Column("efficiency", efficiencies, text=True),
+    ]
+    return compact_table(
+        "devices (training peaks, dense)",
+        columns,
+        width=width,
         caption="peaks in TFLOP/s (16-bit: FP32 accumulation), '-' where the device lacks "
-        "the precision; "
-        "efficiency: assumed fraction of peak for a whole training step",
+        "the precision; efficiency: assumed fraction of peak for a whole training step",
     )
-    table.add_column("id", justify="left")
-    table.add_column("name", justify="left")
-    table.add_column("kind", justify="left")
-    for precision in PRECISIONS:
-        table.add_column(precision, justify="right")
-    table.add_column("memory GB", justify="right")
-    table.add_column("GB/s", justify="right")
-    table.add_column("TDP W", justify="right")
-    table.add_column("efficiency", justify="left")
-    for device_id, device in catalog.devices.items():
-        efficiencies = ", ".join(
-            f"{p} {e:g}" for p in PRECISIONS if (e := device.default_efficiency.get(p))
-        )
-        table.add_row(
-            escape(device_id),
-            escape(device.name),
-            device.kind,
-            *(_number(device.peak_tflops.get(p)) for p in PRECISIONS),
-            _number(device.memory_gb),
-            _number(device.memory_bandwidth_gbps),
-            _number(device.tdp_w),
-            efficiencies,
-        )
-    return table
 
 
-def links_table(catalog: Catalog) -> Table:
-    """One row per link: scope, bandwidth per direction, latency, efficiency, note."""
-    table = Table(
-        title="links",
+def links_table(catalog: Catalog, width: int | None = None) -> Table:
+    """One row per link: scope, bandwidth per direction, latency, efficiency, note;
+    columns chosen to fit ``width`` (report.cells)."""
+    links = list(catalog.links.items())
+    columns = [
+        Column("id", [escape(link_id) for link_id, _ in links]),
+        Column("name", [escape(link.name) for _, link in links], text=True, drop=1),
+        Column("scope", [escape(link.scope) for _, link in links]),
+        Column("GB/s", [_number(link.bandwidth_gbps) for _, link in links], right=True),
+        Column("usable GB/s", [f"{link.bytes_per_s / 1e9:.3g}" for _, link in links], right=True),
+        Column("latency µs", [_number(link.latency_us) for _, link in links], right=True),
+        Column("efficiency", [_number(link.efficiency) for _, link in links], right=True),
+        Column("note", [escape(link.note or "") for _, link in links], text=True),
+    ]
+    return compact_table(
+        "links",
+        columns,
+        width=width,
         caption="GB/s per direction (intra: per device, inter: per node); usable = GB/s x "
         "efficiency; latency: per message step",
     )
-    table.add_column("id", justify="left")
-    table.add_column("name", justify="left")
-    table.add_column("scope", justify="left")
-    table.add_column("GB/s", justify="right")
-    table.add_column("usable GB/s", justify="right")
-    table.add_column("latency µs", justify="right")
-    table.add_column("efficiency", justify="right")
-    table.add_column("note", justify="left")
-    for link_id, link in catalog.links.items():
-        table.add_row(
-            escape(link_id),
-            escape(link.name),
-            link.scope,
-            _number(link.bandwidth_gbps),
-            f"{link.bytes_per_s / 1e9:.3g}",
-            _number(link.latency_us),
-            _number(link.efficiency),
-            escape(link.note or ""),
-        )
-    return table

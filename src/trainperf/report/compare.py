@@ -1,4 +1,8 @@
-"""Rich tables of ``trainperf compare``: the cases side by side, and the geomeans per group."""
+"""Rich tables of ``trainperf compare``, systems as rows, so that 100 systems are 100 rows:
+per case, the baseline and then each other system with its throughput, the ratio to the
+baseline, the ratio's 95% interval and the decision; then the geometric means per group,
+a row per group and system. Columns are chosen to fit the width (trainperf.report.cells).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,9 @@ from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
+
+from trainperf.measure.hierarchy import UNBOUNDED
+from trainperf.report.cells import Column, compact_table, interval_range, plus_minus
 
 
 def _ratio(value: float | None) -> str:
@@ -25,79 +32,120 @@ def baseline_line(document: dict[str, Any]) -> str:
     return f"baseline {base['label']} ({base['fingerprint']}): {base['chosen']}"
 
 
-def compare_table(document: dict[str, Any]) -> Table:
-    """One row per case: the baseline's samples/s, then per system samples/s, ratio, %, CI."""
+def compare_table(document: dict[str, Any], width: int | None = None) -> Table:
+    """Per case a row for the baseline, then one per other system: samples/s and the ± of
+    its 95% interval, the ratio to the baseline, the ratio's 95% interval ("n/a (2 runs)"
+    below 3 runs a side) and the decision. The case's label is on its first row."""
     base = document["baseline"]
-    table = Table(
-        title=f"throughput against {escape(base['label'])}",
-        caption=escape(baseline_line(document))
-        + "; samples/s: mean over the runs ± its 95% interval (n runs); ratio CI: Fieller's "
-        "95% interval from the variation between runs",
-    )
-    table.add_column("case", justify="left")
-    table.add_column(f"{escape(base['label'])} samples/s", justify="right")
-    for system in _others(document):
-        name = escape(system["label"])
-        for header in ("samples/s", "ratio", "%", "95% CI"):
-            table.add_column(f"{name} {header}", justify="right")
-        table.add_column(f"{name} decision", justify="left")
+    order = [base, *_others(document)]
+    rows: list[tuple[str, dict[str, Any], dict[str, Any]]] = []  # (case label, system, entry)
+    sections = []
     for case in document["cases"]:
         per = case["per_system"]
-        cells = [escape(case["label"]), _throughput(per[base["id"]])]
-        for system in _others(document):
-            cells += _cells(per[system["id"]])
-        table.add_row(*cells)
-    return table
+        for position, system in enumerate(order):
+            rows.append((case["label"] if position == 0 else "", system, per[system["id"]]))
+            sections.append(position == len(order) - 1 and len(order) > 1)
+    base_runs = [
+        case["per_system"][base["id"]]["runs"] for case in document["cases"] for _ in order
+    ]
+    columns = [
+        Column("case", [escape(label) for label, _, _ in rows], text=True),
+        Column("system", [escape(system["label"]) for _, system, _ in rows], text=True),
+        Column("samples/s", [_throughput(entry) for _, _, entry in rows], right=True),
+        Column("±95%", [_plus_minus(entry) for _, _, entry in rows], right=True, drop=2),
+        Column("ratio", [_ratio(entry["ratio"]) for _, _, entry in rows], right=True),
+        Column(
+            "95% CI",
+            [
+                _ratio_interval(entry, runs)
+                for (_, _, entry), runs in zip(rows, base_runs, strict=True)
+            ],
+            right=True,
+            drop=1,
+        ),
+        # A short vocabulary ("no significant difference" the longest): never wrapped.
+        Column("decision", [escape(_decision(entry)) for _, _, entry in rows]),
+    ]
+    caption = (
+        escape(baseline_line(document))
+        + "; samples/s: mean over the runs ± its 95% interval; 95% CI: of the ratio, "
+        "Fieller's interval from the variation between runs (n/a below 3 runs on a side)"
+    )
+    return compact_table(
+        f"throughput against {escape(base['label'])}",
+        columns,
+        width=width,
+        caption=caption,
+        sections=sections,
+    )
 
 
 def _throughput(entry: dict[str, Any]) -> str:
-    """'682.8 ±4.2% n=3': the mean over the runs, its interval and the runs."""
+    """The mean over the runs, or the status of a case that is not ok."""
     if entry["status"] != "ok":
-        return entry["status"]
-    text = f"{entry['samples_per_s']:.1f}"
+        return escape(entry["status"])
+    return f"{entry['samples_per_s']:.1f}"
+
+
+def _plus_minus(entry: dict[str, Any]) -> str:
+    if entry["status"] != "ok" or not entry.get("samples_per_s"):
+        return "-"
     ci = entry.get("samples_per_s_ci95")
-    if ci:
-        text += f" ±{(ci[1] - ci[0]) / 2 / entry['samples_per_s']:.1%}"
-    return text + f" n={entry.get('runs', 1)}"
+    relative = (ci[1] - entry["samples_per_s"]) / entry["samples_per_s"] if ci else None
+    return plus_minus({"runs": entry.get("runs", 1), "ci95_relative": relative})
 
 
-def _cells(entry: dict[str, Any]) -> list[str]:
+def _ratio_interval(entry: dict[str, Any], base_runs: int) -> str:
+    if entry["ratio"] is None:
+        return "-"
+    absent = "unbounded" if entry.get("absent_reason") == UNBOUNDED else "-"
+    return interval_range(entry["ci95"], min(entry["runs"], base_runs), "{:.2f}", absent)
+
+
+def _decision(entry: dict[str, Any]) -> str:
+    """faster, slower, no significant difference; 'baseline'; 'no decision' when the runs
+    are too few or vary too much (the interval column says which); else why not compared."""
+    if entry["decision"]:
+        return entry["decision"]
     if entry["status"] != "ok":
-        return [entry["status"], "-", "-", "-", "-"]
-    ci = entry["ci95"]
-    decision = entry["decision"] or f"no decision: {entry['absent_reason']}"
-    return [
-        _throughput(entry),
-        _ratio(entry["ratio"]),
-        _percent(entry["difference"]),
-        f"{ci[0]:.2f}-{ci[1]:.2f}" if ci else "-",
-        escape(decision),
-    ]
+        return "-"  # the samples/s column says what became of it
+    reason = entry.get("absent_reason") or "-"
+    if reason.startswith("not enough runs") or reason == UNBOUNDED:
+        return "no decision"
+    return reason
 
 
-def groups_table(document: dict[str, Any]) -> Table:
-    """Geometric mean of the ratios per group and system, with the number of cases counted."""
+def groups_table(document: dict[str, Any], width: int | None = None) -> Table:
+    """Geometric mean of the ratios per group and system, a row each, with the number of
+    cases counted; the group's label on its first row."""
     by = ", ".join(document["group_by"]) or "none"
-    table = Table(
-        title=f"geometric mean of the ratios to {escape(document['baseline']['label'])}"
+    others = _others(document)
+    rows = [
+        (group["label"] if position == 0 else "", system, group["per_system"][system["id"]])
+        for group in document["groups"]
+        for position, system in enumerate(others)
+    ]
+    sections = [
+        position == len(others) - 1 and len(others) > 1
+        for _ in document["groups"]
+        for position in range(len(others))
+    ]
+    columns = [
+        Column("group", [escape(label) for label, _, _ in rows], text=True),
+        Column("system", [escape(system["label"]) for _, system, _ in rows], text=True),
+        Column("geomean", [_ratio(found["geomean_ratio"]) for _, _, found in rows], right=True),
+        Column("%", [_difference(found["geomean_ratio"]) for _, _, found in rows], right=True),
+        Column("cases", [str(found["cases"]) for _, _, found in rows], right=True),
+    ]
+    return compact_table(
+        f"geometric mean of the ratios to {escape(document['baseline']['label'])}"
         f" (grouped by {escape(by)})",
+        columns,
+        width=width,
         caption="only cases ok on both sides count",
+        sections=sections,
     )
-    table.add_column("group", justify="left")
-    for system in _others(document):
-        name = escape(system["label"])
-        table.add_column(f"{name} geomean", justify="right")
-        table.add_column(f"{name} %", justify="right")
-        table.add_column(f"{name} cases", justify="right")
-    for group in document["groups"]:
-        cells = [escape(group["label"])]
-        for system in _others(document):
-            found = group["per_system"][system["id"]]
-            mean = found["geomean_ratio"]
-            cells += [
-                _ratio(mean),
-                _percent(None if mean is None else mean - 1),
-                str(found["cases"]),
-            ]
-        table.add_row(*cells)
-    return table
+
+
+def _difference(mean: float | None) -> str:
+    return _percent(None if mean is None else mean - 1)

@@ -26,7 +26,9 @@ def gemm_table(metrics: dict[str, Any]) -> Table:
         + ("" if metrics.get("flush") else " (caches not flushed)")
     )
     for name in ("shape", "dtype", "status", "time µs (median)", "TFLOP/s mean", "median", "best"):
-        table.add_column(name, justify="left" if name in ("shape", "dtype", "status") else "right")
+        justify = "left" if name in ("shape", "dtype", "status") else "right"
+        # A failed shape's reason in full, wrapped at spaces (never cut mid-word).
+        table.add_column(name, justify=justify, overflow="fold" if name == "status" else "ellipsis")
     for row in metrics["rows"]:
         accumulation = accumulation_label(row)
         table.add_row(
@@ -34,7 +36,7 @@ def gemm_table(metrics: dict[str, Any]) -> Table:
             f"{row['dtype']} ({accumulation})" if accumulation else row["dtype"],
             row["status"]
             if row["status"] == "ok"
-            else escape(f"{row['status']}: {row.get('reason', '')}"[:60]),
+            else escape(f"{row['status']}: {row.get('reason', '')}"),
             _cell(row, "time_us_median", ".1f"),
             _cell(row, "tflops_mean", ".3f"),
             _cell(row, "tflops_median", ".3f"),

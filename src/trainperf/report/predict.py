@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable
 from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
 
+from trainperf.report.cells import WIDE, Column, compact_table
 from trainperf.report.tables import add_columns
 
 GIB = 2**30
@@ -18,12 +20,13 @@ def _ms(seconds: float) -> str:
 
 
 def _fits(row: dict[str, Any]) -> str:
+    """'yes 4.6/16.0': whether it fits, the GiB it needs and the GiB the device has."""
     memory = row["memory"]
     need = f"{memory['total_bytes'] / GIB:.1f}"
     if memory["available_bytes"] is None:
-        return f"? ({need} GiB, capacity unknown)"
+        return f"? {need}/unknown"
     verdict = "yes" if row["fits"] else "[red]no[/red]"
-    return f"{verdict} ({need}/{memory['available_bytes'] / GIB:.1f} GiB)"
+    return f"{verdict} {need}/{memory['available_bytes'] / GIB:.1f}"
 
 
 def _title(inputs: dict[str, Any]) -> str:
@@ -37,87 +40,137 @@ def _title(inputs: dict[str, Any]) -> str:
     )
 
 
-def prediction_table(prediction: dict[str, Any]) -> Table:
-    """One row per device count of ``trainperf.predict.model.predict``'s answer."""
-    table = Table(title=_title(prediction["inputs"]))
-    add_columns(
-        table,
-        "devices>, nodes>, batch/dev>, compute ms>, comm ms>, exposed ms>, stragglers ms>, "
-        "overhead ms>, step ms>, samples/s>, efficiency>, comm share>, all-reduce, fits (GiB)",
+def _column(header: str, cells: list[str], drop: int = 0) -> Column:
+    return Column(header, cells, right=True, drop=drop)
+
+
+def prediction_table(
+    prediction: dict[str, Any], *, wide: bool = False, width: int | None = None
+) -> Table:
+    """One row per device count of ``trainperf.predict.model.predict``'s answer, its
+    columns chosen to fit ``width`` (trainperf.report.cells): devices, nodes, batch per
+    device, compute and exposed communication, step time, samples/s, efficiency and
+    whether it fits in memory; ``wide`` adds the communication in all, the stragglers,
+    the per-step overhead, communication's share and the all-reduce algorithm."""
+    rows = prediction["rows"]
+
+    def ms(key: str) -> list[str]:
+        return [_ms(r[key]) for r in rows]
+
+    columns = [
+        _column("devices", [str(r["devices"]) for r in rows]),
+        _column("nodes", [str(r["nodes"]) for r in rows], drop=2),
+        _column("batch/dev", [str(r["device_batch"]) for r in rows], drop=1),
+        _column("compute ms", ms("compute_s"), drop=3),
+        _column("comm ms", ms("comm_s"), drop=WIDE),
+        _column("exposed ms", ms("comm_exposed_s"), drop=4),
+        _column("stragglers ms", ms("straggler_s"), drop=WIDE),
+        _column("overhead ms", ms("overhead_s"), drop=WIDE),
+        _column("step ms", ms("step_s")),
+        _column("samples/s", [f"{r['samples_per_s']:,.1f}" for r in rows]),
+        _column("efficiency", [f"{r['efficiency']:.1%}" for r in rows]),
+        _column("comm share", [f"{r['comm_fraction']:.1%}" for r in rows], drop=WIDE),
+        Column("all-reduce", [escape(str(r["algorithm"])) for r in rows], drop=WIDE),
+        Column("fits GiB", [_fits(r) for r in rows]),
+    ]
+    return compact_table(
+        _title(prediction["inputs"]),
+        columns,
+        width=width,
+        wide=wide,
+        caption="fits GiB: the memory a device needs / has; exposed: communication not "
+        "hidden behind the backward pass",
     )
-    for r in prediction["rows"]:
-        table.add_row(
-            str(r["devices"]),
-            str(r["nodes"]),
-            str(r["device_batch"]),
-            _ms(r["compute_s"]),
-            _ms(r["comm_s"]),
-            _ms(r["comm_exposed_s"]),
-            _ms(r["straggler_s"]),
-            _ms(r["overhead_s"]),
-            _ms(r["step_s"]),
-            f"{r['samples_per_s']:,.1f}",
-            f"{r['efficiency']:.1%}",
-            f"{r['comm_fraction']:.1%}",
-            r["algorithm"],
-            _fits(r),
-        )
-    return table
 
 
-def fsdp_prediction_table(prediction: dict[str, Any]) -> Table:
-    """One row per device count of ``trainperf.predict.fsdp.predict_fsdp``'s answer."""
+def fsdp_prediction_table(
+    prediction: dict[str, Any], *, wide: bool = False, width: int | None = None
+) -> Table:
+    """One row per device count of ``trainperf.predict.fsdp.predict_fsdp``'s answer, its
+    columns chosen to fit ``width``: devices, nodes, batch per device, compute, exposed
+    communication, step time, the rate in all, MFU, efficiency and whether it fits;
+    ``wide`` adds recomputation, communication in all, the rate per device and the
+    memory per device (sharded state, gathered weights and gradients, activations)."""
     inputs = prediction["inputs"]
     links = ", ".join(f"{k} {inputs[k]}" for k in ("intra", "inter") if inputs.get(k))
     search = prediction.get("search")
-    table = Table(
-        title=escape(
-            (f"smallest count that holds it: {search['smallest_devices']}; " if search else "")
-            + f"predicted FSDP {inputs['scaling']} scaling of {inputs['model']} "
-            f"({inputs['size']}, batch {inputs['batch_size']}, {inputs['precision']}, "
-            f"checkpointing {inputs['activation_checkpointing']}"
-            + ("" if inputs["reshard_after_forward"] else ", no reshard")
-            + f") on {inputs['device']}, {inputs['per_node']} per node"
-            + (f"; {links}" if links else "")
-        )
+    title = escape(
+        (f"smallest count that holds it: {search['smallest_devices']}; " if search else "")
+        + f"predicted FSDP {inputs['scaling']} scaling of {inputs['model']} "
+        f"({inputs['size']}, batch {inputs['batch_size']}, {inputs['precision']}, "
+        f"checkpointing {inputs['activation_checkpointing']}"
+        + ("" if inputs["reshard_after_forward"] else ", no reshard")
+        + f") on {inputs['device']}, {inputs['per_node']} per node"
+        + (f"; {links}" if links else "")
     )
     rate = "tokens" if inputs["tokens_per_sample"] else "samples"
-    add_columns(
-        table,
-        "devices>, nodes>, batch/dev>, compute ms>, recompute ms>, comm ms>, exposed ms>, "
-        f"step ms>, {rate}/s/dev>, {rate}/s>, MFU>, efficiency>, sharded GiB>, "
-        "gathered GiB>, activations GiB>, fits (GiB)",
+    rows = prediction["rows"]
+
+    def ms(key: str) -> list[str]:
+        return [f"{r[key] * 1e3:.1f}" for r in rows]
+
+    def gib(part: Any) -> list[str]:
+        return [f"{part(r['memory']) / GIB:.1f}" for r in rows]
+
+    per_device = [r["tokens_per_s_per_device"] or r["samples_per_s_per_device"] for r in rows]
+    total = [r["tokens_per_s"] or r["samples_per_s"] for r in rows]
+    columns = [
+        _column("devices", [str(r["devices"]) for r in rows]),
+        _column("nodes", [str(r["nodes"]) for r in rows], drop=2),
+        _column("batch/dev", [str(r["device_batch"]) for r in rows], drop=1),
+        _column("compute ms", ms("compute_s"), drop=4),
+        _column("recompute ms", ms("recompute_s"), drop=WIDE),
+        _column("comm ms", ms("comm_s"), drop=WIDE),
+        _column("exposed ms", ms("comm_exposed_s"), drop=3),
+        _column("step ms", ms("step_s")),
+        _column(f"{rate}/s/dev", [f"{v:,.0f}" for v in per_device], drop=WIDE),
+        _column(f"{rate}/s", [f"{v:,.0f}" for v in total]),
+        _column("MFU", ["-" if r["mfu"] is None else f"{r['mfu']:.1%}" for r in rows]),
+        _column("efficiency", [f"{r['efficiency']:.1%}" for r in rows]),
+        _column(
+            "sharded GiB",
+            gib(lambda m: m["weights_bytes"] + m["gradients_bytes"] + m["optimizer_bytes"]),
+            drop=WIDE,
+        ),
+        _column(
+            "gathered GiB",
+            gib(lambda m: m["gathered_params_bytes"] + m["gathered_grads_bytes"]),
+            drop=WIDE,
+        ),
+        _column("activations GiB", gib(lambda m: m["activations_bytes"]), drop=WIDE),
+        Column("fits GiB", [_fits(r) for r in rows]),
+    ]
+    return compact_table(
+        title,
+        columns,
+        width=width,
+        wide=wide,
+        caption="fits GiB: the memory a device needs / has; exposed: communication not "
+        "hidden behind compute",
     )
-    for r in prediction["rows"]:
-        memory = r["memory"]
-        per_device = r["tokens_per_s_per_device"] or r["samples_per_s_per_device"]
-        total = r["tokens_per_s"] or r["samples_per_s"]
-        sharded = memory["weights_bytes"] + memory["gradients_bytes"] + memory["optimizer_bytes"]
-        gathered = memory["gathered_params_bytes"] + memory["gathered_grads_bytes"]
-        table.add_row(
-            str(r["devices"]),
-            str(r["nodes"]),
-            str(r["device_batch"]),
-            *(f"{r[k] * 1e3:.1f}" for k in ("compute_s", "recompute_s", "comm_s")),
-            f"{r['comm_exposed_s'] * 1e3:.1f}",
-            f"{r['step_s'] * 1e3:.1f}",
-            f"{per_device:,.0f}",
-            f"{total:,.0f}",
-            "-" if r["mfu"] is None else f"{r['mfu']:.1%}",
-            f"{r['efficiency']:.1%}",
-            f"{sharded / GIB:.1f}",
-            f"{gathered / GIB:.1f}",
-            f"{memory['activations_bytes'] / GIB:.1f}",
-            _fits(r),
+
+
+def assumptions_text(
+    assumptions: Iterable[str], markdown: bool = False, width: int | None = None
+) -> str:
+    """The assumptions as a list under the table: Markdown bullets, each whole; or indented
+    lines, each wrapped at spaces to ``width`` under its own bullet."""
+    if markdown:
+        return "\n".join(["**Assumptions**", *("- " + a for a in assumptions)]) + "\n"
+    lines = ["assumptions:"]
+    for assumption in assumptions:
+        if width is None:
+            lines.append("  - " + assumption)
+            continue
+        lines += textwrap.wrap(
+            assumption,
+            width,
+            initial_indent="  - ",
+            subsequent_indent="    ",
+            break_long_words=False,
+            break_on_hyphens=False,
         )
-    return table
-
-
-def assumptions_text(assumptions: Iterable[str], markdown: bool = False) -> str:
-    """The assumptions as a list under the table (Markdown bullets or indented lines)."""
-    bullet = "- " if markdown else "  - "
-    head = "**Assumptions**" if markdown else "assumptions:"
-    return "\n".join([head, *(bullet + a for a in assumptions)]) + "\n"
+    return "\n".join(lines) + "\n"
 
 
 def calibration_table(calibration: dict[str, Any]) -> Table:

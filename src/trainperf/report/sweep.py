@@ -149,17 +149,19 @@ def _reason(result: dict[str, Any]) -> str:
 
 
 def summary_table(results: Iterable[dict[str, Any]], title: str = "summary") -> Table:
-    """Cases grouped by status, each failure and skip with its reason."""
+    """Cases grouped by status, each failure and skip with its reason in full: wrapped at
+    spaces on the terminal (a word longer than the column folded, never cut), whole in
+    ``--format md``."""
     from trainperf.case import label_of
 
     groups: dict[str, list[dict[str, Any]]] = {}
     for result in results:
         groups.setdefault(result["status"], []).append(result)
     table = Table(title=title)
-    table.add_column("status")
-    table.add_column("cases", justify="right")
-    table.add_column("case")
-    table.add_column("reason")
+    table.add_column("status", no_wrap=True)
+    table.add_column("cases", justify="right", no_wrap=True)
+    table.add_column("case", overflow="fold")
+    table.add_column("reason", overflow="fold")
     for status in sorted(groups, key=lambda s: STATUS_ORDER.index(s) if s in STATUS_ORDER else 99):
         members = groups[status]
         if status == "ok":
@@ -172,6 +174,6 @@ def summary_table(results: Iterable[dict[str, Any]], title: str = "summary") -> 
                 status if position == 0 else "",
                 str(len(members)) if position == 0 else "",
                 escape(label_of(result["case"])),
-                escape(_reason(result)[:120]),
+                escape(_reason(result)),
             )
     return table
