@@ -202,18 +202,26 @@ def read_file(path: Path) -> Any:
         raise ExchangeError(f"{path}: JSON nested too deeply") from None
 
 
-def read_results(path: Path, result_filter: ResultFilter = EVERYTHING) -> list[Json]:
+class SourceResults(NamedTuple):
+    """What ``read_results`` gives: the results, and the doctor's verdict of each sweep
+    they name, by sweep id (None where none was stored)."""
+
+    results: list[Json]
+    doctor_verdicts: dict[str, Any]
+
+
+def read_results(path: Path, result_filter: ResultFilter = EVERYTHING) -> SourceResults:
     """The results that ``result_filter`` selects (without their runs, each with its
     system's record) of a database or an exported file, read in place: nothing is
-    written anywhere. Raise ``ExchangeError`` when ``path`` is neither, or is damaged,
-    or holds no system the filter names."""
+    written anywhere, with the doctor's verdicts of their sweeps. Raise ``ExchangeError``
+    when ``path`` is neither, or is damaged, or holds no system the filter names."""
     _check_file(path)
     with path.open("rb") as f:
         head = f.read(16)
     if head == b"SQLite format 3\x00":
         try:
             with Store.read_only(path) as store:
-                return list(store.select(result_filter, oldest_first=True))
+                return _selected(store, result_filter)
         except (StoreError, sqlite3.DatabaseError, FilterError) as exc:
             raise ExchangeError(f"cannot read {path}: {exc}") from None
     if not head.lstrip().startswith((b"{", b"[")) and head.strip():
@@ -224,9 +232,14 @@ def read_results(path: Path, result_filter: ResultFilter = EVERYTHING) -> list[J
     with Store(":memory:") as store:
         import_document(store, validated)
         try:
-            return list(store.select(result_filter, oldest_first=True))
+            return _selected(store, result_filter)
         except FilterError as exc:
             raise ExchangeError(f"cannot read {path}: {exc}") from None
+
+
+def _selected(store: Store, result_filter: ResultFilter) -> SourceResults:
+    results = list(store.select(result_filter, oldest_first=True))
+    return SourceResults(results, store.doctor_verdicts(r["sweep_id"] for r in results))
 
 
 def _check_file(path: Path) -> None:

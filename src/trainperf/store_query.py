@@ -311,6 +311,19 @@ class Selection:
                 self.connection, ordered, self.systems, runs=self.runs, steps=self.steps
             )
 
+    def sweeps(self) -> list[tuple[str, str]]:
+        """The distinct (system fingerprint, sweep id) of the selected results, read by
+        id alone (no document decoded)."""
+        found: dict[tuple[str, str], None] = {}
+        for start in range(0, len(self.ids), CHUNK):
+            chunk = self.ids[start : start + CHUNK]
+            rows = self.connection.execute(
+                f"SELECT DISTINCT system, sweep_id FROM results WHERE id IN ({_marks(len(chunk))})",
+                chunk,
+            )
+            found |= dict.fromkeys((system, sweep) for system, sweep in rows)
+        return list(found)
+
 
 def _selecting(
     result_filter: ResultFilter,

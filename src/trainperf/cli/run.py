@@ -537,6 +537,10 @@ def results(
             hostnames = {f: r.get("hostname") for f, r in store.system_records().items()}
             width = table_width(table_format, wide)
             table = results_table(
-                store.select(result_filter), wide=wide, width=width, systems=hostnames
+                store.select(result_filter),
+                wide=wide,
+                width=width,
+                systems=hostnames,
+                doctor_verdicts=store.doctor_verdicts,
             )
             show_table(table, table_format, wide)
