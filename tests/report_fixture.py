@@ -212,3 +212,46 @@ def build(path: Path, hostile_model: bool = True) -> dict[str, Any]:
         "hostnames": {"a": system_a["hostname"], "b": system_b["hostname"]},
         "speedup": SPEEDUP,
     }
+
+
+def _scaled_micro(run: dict[str, Any], factor: float) -> dict[str, Any]:
+    """A micro-benchmark run as if the machine were ``factor`` times faster."""
+    result = {k: copy.deepcopy(run[k]) for k in ("status", "device", "metrics", "error")}
+    m = result["metrics"]
+    for row in m.get("rows", []):
+        for key in list(row):
+            if key.startswith(("tflops", "algbw", "busbw")) and row[key]:
+                row[key] *= factor
+    for key in ("fwd_ms", "bwd_ms", "optimizer_ms", "unattributed_ms", "step_ms_uninstrumented"):
+        if m.get(key):
+            m[key] /= factor
+    for layer in m.get("layers", []):
+        layer["fwd_ms"] /= factor
+        layer["bwd_ms"] /= factor
+    return result
+
+
+def build_fleet(path: Path, systems: int = 30) -> dict[str, Any]:
+    """A store of ``systems`` systems (a lab's fleet, made up from system A's measurements):
+    system i is ``0.5 + 2 i / systems`` times as fast as A in every result, micro-benchmark
+    and profile, with energy readings; the first and the last have an ``oom`` case; the
+    last one's hostname holds markup. Returns the hostnames by speed, fastest first."""
+    data = seed()
+    ok = [r for r in data["results"] if r["status"] == "ok"]
+    hostnames = []
+    with Store(path) as store:
+        for i in range(systems):
+            factor = 0.5 + 2 * i / systems
+            record = copy.deepcopy(data["system"])
+            record["fingerprint"] = f"fleet{i:07d}"
+            record["hostname"] = f"node{i:02d}" + ("<b>" if i == systems - 1 else "")
+            hostnames.append(record["hostname"])
+            sweep = store.start_sweep(record, label="fleet")
+            results = [_with_energy(_scaled(r, factor), 200.0 + i) for r in ok]
+            if i in (0, systems - 1):
+                results.append(_failed(results[-1], "oom", "out of memory", batch_size=4096))
+            for r in results:
+                store.add_result(sweep, record["fingerprint"], r)
+            for run in data["micro"]:
+                store.add_micro(record, dict(run["params"]), _scaled_micro(run, factor))
+    return {"hostnames": hostnames[::-1]}

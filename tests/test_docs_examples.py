@@ -62,19 +62,22 @@ class Example:
         base: list[str] = []
         optional: list[list[list[str]]] = []
         group: list[list[str]] | None = None
+        depth = 0  # a part nested in an alternative ([--json [--steps] | --csv]) goes with it
         for word in self.words[1:]:
-            if group is None and word.startswith("["):
-                group, word = [[]], word[1:]
+            opens = len(word) - len(word.lstrip("["))
+            if group is None and opens:
+                group = [[]]
             if group is None:
                 base.append(word)
                 continue
-            closes = word.endswith("]")
-            word = word[:-1] if closes else word
-            if word == "|":
+            closes = len(word) - len(word.rstrip("]"))
+            depth += opens - closes
+            word = word.strip("[]")
+            if word == "|" and depth == 1:
                 group.append([])
             elif word:
                 group[-1].append(word)
-            if closes:
+            if depth == 0:
                 optional.append(group)
                 group = None
         assert group is None, f"{self}: an unclosed '['"

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from trainperf import models
-from trainperf.datasets import DataError, check_source, parse_data
 from trainperf.datasets.source import FORMS as DATA_FORMS
+from trainperf.datasets.source import DataError, parse_data
 from trainperf.limits import (
     BUCKET_MB_MAX,
     BUCKET_MB_MIN,
@@ -28,8 +27,14 @@ from trainperf.limits import (
 from trainperf.measure.policy import PolicyError, default_timeout_s, parse_policy
 from trainperf.measure.runs import ALLOWED as RUNS_ALLOWED
 from trainperf.measure.runs import RunsError, parse_runs
-from trainperf.models.custom import CustomModelError, is_well_formed
 from trainperf.precision import JAX_PRECISIONS, Precision
+
+if TYPE_CHECKING:
+    from trainperf.models import ModelSpec
+
+# The zoo and the data loaders (``trainperf.models``, ``trainperf.datasets``) import torch:
+# they are imported where a case is checked against them, not here, so that a reader of
+# stored cases (results, compare, report) starts without torch.
 
 # TF32 tensor-core math exists from compute capability 8.0 (Ampere) on.
 TF32_MIN_CAPABILITY = (8, 0)
@@ -280,6 +285,9 @@ def stored_case_problem(fields: object, *, max_batch: bool = False) -> str | Non
         case = Case.model_validate(fields)
     except ValidationError as exc:
         return describe_validation_error(exc)
+    from trainperf import models
+    from trainperf.models.custom import is_well_formed
+
     if case.model not in models.names() and not is_well_formed(case.model):
         return (
             f"model {case.model!r} is neither a model of this trainperf's zoo nor a "
@@ -326,7 +334,7 @@ def describe_validation_error(exc: ValidationError) -> str:
     return f"{field}: {message}, got {given!r}"
 
 
-def check_case(case: Case, capabilities: dict[str, DeviceKind]) -> models.ModelSpec | None:
+def check_case(case: Case, capabilities: dict[str, DeviceKind]) -> ModelSpec | None:
     """Check ``case`` against the zoo and this machine; return the model spec.
 
     ``capabilities`` maps a device type to what this machine has of it; a device type
@@ -337,6 +345,8 @@ def check_case(case: Case, capabilities: dict[str, DeviceKind]) -> models.ModelS
     returned): its code runs in the case's worker, which checks it there (``model_of``),
     so that one that hangs, crashes or raises is the case's recorded failure.
     """
+    from trainperf import models
+
     try:
         spec = models.look_up(case.model)
     except ValueError as exc:  # UnknownModelError, CustomModelError
@@ -361,10 +371,13 @@ def check_case(case: Case, capabilities: dict[str, DeviceKind]) -> models.ModelS
     return spec
 
 
-def model_of(case: Case) -> models.ModelSpec:
+def model_of(case: Case) -> ModelSpec:
     """The case's model spec, in the process that trains it. A user's network is built
     here, and checked against the case's size and data as ``check_case`` checks the zoo's
     (CaseError); what the user's code raises propagates as it is."""
+    from trainperf import models
+    from trainperf.models.custom import CustomModelError
+
     try:
         spec = models.get(case.model)
     except (models.UnknownModelError, CustomModelError) as exc:
@@ -374,7 +387,10 @@ def model_of(case: Case) -> models.ModelSpec:
     return spec
 
 
-def _check_model(case: Case, spec: models.ModelSpec) -> None:
+def _check_model(case: Case, spec: ModelSpec) -> None:
+    from trainperf import models
+    from trainperf.datasets import check_source
+
     if spec.is_language_model and case.image_size is not None:
         raise CaseError(f"{spec.name} is a language model: give seq_len, not image_size")
     if not spec.is_language_model and case.seq_len is not None:
@@ -410,6 +426,8 @@ def _check_jax(case: Case) -> None:
     """What a case with framework jax can ask for: a model of the Flax zoo, synthetic data,
     the precisions of trainperf.jax.step, data parallelism over one node's devices (mesh),
     and none of PyTorch's own switches."""
+    from trainperf import models
+
     if models.is_custom_reference(case.model):
         raise CaseError("a network of your own (module:function) runs with framework pytorch")
     if not all(importlib.util.find_spec(name) for name in ("jax", "flax", "optax")):

@@ -3,15 +3,17 @@
 import copy
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
 import pytest
 
 from report_fixture import HOSTILE_MODEL, build
 from trainperf.report.figure_set import all_figures
-from trainperf.report.figures import Figure, plain, slug, unique_keys
+from trainperf.report.figures import Drawing, Figure, plain, slug, unique_keys
 from trainperf.store import Store
 
 KINDS = (
+    "throughput-per-case",
     "throughput-vs-devices",
     "scaling-efficiency",
     "throughput-vs-batch",
@@ -23,7 +25,13 @@ KINDS = (
     "energy-per-sample",
 )
 # Both systems measured these kinds in the fixture; the profile and energy only one each.
-BOTH_SYSTEMS = ("throughput-vs-batch", "collective-busbw", "gemm-tflops", "throughput-vs-devices")
+BOTH_SYSTEMS = (
+    "throughput-per-case",
+    "throughput-vs-batch",
+    "collective-busbw",
+    "gemm-tflops",
+    "throughput-vs-devices",
+)
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +121,9 @@ def hostile(results, micro):
     model = HOSTILE_MODEL + " costs $5 per $GPU"
     for r in results:
         r["case"]["model"] = model
-        r["system"]["hostname"] = "<script>h</script>$" + r["system"]["hostname"]
+    # The results of a system share its record (Store.select decodes it once): each once.
+    for system in {id(r["system"]): r["system"] for r in results}.values():
+        system["hostname"] = "<script>h</script>$" + system["hostname"]
     for run in micro:
         if run["kind"] == "profile":
             run["params"]["case"]["model"] = model
@@ -165,10 +175,24 @@ def test_helpers():
     assert slug("throughput-vs-batch", HOSTILE_MODEL, 32, None) == (
         "throughput-vs-batch-script-alert-1-script-32"
     )
-    one = Figure("k", "t", "<svg/>", "c", "s")
-    assert [f.key for f in unique_keys([one, one, Figure("k-2", "t", "", "", ""), one])] == [
+    one = Figure("k", "t", "c", "s", Drawing(lambda fig: None))
+    assert [f.key for f in unique_keys([one, one, replace(one, key="k-2"), one])] == [
         "k",
         "k-2",
         "k-2-2",
         "k-3",
     ]
+
+
+def test_a_long_legend_label_is_cut_and_leaves_the_axes_their_room():
+    from matplotlib.figure import Figure as MplFigure
+
+    from trainperf.report.figures import LEGEND_LABEL, legend
+
+    fig = MplFigure(figsize=(6.4, 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    ax.plot([1, 2], [1, 2], label="h" * 200)
+    ax.plot([1, 2], [2, 1], label="short")
+    legend(ax)
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert texts == ["h" * (LEGEND_LABEL - 1) + "…", "short"]

@@ -72,7 +72,7 @@ def test_empty_database_says_what_is_missing(tmp_path, run_cli):
     code, out, err = run_cli(["report", "--db", db, "--out", tmp_path / "r", "--json"])
     assert code == 0, err
     summary = json.loads(out)
-    assert summary["figures"] == [] and len(summary["empty_sections"]) == 9
+    assert summary["figures"] == [] and len(summary["empty_sections"]) == 10
     page = (tmp_path / "r" / "index.html").read_text()
     assert "No results stored." in page and "trainperf micro gemm" in page
 

@@ -11,6 +11,7 @@ import functools
 import math
 import os
 import re
+import shlex
 import sqlite3
 import sys
 from collections.abc import Iterator, Mapping
@@ -25,6 +26,7 @@ from trainperf.precision import PRECISIONS
 from trainperf.store_schema import DEFAULT_DB
 
 EXIT_OK, EXIT_FAILED_CASES, EXIT_BAD_INPUT = 0, 1, 2
+REPORT_DIR = "trainperf-report"  # where `trainperf report` writes by default
 
 # DESIGN: human tables fit a 100-column terminal by default.
 PIPED_WIDTH = 100
@@ -366,6 +368,13 @@ def case_options(function: Any) -> Any:
         ),
     )
     return _apply(options, function)
+
+
+def report_command(db: Path) -> str:
+    """The command that writes the report of ``db``, and where the report goes (the last
+    line of ``trainperf run``)."""
+    db_flag = "" if str(db) == DEFAULT_DB else f" --db {shlex.quote(str(db))}"
+    return f"trainperf report{db_flag} (writes {REPORT_DIR}/index.html)"
 
 
 def db_option(help: str | None = None, path_type: type = Path) -> Any:

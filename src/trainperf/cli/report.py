@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from trainperf.cli.common import (
+    REPORT_DIR,
     BadInput,
     NonEmptyPath,
     check_db_readable,
@@ -26,10 +27,11 @@ from trainperf.cli.common import (
 @result_filter_options
 @click.option(
     "--out",
-    default="trainperf-report",
+    default=REPORT_DIR,
     show_default=True,
     type=NonEmptyPath(path_type=Path),
-    help="directory for index.html (made if needed; an index.html there must be a regular file)",
+    help="directory for index.html and, for a large store, its other pages (made if needed; "
+    "the pages there must be regular files)",
 )
 @click.option("--json", "as_json", is_flag=True, help="print what was written as JSON")
 def report(db: Path, result_filter: Any, out: Path, as_json: bool) -> None:
@@ -59,8 +61,9 @@ def report(db: Path, result_filter: Any, out: Path, as_json: bool) -> None:
         emit_json({**asdict(summary), "path": str(summary.path)})
         return
     empty = f"; no data for {', '.join(summary.empty_sections)}" if summary.empty_sections else ""
+    pages = f" and {len(summary.pages) - 1} other page(s)" if len(summary.pages) > 1 else ""
     stdout.print(
-        f"wrote {summary.path}: {summary.systems} system(s), {summary.results} result(s) "
-        f"({summary.failed} failed), {len(summary.figures)} figure(s){empty}",
+        f"wrote {summary.path}{pages}: {summary.systems} system(s), {summary.results} "
+        f"result(s) ({summary.failed} failed), {len(summary.figures)} figure(s){empty}",
         markup=False,
     )

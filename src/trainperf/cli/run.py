@@ -30,6 +30,7 @@ from trainperf.cli.common import (
     open_machine,
     parallel_options,
     reading_store,
+    report_command,
     result_filter_options,
     seed_range,
     sharding_options,
@@ -213,6 +214,7 @@ def run(
                 f"stored in {db} (sweep {outcome.sweep_id}, run order seed {outcome.order_seed})",
                 markup=False,
             )
+            stderr.print(f"figures of what is stored: {report_command(db)}", markup=False)
     if not_stored:  # what it measured is in a recovery file (trainperf.recovery)
         fail(not_stored.line(outcome.not_run), EXIT_FAILED_CASES)
     if outcome.interrupted:

@@ -6,16 +6,32 @@ builds the training and eval ``DataLoader``s (trainperf.datasets.loader), the co
 benchmark cases and of time-to-accuracy training alike.
 """
 
-from trainperf.datasets.cifar import read_cifar10, write_cifar10
-from trainperf.datasets.loader import (
-    Loaders,
-    check_source,
-    endless_batches,
-    make_loaders,
-    sample_size,
-)
-from trainperf.datasets.sample import ensure_jpeg_sample
+import importlib
+from typing import Any
+
 from trainperf.datasets.source import DataError, DataSource, cache_dir, parse_data
+
+# Names of the modules that import torch (readers, loaders), imported on first use
+# (PEP 562): a reader of stored cases parses their ``data`` without starting torch.
+_TORCH_NAMES = {
+    "read_cifar10": "cifar",
+    "write_cifar10": "cifar",
+    "Loaders": "loader",
+    "check_source": "loader",
+    "endless_batches": "loader",
+    "make_loaders": "loader",
+    "sample_size": "loader",
+    "ensure_jpeg_sample": "sample",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _TORCH_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_TORCH_NAMES[name]}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DataError",

@@ -1,12 +1,13 @@
-"""Every figure a report shows, in report order: the figures of results (trainperf.report.figures
-and figures_frameworks) and of micro-benchmark runs (trainperf.report.figures_micro), with
-unique keys."""
+"""Every figure a report shows, in report order: the figures of results
+(trainperf.report.figures_cases, figures and figures_frameworks) and of micro-benchmark runs
+(trainperf.report.figures_micro), with unique keys."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from trainperf.parallel.scaling import scaling_rows
 from trainperf.report import figures_micro
 from trainperf.report.figures import (
     Figure,
@@ -17,6 +18,7 @@ from trainperf.report.figures import (
     power_figures,
     unique_keys,
 )
+from trainperf.report.figures_cases import case_figures
 from trainperf.report.figures_frameworks import framework_figures
 
 
@@ -31,7 +33,10 @@ def all_figures(
     only the fingerprint); by default it is taken from the results' system records.
     """
     names = {r["system"]["fingerprint"]: hostname(r) for r in results} | dict(hostnames or {})
-    figures = devices_figures(results) + framework_figures(results) + batch_figures(results)
+    scaled = scaling_rows(results)  # one reading of the scaling rows for both kinds
+    figures = case_figures(results) + devices_figures(results, scaled)
+    figures += framework_figures(results, scaled)
+    figures += batch_figures(results)
     figures += figures_micro.profile_figures(micro_runs, names)
     figures += figures_micro.collective_figures(micro_runs, names)
     figures += figures_micro.gemm_figures(micro_runs, names)

@@ -2,9 +2,13 @@
 
 Every function takes data already loaded (result documents of ``Store.results()``, micro
 runs of ``Store.micro()``) and returns ``Figure`` records, none where the data has none of
-that kind. This module holds the rendering and draws what comes from training results
-(scaling over devices, batch size, power and energy); ``figures_micro`` draws profiles,
-collectives and GEMMs.
+that kind. A figure is drawn when its SVG is first asked for: it holds its ``Drawing``, a
+module-level function and the plain data it draws (``slim``: only what it shows), so that
+``report.drawing`` can draw many in other processes and cache each by its content. This
+module holds the rendering and draws what comes from training results (scaling over
+devices, batch size, power and energy); ``figures_micro`` draws profiles, collectives and
+GEMMs. With many systems, each figure draws the best few and summarises the others
+(``report.cap``).
 
 Output is deterministic (a constant ``svg.hashsalt``, no date), so two reports of one
 database are byte-identical, and fit to inline in a page: no XML prolog, text kept as text
@@ -23,6 +27,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import matplotlib
@@ -33,6 +38,7 @@ from matplotlib.transforms import blended_transform_factory
 from trainperf.analysis.pareto import pareto_fronts
 from trainperf.case import label_of
 from trainperf.parallel.scaling import device_count, scaling_rows
+from trainperf.report import cap
 
 STYLE: dict[str, Any] = {
     "svg.hashsalt": "trainperf-report",
@@ -45,10 +51,13 @@ STYLE: dict[str, Any] = {
     "legend.fontsize": 8,
 }
 SIZE = (6.4, 4.0)
+LEGEND_INSIDE = 6
+LEGEND_LABEL = 48
 FAILED_COLOR = "#c0392b"
 NOT_FAILED = ("ok", "skipped")  # a skip is hardware absent, not a failure at that point
 # No date (determinism) and no RDF block: nothing a reader of the page needs.
 NO_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
+ENERGY_METRICS = ("energy_per_sample_j", "energy_complete")
 CI_NOTE = (
     "small dots: the independent runs (worker processes); vertical bars: 95% confidence "
     "interval of the mean over the runs (none for a single run)"
@@ -56,14 +65,48 @@ CI_NOTE = (
 
 
 @dataclass(frozen=True)
+class Drawing:
+    """How a figure is drawn: ``function(fig, *args)`` on a new Matplotlib figure of ``size``
+    inches. ``function`` is a module-level function and ``args`` plain data (dicts, lists,
+    numbers, text, frozen dataclasses of them), so that a drawing can be sent to another
+    process and named by its content (``trainperf.report.drawing``)."""
+
+    function: Callable[..., None]
+    args: tuple[Any, ...] = ()
+    size: tuple[float, float] = SIZE
+
+    def render(self, key: str) -> str:
+        return render(key, lambda fig: self.function(fig, *self.args), self.size)
+
+    def content(self, key: str) -> str:
+        """Everything the SVG of figure ``key`` depends on besides the code, as text: equal
+        texts give equal SVGs (``repr`` of plain data is exact, floats included)."""
+        name = f"{self.function.__module__}.{self.function.__qualname__}"
+        return repr((key, tuple(self.size), name, self.args))
+
+
+@dataclass(frozen=True)
 class Figure:
-    """One figure of the report."""
+    """One figure of the report; its SVG is drawn when first asked for (``svg``), or given
+    by whoever drew many at once (``drawn``)."""
 
     key: str  # stable slug, unique in a report, usable as an HTML id
     title: str
-    svg: str  # ``<svg ...>...</svg>`` only, to inline in HTML
     caption: str  # what was measured, how, and on which systems (plain text)
-    system: str  # hostnames of the systems shown, comma-separated
+    system: str  # hostnames of the systems drawn, comma-separated
+    drawing: Drawing
+    table: dict[str, Any] | None = None  # shown under the figure (markdown.plain_table's form)
+
+    @cached_property
+    def svg(self) -> str:
+        """``<svg ...>...</svg>`` only, to inline in HTML."""
+        return self.drawing.render(self.key)
+
+    def drawn(self, svg: str) -> Figure:
+        """This figure with its SVG already drawn (by ``trainperf.report.drawing``)."""
+        copy = replace(self)
+        copy.__dict__["svg"] = svg  # where cached_property keeps the value
+        return copy
 
 
 def plain(text: object) -> str:
@@ -122,14 +165,28 @@ def make_figure(
     title: str,
     caption: str,
     systems: Iterable[str],
-    draw: Callable[[MplFigure], None],
-    size: Sequence[float] = SIZE,
+    drawing: Drawing,
     note: str = "",
+    table: dict[str, Any] | None = None,
 ) -> Figure:
     """A figure whose caption ends with its systems (hostnames), then ``note``."""
     names = list(dict.fromkeys(systems))
     caption = f"{caption} Systems: {hosts(names)}." + (f" {note}" if note else "")
-    return Figure(key, title, render(key, draw, size), caption, ", ".join(names))
+    return Figure(key, title, caption, ", ".join(names), drawing, table)
+
+
+def legend(ax: Any, **options: Any) -> None:
+    """The axes' legend where it hides the fewest points, or beside the axes when it is
+    long (more than ``LEGEND_INSIDE`` entries) and would hide the data. A label longer
+    than ``LEGEND_LABEL`` characters is cut with an ellipsis, so that a long hostname or
+    model name cannot squeeze the axes to nothing (the caption names them in full)."""
+    handles, labels = ax.get_legend_handles_labels()
+    labels = [
+        label if len(label) <= LEGEND_LABEL else label[: LEGEND_LABEL - 1] + "…" for label in labels
+    ]
+    if len(labels) > LEGEND_INSIDE:
+        options |= {"loc": "upper left", "bbox_to_anchor": (1.02, 1), "borderaxespad": 0}
+    ax.legend(handles, labels, **options)
 
 
 def log2_ticks(ax: Any, values: Iterable[float], label: Callable[[float], str] = str) -> None:
@@ -209,11 +266,32 @@ def _failed_label(result: dict[str, Any], several_hosts: bool) -> str:
     return result["status"] + (f", {hostname(result)}" if several_hosts else "")
 
 
-def devices_figures(results: Sequence[dict[str, Any]]) -> list[Figure]:
-    """Throughput against devices (log-log, ideal line) and scaling efficiency, per setting."""
+def slim(result: dict[str, Any], *metrics: str) -> dict[str, Any]:
+    """What a drawing needs of a result: status, case, host and the throughput metrics (and
+    ``metrics``), so that a drawing stays small to send and to name by its content."""
+    keys = ("samples_per_s_median", "run_samples_per_s", "samples_per_s_ci95", *metrics)
+    system = result["system"]
+    return {
+        "id": result.get("id"),
+        "status": result["status"],
+        "case": result["case"],
+        "metrics": {k: result["metrics"][k] for k in keys if k in (result["metrics"] or {})},
+        "system": {"hostname": system.get("hostname"), "fingerprint": system["fingerprint"]},
+    }
+
+
+def _number_text(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}" if value >= 10 else f"{value:.3g}"
+
+
+def devices_figures(
+    results: Sequence[dict[str, Any]], scaled: Sequence[dict[str, Any]] | None = None
+) -> list[Figure]:
+    """Throughput against devices (log-log, ideal line) and scaling efficiency, per setting
+    (``scaled``: ``scaling_rows(results)`` when the caller has them already)."""
     by_id = {r["id"]: r for r in results}
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for row in scaling_rows(results):
+    for row in scaling_rows(results) if scaled is None else scaled:
         groups.setdefault((row["setting"], row["scaling"]), []).append(row)
     failed: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in results:
@@ -225,59 +303,144 @@ def devices_figures(results: Sequence[dict[str, Any]]) -> list[Figure]:
         series: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for row in rows:
             series.setdefault((row["system"], row["ddp_options"]), []).append(row)
-        bad = failed.get((setting, scaling), [])
-        names = [r["hostname"] or r["system"] for r in rows] + [hostname(r) for r in bad]
-        several = len({r["system"] for r in rows}) > 1
-        failures = [(device_count(r["case"]), _failed_label(r, several)) for r in bad]
-        note = failed_note(f"{label} at {n} devices" for n, label in failures)
         strong = "strong" if scaling == "strong" else ""
         fixed = "global batch" if strong else "batch per device"
         how = f"{setting}, {scaling} scaling ({fixed} fixed)"
-        key = slug("throughput-vs-devices", setting, strong)
-        figures.append(
-            make_figure(
-                key,
-                f"Throughput against devices: {setting}, {scaling} scaling",
-                f"Training throughput (samples/s from the median step after warm-up, mean over "
-                f"the runs; {CI_NOTE}) of {how} against the number of devices, log-log axes; "
-                f"dashed: ideal linear scaling from each system's 1-device result.",
-                names,
-                lambda fig, s=series, f=failures: _draw_devices(fig, s, f, by_id),
-                note=note,
-            )
-        )
+        bad = failed.get((setting, scaling), [])
+        figures.append(_devices_figure(setting, scaling, how, series, bad, by_id))
         if any(row["efficiency"] is not None for row in rows):
-            key = slug("scaling-efficiency", setting, strong)
-            figures.append(
-                make_figure(
-                    key,
-                    f"Scaling efficiency: {setting}, {scaling} scaling",
-                    f"Scaling efficiency = throughput(N) / (N × throughput(1)) of {how}, from the "
-                    f"throughputs (mean over runs) and the same system's 1-device result; 100% "
-                    f"is linear. Error bars: 95% interval from the variation between the runs "
-                    f"of both results (Fieller).",
-                    names,
-                    lambda fig, s=series, f=failures: _draw_efficiency(fig, s, f),
-                    note=note,
-                )
-            )
+            figures.append(_efficiency_figure(setting, scaling, how, series, bad))
     return figures
 
 
-def _series_label(row: dict[str, Any]) -> str:
+def _failures(
+    bad: list[dict[str, Any]], drawn: Iterable[str], several: bool
+) -> tuple[list[tuple[int, str]], list[str], str]:
+    """(the failures of the drawn systems as (devices, label), their hosts, the note)."""
+    drawn = set(drawn)
+    mine = [r for r in bad if r["system"]["fingerprint"] in drawn]
+    failures = [(device_count(r["case"]), _failed_label(r, several)) for r in mine]
+    note = failed_note(f"{label} at {n} devices" for n, label in failures)
+    if len(mine) < len(bad):
+        note += f" {len(bad) - len(mine)} failed cases of the systems not drawn: see Failed cases."
+    return failures, [hostname(r) for r in mine], note.strip()
+
+
+def _devices_figure(
+    setting: str, scaling: str, how: str, series: dict, bad: list, by_id: dict
+) -> Figure:
+    shown, others = cap.top(series.items(), lambda s: max(r["samples_per_s"] for r in s[1]))
+    drawn = dict(shown)
+    several = len({system for system, _ in series}) > 1
+    failures, failed_hosts, note = _failures(bad, (system for system, _ in drawn), several)
+    runs = {r["result_id"]: slim(by_id[r["result_id"]]) for rows in drawn.values() for r in rows}
+    band: dict[int, list[float]] = {}
+    for _, rows in others:
+        for r in rows:
+            band.setdefault(r["devices"], []).append(r["samples_per_s"])
+    table = None
+    if others:
+        best = [max(rows, key=lambda r: r["samples_per_s"]) for _, rows in others]
+        table = cap.others_table(
+            "series",
+            ["system", "highest samples/s", "at devices"],
+            [[_series_text(r), _number_text(r["samples_per_s"]), r["devices"]] for r in best],
+            ["left", "right", "right"],
+        )
+    capped = cap.note(
+        len(drawn),
+        len(others),
+        "the highest throughput",
+        "the grey band (min–max at each device count)",
+        "series",
+    )
+    strong = "strong" if scaling == "strong" else ""
+    return make_figure(
+        slug("throughput-vs-devices", setting, strong),
+        f"Throughput against devices: {setting}, {scaling} scaling",
+        f"Training throughput (samples/s from the median step after warm-up, mean over "
+        f"the runs; {CI_NOTE}) of {how} against the number of devices, log-log axes; "
+        f"dashed: ideal linear scaling from each system's 1-device result.",
+        [r["hostname"] or r["system"] for rows in drawn.values() for r in rows] + failed_hosts,
+        Drawing(_draw_devices, (drawn, failures, runs, band, cap.others_label(len(others)))),
+        f"{note} {capped}".strip(),
+        table,
+    )
+
+
+def _efficiency_figure(setting: str, scaling: str, how: str, series: dict, bad: list) -> Figure:
+    def mean_efficiency(item: tuple) -> float | None:
+        values = [r["efficiency"] for r in item[1] if r["efficiency"] is not None]
+        return sum(values) / len(values) if values else None
+
+    shown, others = cap.top(series.items(), mean_efficiency)
+    drawn = dict(shown)
+    several = len({system for system, _ in series}) > 1
+    failures, failed_hosts, note = _failures(bad, (system for system, _ in drawn), several)
+    ranges: dict[int, list[float]] = {}
+    for _, rows in others:
+        for r in rows:
+            if r["efficiency"] is not None and r["devices"] > 1:
+                ranges.setdefault(r["devices"], []).append(100 * r["efficiency"])
+    table = None
+    if others:
+        table = cap.others_table(
+            "series",
+            ["system", "mean efficiency", "devices"],
+            [
+                [
+                    _series_text(rows[0]),
+                    "-" if mean_efficiency(item) is None else f"{100 * mean_efficiency(item):.0f}%",
+                    span(r["devices"] for r in rows if r["devices"] > 1),
+                ]
+                for item in others
+                for rows in [item[1]]
+            ],
+            ["left", "right", "right"],
+        )
+    capped = cap.note(
+        len(drawn),
+        len(others),
+        "the highest mean efficiency",
+        "the grey range (min–max, median as a tick) beside each device count's bars",
+        "series",
+    )
+    strong = "strong" if scaling == "strong" else ""
+    return make_figure(
+        slug("scaling-efficiency", setting, strong),
+        f"Scaling efficiency: {setting}, {scaling} scaling",
+        f"Scaling efficiency = throughput(N) / (N × throughput(1)) of {how}, from the "
+        f"throughputs (mean over runs) and the same system's 1-device result; 100% "
+        f"is linear. Error bars: 95% interval from the variation between the runs "
+        f"of both results (Fieller).",
+        [r["hostname"] or r["system"] for rows in drawn.values() for r in rows] + failed_hosts,
+        Drawing(_draw_efficiency, (drawn, failures, ranges, cap.others_label(len(others)))),
+        f"{note} {capped}".strip(),
+        table,
+    )
+
+
+def _series_text(row: dict[str, Any]) -> str:
     name = row["hostname"] or row["system"]
-    return plain(name + (f" ({row['ddp_options']})" if row["ddp_options"] else ""))
+    return name + (f" ({row['ddp_options']})" if row["ddp_options"] else "")
 
 
-def _draw_devices(fig: MplFigure, series: dict, failures: list, by_id: dict) -> None:
+def _series_label(row: dict[str, Any]) -> str:
+    return plain(_series_text(row))
+
+
+def _draw_devices(
+    fig: MplFigure, series: dict, failures: list, runs: dict, others: dict, others_label: str
+) -> None:
     ax = fig.add_subplot()
     counts = [n for n, _ in failures] + [r["devices"] for rows in series.values() for r in rows]
+    counts += list(others)
     for i, rows in enumerate(series.values()):
         rows = sorted(rows, key=lambda r: r["devices"])
         xs, ys = [r["devices"] for r in rows], [r["samples_per_s"] for r in rows]
         ax.plot(xs, ys, "o-", color=f"C{i}", label=_series_label(rows[0]))
         for r in rows:
-            ci_bar(ax, r["devices"], by_id.get(r["result_id"]), f"C{i}")
+            ci_bar(ax, r["devices"], runs.get(r["result_id"]), f"C{i}")
         if base := rows[0].get("baseline_samples_per_s"):
             top = max(counts)
             ax.plot(
@@ -289,22 +452,28 @@ def _draw_devices(fig: MplFigure, series: dict, failures: list, by_id: dict) -> 
                 alpha=0.8,
                 label="ideal linear scaling" if i == 0 else None,
             )
+    cap.band(ax, others, others_label)
     log_axis(ax)
     log2_ticks(ax, counts + [1])
     ax.set_xlabel("devices (log2 scale)")
     ax.set_ylabel("throughput (samples/s, log scale)")
     mark_failed(ax, failures)
-    ax.legend()
+    legend(ax)
 
 
-def _draw_efficiency(fig: MplFigure, series: dict, failures: list) -> None:
+def _draw_efficiency(
+    fig: MplFigure, series: dict, failures: list, others: dict, others_label: str
+) -> None:
     ax = fig.add_subplot()
     bars = [
         [r for r in rows if r["efficiency"] is not None and r["devices"] > 1]
         for rows in series.values()
     ]
-    counts = sorted({r["devices"] for rows in bars for r in rows} | {n for n, _ in failures})
-    width = 0.8 / len(series)
+    counts = sorted(
+        {r["devices"] for rows in bars for r in rows} | {n for n, _ in failures} | set(others)
+    )
+    slots = len(series) + (1 if others else 0)
+    width = 0.8 / slots
     for i, (rows, mine) in enumerate(zip(series.values(), bars, strict=True)):
         xs = [counts.index(r["devices"]) - 0.4 + width * (i + 0.5) for r in mine]
         ys = [100 * r["efficiency"] for r in mine]
@@ -317,6 +486,8 @@ def _draw_efficiency(fig: MplFigure, series: dict, failures: list) -> None:
         ]
         for x, y, (low, high) in with_ci:
             ax.errorbar(x, y, [[y - 100 * low], [100 * high - y]], fmt="none", color="black", lw=1)
+    last = {counts.index(n) - 0.4 + width * (slots - 0.5): ys for n, ys in others.items()}
+    cap.ranges(ax, last, others_label, width)
     ax.axhline(100, color="black", lw=1, ls="--", label="linear scaling")
     ax.set_xticks(range(len(counts)), [str(n) for n in counts])
     ax.set_xlim(-0.6, len(counts) - 0.4)
@@ -367,31 +538,85 @@ def batch_figures(results: Sequence[dict[str, Any]]) -> list[Figure]:
         size = next((_size(r) for r in ok), None) or _size(every[0])
         setting = f"{model}" + (f" @{size}" if size else "") + f" {precision} {device}"
         steps = span(r["metrics"].get("steps_measured", 0) for r in ok) if ok else "0"
-        note = failed_note(
-            f"{r['status']} at batch {r['case']['batch_size']} on {hostname(r)}"
-            for r in every
-            if r["status"] != "ok"
-        )
-        key = slug("throughput-vs-batch", model, size, precision, device)
-        figures.append(
-            make_figure(
-                key,
-                f"Throughput against batch size: {setting}",
-                f"Training throughput of {setting} on one device (samples/s from the median "
-                f"step after warm-up, mean over the runs, {steps} measured steps in all; "
-                f"{CI_NOTE}) against the batch size, log2 axis.",
-                [hostname(r) for r in every],
-                lambda fig, s=series: _draw_batch(fig, s),
-                note=note,
-            )
-        )
+        figures.append(_batch_figure(model, size, precision, device, setting, steps, series))
     return figures
 
 
-def _draw_batch(fig: MplFigure, series: dict) -> None:
+def _best(points: dict[Any, dict[str, Any]]) -> dict[str, Any] | None:
+    """The fastest ok result of a series' points, or None."""
+    ok = [r for r in points.values() if r["status"] == "ok"]
+    return max(ok, key=lambda r: r["metrics"]["samples_per_s_median"]) if ok else None
+
+
+def _series_name(points: dict[Any, dict[str, Any]]) -> str:
+    first = next(iter(points.values()))
+    variant = _variant(first["case"])
+    return hostname(first) + (f" ({variant})" if variant else "")
+
+
+def _batch_figure(
+    model: str, size: Any, precision: str, device: str, setting: str, steps: str, series: dict
+) -> Figure:
+    def peak(item: tuple) -> float | None:
+        best = _best(item[1])
+        return best["metrics"]["samples_per_s_median"] if best else None
+
+    shown, others = cap.top(series.items(), peak)
+    drawn = {key: {b: slim(r) for b, r in points.items()} for key, points in shown}
+    every = [r for points in drawn.values() for r in points.values()]
+    band: dict[int, list[float]] = {}
+    for _, points in others:
+        for b, r in points.items():
+            if r["status"] == "ok":
+                band.setdefault(b, []).append(r["metrics"]["samples_per_s_median"])
+    table = None
+    if others:
+        rows = []
+        for item in others:
+            best, failed = _best(item[1]), [r for r in item[1].values() if r["status"] != "ok"]
+            rows.append(
+                [
+                    _series_name(item[1]),
+                    _number_text(best and best["metrics"]["samples_per_s_median"]),
+                    best["case"]["batch_size"] if best else "-",
+                    ", ".join(f"{r['status']} at {r['case']['batch_size']}" for r in failed),
+                ]
+            )
+        table = cap.others_table(
+            "series",
+            ["system", "highest samples/s", "at batch", "failed"],
+            rows,
+            ["left", "right", "right", "left"],
+        )
+    note = failed_note(
+        f"{r['status']} at batch {r['case']['batch_size']} on {hostname(r)}"
+        for r in every
+        if r["status"] != "ok"
+    )
+    capped = cap.note(
+        len(drawn),
+        len(others),
+        "the highest throughput",
+        "the grey band (min–max at each batch size)",
+        "series",
+    )
+    return make_figure(
+        slug("throughput-vs-batch", model, size, precision, device),
+        f"Throughput against batch size: {setting}",
+        f"Training throughput of {setting} on one device (samples/s from the median "
+        f"step after warm-up, mean over the runs, {steps} measured steps in all; "
+        f"{CI_NOTE}) against the batch size, log2 axis.",
+        [hostname(r) for r in every],
+        Drawing(_draw_batch, (drawn, band, cap.others_label(len(others)))),
+        f"{note} {capped}".strip(),
+        table,
+    )
+
+
+def _draw_batch(fig: MplFigure, series: dict, others: dict, others_label: str) -> None:
     ax = fig.add_subplot()
     several = len({system for system, _ in series}) > 1
-    failures, batches = [], []
+    failures, batches = [], list(others)
     for i, points in enumerate(series.values()):
         batches += list(points)
         failures += [
@@ -400,18 +625,17 @@ def _draw_batch(fig: MplFigure, series: dict) -> None:
         ok = sorted((b, r) for b, r in points.items() if r["status"] == "ok")
         if not ok:
             continue
-        variant = _variant(ok[0][1]["case"])
-        label = hostname(ok[0][1]) + (f" ({variant})" if variant else "")
         ys = [r["metrics"]["samples_per_s_median"] for _, r in ok]
-        ax.plot([b for b, _ in ok], ys, "o-", color=f"C{i}", label=plain(label))
+        ax.plot([b for b, _ in ok], ys, "o-", color=f"C{i}", label=plain(_series_name(points)))
         for b, r in ok:
             ci_bar(ax, b, r, f"C{i}")
+    cap.band(ax, others, others_label)
     log2_ticks(ax, batches)
     ax.set_xlabel("batch size (log2 scale)")
     ax.set_ylabel("throughput (samples/s)")
     ax.set_ylim(bottom=0)
     mark_failed(ax, sorted(failures))
-    ax.legend()
+    legend(ax)
 
 
 def _sources(results: Iterable[dict[str, Any]]) -> str:
@@ -431,32 +655,73 @@ def power_figures(results: Sequence[dict[str, Any]]) -> list[Figure]:
         if len(points) < 2:
             continue
         setting = front["model"] + (f" @{front['size']}" if front["size"] else "")
-        key = slug("power-vs-performance", front["model"], front["size"])
+        by_system: dict[str, list[dict[str, Any]]] = {}
+        for p in points:
+            by_system.setdefault(p["system"], []).append(p)
+        shown, others = cap.top(
+            by_system.items(), lambda item: max(p["samples_per_s"] for p in item[1])
+        )
+        table = None
+        if others:
+            best = [max(mine, key=lambda p: p["samples_per_s"]) for _, mine in others]
+            table = cap.others_table(
+                "systems",
+                ["system", "highest samples/s", "its average power (W)", "on the front"],
+                [
+                    [
+                        p["hostname"] or p["system"],
+                        _number_text(p["samples_per_s"]),
+                        _number_text(p["average_power_w"]),
+                        "yes" if any(q["on_front"] for q in mine) else "no",
+                    ]
+                    for p, (_, mine) in zip(best, others, strict=True)
+                ],
+                ["left", "right", "right", "left"],
+            )
+        capped = cap.note(
+            len(shown),
+            len(others),
+            "the highest throughput",
+            "grey dots (without their runs; the front is over every point)",
+        )
         figures.append(
             make_figure(
-                key,
+                slug("power-vs-performance", front["model"], front["size"]),
                 f"Power against performance: {setting}",
                 f"Each point an ok result of {setting} (any system, device count, batch size, "
                 f"precision): samples/s (mean over its runs) against the average power in W over "
                 f"the measured steps ({_sources(by_id[p['result_id']] for p in points)}); small "
                 f"dots: its runs, bars: 95% intervals over the runs. Connected: the Pareto "
                 f"front, the points that no other point beats on both speed and power.",
-                [p["hostname"] or p["system"] for p in points],
-                lambda fig, p=points: _draw_power(fig, p),
-                note=note,
+                [p["hostname"] or p["system"] for _, mine in shown for p in mine],
+                Drawing(
+                    _draw_power,
+                    (
+                        dict(shown),
+                        [p for _, mine in others for p in mine],
+                        cap.others_label(len(others), how=""),
+                    ),
+                ),
+                f"{note} {capped}".strip(),
+                table,
             )
         )
     return figures
 
 
-def _draw_power(fig: MplFigure, points: list[dict[str, Any]]) -> None:
+def _draw_power(
+    fig: MplFigure, systems: dict[str, list[dict[str, Any]]], others: list, others_label: str
+) -> None:
     ax = fig.add_subplot()
-    for i, system in enumerate(dict.fromkeys(p["system"] for p in points)):
-        mine = [p for p in points if p["system"] == system]
+    for i, (system, mine) in enumerate(systems.items()):
         xs, ys = [p["samples_per_s"] for p in mine], [p["average_power_w"] for p in mine]
         ax.scatter(xs, ys, color=f"C{i}", label=plain(mine[0]["hostname"] or system), zorder=3)
         for p in mine:
             _run_cloud(ax, p, f"C{i}")
+    if others:
+        xs, ys = [p["samples_per_s"] for p in others], [p["average_power_w"] for p in others]
+        ax.scatter(xs, ys, s=12, color=cap.OTHERS_COLOR, alpha=0.6, label=others_label, zorder=2)
+    points = [p for mine in systems.values() for p in mine] + others
     front = sorted((p for p in points if p["on_front"]), key=lambda p: p["samples_per_s"])
     ax.plot(
         [p["samples_per_s"] for p in front],
@@ -468,6 +733,8 @@ def _draw_power(fig: MplFigure, points: list[dict[str, Any]]) -> None:
         zorder=2,
     )
     for p in front:
+        if p["system"] not in systems:  # a point of the systems not drawn: grey, unnamed
+            continue
         text = f"b{p['batch_size']} {p['precision']}"
         text += f" x{p['devices']}" if p["devices"] > 1 else ""
         ax.annotate(
@@ -485,7 +752,7 @@ def _draw_power(fig: MplFigure, points: list[dict[str, Any]]) -> None:
             log_axis(ax, which)
     ax.set_xlabel("throughput (samples/s)")
     ax.set_ylabel("average power (W)")
-    ax.legend()
+    legend(ax)
 
 
 def _run_cloud(ax: Any, point: dict[str, Any], color: str) -> None:
@@ -521,20 +788,42 @@ def energy_figures(results: Sequence[dict[str, Any]]) -> list[Figure]:
             group[(r["system"]["fingerprint"], label_of(r["case"]))] = r  # the newest wins
     figures = []
     for (model, size), chosen in groups.items():
-        bars = sorted(chosen.values(), key=lambda r: r["metrics"]["energy_per_sample_j"])
+        every = sorted(chosen.values(), key=lambda r: r["metrics"]["energy_per_sample_j"])
+        lowest = {r["system"]["fingerprint"]: r for r in reversed(every)}  # each system's best
+        shown, others = cap.top(
+            lowest.values(), lambda r: r["metrics"]["energy_per_sample_j"], highest=False
+        )
+        drawn = {r["system"]["fingerprint"] for r in shown}
+        bars = [slim(r, *ENERGY_METRICS) for r in every if r["system"]["fingerprint"] in drawn]
         setting = model + (f" @{size}" if size else "")
         partial = sum(not r["metrics"].get("energy_complete", True) for r in bars)
-        key = slug("energy-per-sample", model, size)
+        table = None
+        if others:
+            table = cap.others_table(
+                "systems",
+                ["system", "case", "J/sample"],
+                [
+                    [hostname(r), label_of(r["case"]), f"{r['metrics']['energy_per_sample_j']:.3g}"]
+                    for r in every
+                    if r["system"]["fingerprint"] not in drawn
+                ],
+                ["left", "left", "right"],
+                len(others),
+            )
+        notes = [
+            f"{partial} bars marked 'partial' miss a meter's reading." if partial else "",
+            cap.note(len(shown), len(others), "the lowest energy per sample", "not drawn"),
+        ]
         figures.append(
             make_figure(
-                key,
+                slug("energy-per-sample", model, size),
                 f"Energy per sample: {setting}",
                 f"Energy per training sample of {setting} in J: the energy read over the measured "
-                f"steps ({_sources(bars)}) divided by the samples trained in them.",
+                f"steps ({_sources(every)}) divided by the samples trained in them.",
                 [hostname(r) for r in bars],
-                lambda fig, b=bars: _draw_energy(fig, b),
-                (6.4, 1.4 + 0.3 * len(bars)),
-                f"{partial} bars marked 'partial' miss a meter's reading." if partial else "",
+                Drawing(_draw_energy, (bars,), (6.4, 1.4 + 0.3 * len(bars))),
+                " ".join(filter(None, notes)),
+                table,
             )
         )
     return figures

@@ -14,7 +14,8 @@ from typing import Any
 
 from matplotlib.figure import Figure as MplFigure
 
-from trainperf.report.figures import Figure, make_figure, plain, slug
+from trainperf.report import cap
+from trainperf.report.figures import Drawing, Figure, make_figure, plain, slug
 
 WIDE = (11.0, 4.2)
 
@@ -38,26 +39,10 @@ def convergence_figures(runs: Sequence[dict[str, Any]]) -> list[Figure]:
         key = (c["model"], c["data"], c["target_metric"], c["target_value"])
         groups.setdefault(key, []).append(run)
     figures = []
-    for (model, data, metric, target), members in groups.items():
-
-        def draw(
-            fig: MplFigure, members: list = members, metric: str = metric, target: float = target
-        ) -> None:
-            by_samples, by_time = fig.subplots(1, 2)
-            for run in members:
-                evaluations = [e for e in run["evaluations"] if e.get(metric) is not None]
-                x = [e["samples_seen"] for e in evaluations]
-                t = [e["time_s"] for e in evaluations]
-                y = [e[metric] for e in evaluations]
-                by_samples.plot(x, y, marker="o", label=plain(_label(run)))
-                by_time.plot(t, y, marker="o", label=plain(_label(run)))
-            for ax, xlabel in ((by_samples, "samples seen"), (by_time, "wall-clock time (s)")):
-                ax.axhline(target, linestyle="--", color="grey", label=f"target {target:g}")
-                ax.set_xlabel(xlabel)
-                ax.set_ylabel(metric)
-                ax.grid(True, alpha=0.3)
-            by_time.legend(fontsize="small")
-
+    for (model, data, metric, target), every in groups.items():
+        members, others = cap.top(
+            every, lambda r: r["time_to_target_s"] if r["reached"] else None, highest=False
+        )
         reached = [r for r in members if r["reached"]]
         times = ", ".join(f"run {r['id']}: {r['time_to_target_s']:.1f} s" for r in reached)
         caption = (
@@ -66,14 +51,61 @@ def convergence_figures(runs: Sequence[dict[str, Any]]) -> list[Figure]:
             "wall-clock time from the end of initialisation (right), evaluations included. "
             + (f"Time to {metric} {target:g}: {times}." if times else "No run reached it.")
         )
+        table = None
+        if others:
+            table = cap.others_table(
+                "runs",
+                ["run", "system", "status", f"time to {metric} {target:g} (s)"],
+                [
+                    [
+                        r["id"],
+                        r["system"].get("hostname", "?"),
+                        r["status"],
+                        f"{r['time_to_target_s']:.1f}" if r["reached"] else "not reached",
+                    ]
+                    for r in others
+                ],
+                ["right", "left", "left", "right"],
+            )
+        capped = cap.note(
+            len(members), len(others), "the shortest time to target", "not drawn", "runs"
+        )
+        curves = [
+            {
+                "label": _label(r),
+                "evaluations": [
+                    {k: e.get(k) for k in ("samples_seen", "time_s", metric)}
+                    for e in r["evaluations"]
+                ],
+            }
+            for r in members
+        ]
         figures.append(
             make_figure(
                 slug("convergence", model, data.split(":")[0], metric, f"{target:g}"),
                 f"Time to accuracy: {model} on {data.split(':')[0]}",
                 caption,
                 [r["system"].get("hostname", "?") for r in members],
-                draw,
-                WIDE,
+                Drawing(_draw, (curves, metric, target), WIDE),
+                capped,
+                table,
             )
         )
     return figures
+
+
+def _draw(fig: MplFigure, curves: list[dict[str, Any]], metric: str, target: float) -> None:
+    by_samples, by_time = fig.subplots(1, 2)
+    for curve in curves:
+        evaluations = [e for e in curve["evaluations"] if e.get(metric) is not None]
+        x = [e["samples_seen"] for e in evaluations]
+        t = [e["time_s"] for e in evaluations]
+        y = [e[metric] for e in evaluations]
+        by_samples.plot(x, y, marker="o", label=plain(curve["label"]))
+        by_time.plot(t, y, marker="o", label=plain(curve["label"]))
+    for ax, xlabel in ((by_samples, "samples seen"), (by_time, "wall-clock time (s)")):
+        ax.axhline(target, linestyle="--", color="grey", label=f"target {target:g}")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(metric)
+        ax.grid(True, alpha=0.3)
+    by_time.legend(fontsize="small")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from matplotlib.figure import Figure as MplFigure
@@ -35,6 +35,7 @@ from trainperf.parallel.scaling import (
 )
 from trainperf.report.figures import (
     CI_NOTE,
+    Drawing,
     Figure,
     ci_bar,
     failed_note,
@@ -43,6 +44,7 @@ from trainperf.report.figures import (
     make_figure,
     mark_failed,
     plain,
+    slim,
     slug,
 )
 
@@ -97,9 +99,13 @@ class Comparison:
     series: list[EngineSeries]
 
 
-def comparisons(results: Sequence[dict[str, Any]]) -> list[Comparison]:
-    """Every system and workload with results of at least two engines (skips ignored)."""
-    rows = {row["result_id"]: row for row in scaling_rows(results) if row["devices"] > 1}
+def comparisons(
+    results: Sequence[dict[str, Any]], scaled: Sequence[dict[str, Any]] | None = None
+) -> list[Comparison]:
+    """Every system and workload with results of at least two engines (skips ignored);
+    ``scaled``: ``scaling_rows(results)`` when the caller has them already."""
+    scaled = scaling_rows(results) if scaled is None else scaled
+    rows = {row["result_id"]: row for row in scaled if row["devices"] > 1}
     found = []
     for engines in _by_workload(results).values():
         ordered = sorted(engines.items(), key=lambda e: (ENGINES.index(e[0][0]), e[0][1]))
@@ -138,10 +144,13 @@ def _by_workload(results: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dic
     return groups
 
 
-def framework_figures(results: Sequence[dict[str, Any]]) -> list[Figure]:
-    """Throughput and speed-up against devices per engine, per system and workload."""
+def framework_figures(
+    results: Sequence[dict[str, Any]], scaled: Sequence[dict[str, Any]] | None = None
+) -> list[Figure]:
+    """Throughput and speed-up against devices per engine, per system and workload
+    (``scaled``: ``scaling_rows(results)`` when the caller has them already)."""
     figures = []
-    for c in comparisons(results):
+    for c in comparisons(results, scaled):
         engines = [s.label for s in c.series]
         several = [(s, n, r) for s in c.series for n, r in s.results.items() if n > 1]
         modes = dict.fromkeys(f"{s.label} {parallel_mode(r['case'])}" for s, _, r in several)
@@ -175,12 +184,17 @@ def framework_figures(results: Sequence[dict[str, Any]]) -> list[Figure]:
                 f"1-device result, throughput(N) / throughput(1), its bar the 95% interval "
                 f"(Fieller); dashed: ideal linear speed-up. {how}",
                 [c.hostname],
-                lambda fig, c=c: _draw(fig, c),
-                SIZE,
+                Drawing(_draw, (_slimmed(c),), SIZE),
                 note.strip(),
             )
         )
     return figures
+
+
+def _slimmed(c: Comparison) -> Comparison:
+    """``c`` with only what the figure draws of each result (``figures.slim``)."""
+    series = [replace(s, results={n: slim(r) for n, r in s.results.items()}) for s in c.series]
+    return replace(c, series=series)
 
 
 def _draw(fig: MplFigure, c: Comparison) -> None:

@@ -41,6 +41,7 @@ from trainperf.parallel.scaling import (
     setting_key,
 )
 from trainperf.report.figures import (
+    Drawing,
     Figure,
     failed_note,
     hostname,
@@ -261,8 +262,7 @@ def llm_figures(results: Sequence[dict[str, Any]]) -> list[LlmFigure]:
             f"fsdp: all-gather and reduce-scatter, collectives replaced by local copies); "
             f"noise can make a part slightly negative, drawn as measured.",
             [w.hostname],
-            lambda fig, w=w: draw(fig, w),
-            SIZE,
+            Drawing(draw, (w,), SIZE),
             note.strip(),
         )
         found.append((figure, method_table(w)))

@@ -13,9 +13,12 @@ from typing import Any
 from matplotlib.figure import Figure as MplFigure
 
 from trainperf.case import label_of
+from trainperf.report import cap
 from trainperf.report.figures import (
     FAILED_COLOR,
+    Drawing,
     Figure,
+    legend,
     log2_ticks,
     log_axis,
     make_figure,
@@ -59,8 +62,16 @@ def byte_label(size: float) -> str:
     return f"{size:g} B"
 
 
+def _step_ms(run: dict[str, Any]) -> float:
+    """A profile's step time in ms: its parts added up."""
+    return sum(max(0.0, run["metrics"].get(metric) or 0.0) for metric, _ in STEP_PARTS)
+
+
 def profile_figures(runs: Sequence[dict[str, Any]], hostnames: Mapping[str, str]) -> list[Figure]:
-    """The forward/backward/optimizer split of every profile, and the top layers of each."""
+    """The forward/backward/optimizer split of every profile, and the top layers of each.
+
+    Per profiled case, the ``cap.SERIES_CAP`` systems with the shortest step are drawn (a
+    row of the split, a figure of layers each); the others are listed under the split."""
     newest = {(r["system"], label_of(r["params"]["case"])): r for r in _ok_runs(runs, "profile")}
     if not newest:
         return []
@@ -69,19 +80,45 @@ def profile_figures(runs: Sequence[dict[str, Any]], hostnames: Mapping[str, str]
         f"{_param_span(list(newest.values()), 'steps')} profiled steps after "
         f"{_param_span(list(newest.values()), 'warmup')} warm-up steps"
     )
-    profiles = [(f"{label} · {hostnames.get(s, s)}", run) for (s, label), run in newest.items()]
+    by_case: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for (system, label), run in newest.items():
+        by_case.setdefault(label, []).append((system, run))
+    chosen, left_out = [], []
+    for label, profiled in by_case.items():
+        shown, others = cap.top(profiled, lambda item: _step_ms(item[1]), highest=False)
+        chosen += [(system, label, run) for system, run in shown]
+        left_out += [(system, label, run) for system, run in others]
+    profiles = [
+        (f"{label} · {hostnames.get(s, s)}", _slim_profile(run)) for s, label, run in chosen
+    ]
+    table = None
+    if left_out:
+        table = cap.others_table(
+            "profiles",
+            ["case", "system", "step (ms, hooks included)"],
+            [[label, hostnames.get(s, s), f"{_step_ms(run):.3g}"] for s, label, run in left_out],
+            ["left", "left", "right"],
+        )
+    capped = cap.note(
+        len(chosen),
+        len(left_out),
+        "the shortest step per case",
+        "not drawn, nor their layers,",
+        "profiles",
+    )
     figures = [
         make_figure(
             "step-breakdown",
             "Where a training step goes: forward, backward, optimizer",
             f"Time per training step in ms split into forward, backward, optimizer step and "
             f"the unattributed rest, from {how}; black tick: the step time without hooks.",
-            [hostnames.get(system, system) for system, _ in newest],
-            lambda fig: _draw_split(fig, profiles),
-            (6.4, 2.2 + 0.5 * len(profiles)),
+            [hostnames.get(system, system) for system, _, _ in chosen],
+            Drawing(_draw_split, (profiles,), (6.4, 2.2 + 0.5 * len(profiles))),
+            capped,
+            table,
         )
     ]
-    for (system, label), run in newest.items():
+    for system, label, run in chosen:
         host = hostnames.get(system, system)
         layers = run["metrics"]["layers"]
         top = sorted(layers, key=lambda layer: -(layer["fwd_ms"] + layer["bwd_ms"]))[:TOP_LAYERS]
@@ -94,12 +131,17 @@ def profile_figures(runs: Sequence[dict[str, Any]], hostnames: Mapping[str, str]
                 f"Forward and backward time per step in ms of the {len(top)} slowest of "
                 f"{len(layers)} layers of {label}, from {how}.",
                 [host],
-                lambda fig, t=top: _draw_layers(fig, t),
-                (6.4, 1.4 + 0.28 * len(top)),
+                Drawing(_draw_layers, (top,), (6.4, 1.4 + 0.28 * len(top))),
                 f"The other layers take {rest:.3g} ms together." if len(top) < len(layers) else "",
             )
         )
     return figures
+
+
+def _slim_profile(run: dict[str, Any]) -> dict[str, Any]:
+    """What the split draws of a profile run: its parts and the step without hooks."""
+    keys = [metric for metric, _ in STEP_PARTS] + ["step_ms_uninstrumented"]
+    return {"metrics": {k: run["metrics"].get(k) for k in keys}}
 
 
 def _draw_split(fig: MplFigure, profiles: list[tuple[str, dict[str, Any]]]) -> None:
@@ -156,38 +198,83 @@ def collective_figures(
             dtype = rows[0].get("dtype", run["params"].get("dtype"))
             groups.setdefault((op, dtype), {})[(run["system"], ranks, backend)] = (run, rows)
     figures = []
-    for (op, dtype), series in groups.items():
-        chosen = [run for run, _ in series.values()]
-        wrong = sum(row.get("wrong", 0) > 0 for _, rows in series.values() for row in rows)
-        key = slug("collective-busbw", op, dtype)
+    for (op, dtype), every in groups.items():
+        # A series measured in place and out of place is two lines: the cap counts lines.
+        lines = max(len({row.get("in_place", True) for row in rows}) for _, rows in every.values())
+        shown, others = cap.top(
+            every.items(),
+            lambda item: max(row["busbw_gbps"] for row in item[1][1]),
+            cap=cap.SERIES_CAP // lines,
+        )
+        series = {key: rows for key, (_, rows) in shown}
+        chosen = [run for run, _ in every.values()]
+        wrong = sum(row.get("wrong", 0) > 0 for rows in series.values() for row in rows)
+        band: dict[int, list[float]] = {}
+        for _, (_, rows) in others:
+            for row in rows:
+                band.setdefault(row["size_bytes"], []).append(row["busbw_gbps"])
+        table = None
+        if others:
+            table = cap.others_table(
+                "series",
+                ["system", "ranks", "backend", "highest busbw (GB/s)", "at size"],
+                [
+                    [hostnames.get(system, system), ranks, backend]
+                    + [f"{best['busbw_gbps']:.3g}", byte_label(best["size_bytes"])]
+                    for (system, ranks, backend), (_, rows) in others
+                    for best in [max(rows, key=lambda row: row["busbw_gbps"])]
+                ],
+                ["left", "right", "left", "right", "right"],
+            )
+        notes = [
+            f"{wrong} sizes gave wrong results (marked x)." if wrong else "",
+            cap.note(
+                len(series),
+                len(others),
+                "the highest bus bandwidth",
+                "the grey band (min–max at each size)",
+                "series",
+            ),
+        ]
         figures.append(
             make_figure(
-                key,
+                slug("collective-busbw", op, dtype),
                 f"Bus bandwidth of {op} ({dtype})",
                 f"Bus bandwidth in GB/s of {op} on {dtype} data against the message size, "
                 f"with nccl-tests' definitions: algbw = size / time, busbw = algbw × "
                 f"{BUS_FACTORS.get(op, 'the op factor')} for n ranks; time per iteration = "
                 f"one window over {_param_span(chosen, 'iters')} iterations after "
                 f"{_param_span(chosen, 'warmup')} warm-up, averaged over ranks "
-                f"({', '.join(sorted({backend for _, _, backend in series}))}).",
+                f"({', '.join(sorted({backend for _, _, backend in every}))}).",
                 [hostnames.get(system, system) for system, _, _ in series],
-                lambda fig, s=series: _draw_collective(fig, s, hostnames),
-                note=f"{wrong} sizes gave wrong results (marked x)." if wrong else "",
+                Drawing(
+                    _draw_collective,
+                    (
+                        {
+                            (s, hostnames.get(s, s), n, b): rows
+                            for (s, n, b), rows in series.items()
+                        },
+                        band,
+                        cap.others_label(len(others), "series"),
+                    ),
+                ),
+                " ".join(filter(None, notes)),
+                table,
             )
         )
     return figures
 
 
-def _draw_collective(fig: MplFigure, series: dict, hostnames: Mapping[str, str]) -> None:
+def _draw_collective(fig: MplFigure, series: dict, others: dict, others_label: str) -> None:
     ax = fig.add_subplot()
-    sizes = []
-    for i, ((system, ranks, backend), (_, rows)) in enumerate(series.items()):
+    sizes = list(others)
+    for i, ((_, host, ranks, backend), rows) in enumerate(series.items()):
         placements = sorted({row.get("in_place", True) for row in rows})
         for in_place in placements:
             mine = [r for r in rows if r.get("in_place", True) == in_place]
             mine.sort(key=lambda r: r["size_bytes"])
             sizes += [r["size_bytes"] for r in mine]
-            label = f"{hostnames.get(system, system)}, {ranks} ranks, {backend}"
+            label = f"{host}, {ranks} ranks, {backend}"
             dashed = in_place and len(placements) > 1
             if len(placements) > 1:
                 label += ", in-place" if in_place else ", out-of-place"
@@ -196,12 +283,13 @@ def _draw_collective(fig: MplFigure, series: dict, hostnames: Mapping[str, str])
             bad = [r for r in mine if r.get("wrong", 0) > 0]
             xs, ys = [r["size_bytes"] for r in bad], [r["busbw_gbps"] for r in bad]
             ax.plot(xs, ys, "x", color=FAILED_COLOR, ms=9, mew=2)
+    cap.band(ax, others, others_label)
     log2_ticks(ax, sizes, byte_label)
     ax.tick_params(axis="x", labelrotation=45)
     log_axis(ax)
     ax.set_xlabel("message size (bytes, log2 scale)")
     ax.set_ylabel("bus bandwidth (GB/s, log scale)")
-    ax.legend(fontsize=7)
+    legend(ax, fontsize=7)
 
 
 def gemm_figures(runs: Sequence[dict[str, Any]], hostnames: Mapping[str, str]) -> list[Figure]:
@@ -223,38 +311,79 @@ def gemm_figures(runs: Sequence[dict[str, Any]], hostnames: Mapping[str, str]) -
                 why = rows[0].get("reason") or rows[0]["status"]
                 skipped.setdefault(shapes, set()).add(f"{dtype} on {host} ({why})")
     figures = []
-    for shapes, series in groups.items():
-        chosen = [run for run, _ in series.values()]
+    for shapes, every in groups.items():
+        shown, others = cap.top(
+            every.items(), lambda item: max(row["tflops_median"] for row in item[1][1])
+        )
+        square = shapes == "square"
+        series = {
+            (system, hostnames.get(system, system), device, dtype): rows
+            for (system, device, dtype), (_, rows) in shown
+        }
+        chosen = [run for run, _ in every.values()]
         flushed = all(run["metrics"].get("flush", run["params"].get("flush")) for run in chosen)
         gaps = "; ".join(sorted(skipped.get(shapes, ())))
-        key = slug("gemm-tflops", shapes)
+        band: dict[float, list[float]] = {}
+        for _, (_, rows) in others:
+            for row in rows:
+                band.setdefault(row["M"] if square else row["flops"], []).append(
+                    row["tflops_median"]
+                )
+        table = None
+        if others:
+            table = cap.others_table(
+                "series",
+                ["system", "device", "dtype", "highest TFLOP/s", "at M×N×K"],
+                [
+                    [hostnames.get(system, system), device, dtype]
+                    + [f"{best['tflops_median']:.3g}", f"{best['M']}×{best['N']}×{best['K']}"]
+                    for (system, device, dtype), (_, rows) in others
+                    for best in [max(rows, key=lambda row: row["tflops_median"])]
+                ],
+                ["left", "left", "left", "right", "right"],
+            )
+        notes = [
+            f"Not run: {gaps}." if gaps else "",
+            cap.note(
+                len(series),
+                len(others),
+                "the highest TFLOP/s",
+                "the grey band (min–max at each size)",
+                "series",
+            ),
+        ]
         figures.append(
             make_figure(
-                key,
+                slug("gemm-tflops", shapes),
                 f"Matrix multiply throughput ({shapes} shapes)",
                 f"GEMM throughput in TFLOP/s = 2·M·N·K / time (DeepBench's definition), the "
                 f"time the median of {_param_span(chosen, 'iters')} timed calls after "
                 f"{_param_span(chosen, 'warmup')} warm-up calls, caches "
                 f"{'flushed' if flushed else 'not always flushed'} between calls; {shapes} "
                 f"shapes.",
-                [hostnames.get(system, system) for system, _, _ in series],
-                lambda fig, s=series, q=shapes == "square": _draw_gemm(fig, s, q, hostnames),
-                note=f"Not run: {gaps}." if gaps else "",
+                [host for _, host, _, _ in series],
+                Drawing(
+                    _draw_gemm,
+                    (series, square, band, cap.others_label(len(others), "series")),
+                ),
+                " ".join(filter(None, notes)),
+                table,
             )
         )
     return figures
 
 
-def _draw_gemm(fig: MplFigure, series: dict, square: bool, hostnames: Mapping[str, str]) -> None:
+def _draw_gemm(fig: MplFigure, series: dict, square: bool, others: dict, others_label: str) -> None:
     ax = fig.add_subplot()
-    everywhere = []
-    for i, ((system, device, dtype), (_, rows)) in enumerate(series.items()):
+    everywhere = list(others)
+    for i, ((_, host, device, dtype), rows) in enumerate(series.items()):
         rows = sorted(rows, key=lambda r: r["flops"])
         xs = [r["M"] if square else r["flops"] for r in rows]
         everywhere += xs
-        label = plain(f"{hostnames.get(system, system)}, {device}, {dtype}")
+        label = plain(f"{host}, {device}, {dtype}")
         ys = [r["tflops_median"] for r in rows]
         ax.plot(xs, ys, "o-" if square else "o", ms=4, color=f"C{i}", label=label)
+    cap.band(ax, others, others_label)
     if square:
         log2_ticks(ax, everywhere)
         ax.set_xlabel("M = N = K (log2 scale)")
@@ -263,4 +392,4 @@ def _draw_gemm(fig: MplFigure, series: dict, square: bool, hostnames: Mapping[st
         ax.set_xlabel("FLOPs per call, 2·M·N·K (log scale)")
     log_axis(ax)
     ax.set_ylabel("throughput (TFLOP/s, log scale)")
-    ax.legend(fontsize=7)
+    legend(ax, fontsize=7)

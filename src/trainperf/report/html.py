@@ -1,11 +1,20 @@
-"""``trainperf report``: one self-contained HTML file from the results database.
+"""``trainperf report``: the HTML report of a results database, self-contained pages.
 
-The page holds the systems and their software, the results per system (failed cases with
+The report holds the systems and their software, the results per system (failed cases with
 their status and reason, never dropped), the side-by-side comparison when there are
-several systems, and the studies' figures as inline SVG (``report/figures.py``), each with
+several systems, and the studies' figures as inline SVG (``report/figures*.py``), each with
 a caption saying what was measured, how and on which system. It opens offline: no script,
 no external style sheet, font or image; a Content-Security-Policy forbids any script, so
 text that slipped past escaping still could not run.
+
+A store that is not large is one page, ``index.html``. A large one (more systems than a
+figure draws, ``cap.SERIES_CAP``, or more than ``LARGE_RESULTS`` results) is split into
+pages linked from ``index.html``: one per section of figures, one per system's results,
+the comparison and the failed cases, each as self-contained as the one page. They are
+written one after the other, each whole (``fileio.write_atomic``) as soon as it is done,
+the index last: a report that is stopped leaves the pages it finished, and holds in memory
+the figures of one page at most. Figures are drawn by ``report.drawing``: from the cache
+in the output folder when their data did not change, the others in parallel processes.
 
 Escaping: Jinja2's autoescape escapes every value taken from results (model names,
 hostnames, error messages). The SVG figures are the only markup inserted as is; Matplotlib
@@ -14,19 +23,31 @@ writes their text as escaped XML character data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
 from trainperf import __version__
-from trainperf.fileio import write_atomic
+from trainperf.fileio import check_output, write_atomic
+from trainperf.report import cap
 from trainperf.store_query import EVERYTHING, ResultFilter
+
+if TYPE_CHECKING:
+    from trainperf.report.figures import Figure
 
 # Report sections in page order: (anchor, title, figure-key prefixes, what "no data" means).
 SECTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+    (
+        "cases",
+        "Throughput per case",
+        ("throughput-per-case",),
+        "no ok results (`trainperf run`)",
+    ),
     (
         "scaling",
         "Scaling over devices",
@@ -86,6 +107,37 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
 )
 
 
+# A store is large (the report split into pages) with more systems than a figure draws
+# (cap.SERIES_CAP) or more results than this: 1,000 rows are a page of tables already.
+LARGE_RESULTS = 1000
+
+
+@dataclass
+class ReportData:
+    """What a report shows, as read from the store."""
+
+    results: list[dict[str, Any]]  # without their runs: the report reads metrics only
+    micro_runs: list[dict[str, Any]]
+    systems: list[dict[str, Any]]
+    train_runs: list[dict[str, Any]]
+
+
+def read(db_path: Path, result_filter: ResultFilter = EVERYTHING) -> ReportData:
+    """Everything the report shows, from the database at ``db_path`` read in place, writing
+    nothing: the one place where the report reads the store. The results are those
+    ``result_filter`` selects, oldest first, without their runs (the report reads their
+    metrics only); micro-benchmarks and training runs those of its systems and time."""
+    from trainperf.store import Store
+
+    with Store.read_only(db_path) as store:
+        return ReportData(
+            list(store.select(result_filter, oldest_first=True)),
+            list(store.rows_beside("micro", result_filter)),
+            store.systems(result_filter),
+            list(store.rows_beside("train_runs", result_filter)),
+        )
+
+
 @dataclass
 class ReportSummary:
     path: Path
@@ -94,6 +146,7 @@ class ReportSummary:
     failed: int
     figures: list[str] = field(default_factory=list)
     empty_sections: list[str] = field(default_factory=list)
+    pages: list[str] = field(default_factory=list)  # file names written, index.html last
 
 
 def _environment() -> jinja2.Environment:
@@ -187,77 +240,146 @@ def _comparison(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [plain_table(compare_table(document)), plain_table(groups_table(document))]
 
 
+class Report:
+    """The contents of a report of ``data``: its figures (not drawn yet) by section, its
+    tables, and what every page's header says."""
+
+    def __init__(self, data: ReportData, db_name: str, generated_at: str | None = None) -> None:
+        from trainperf.report.figure_set import all_figures
+        from trainperf.report.figures_convergence import convergence_figures
+        from trainperf.report.figures_llm import llm_figures
+
+        self.data = data
+        self.hosts = {s["fingerprint"]: s.get("hostname", "?") for s in data.systems}
+        figures = all_figures(data.results, data.micro_runs, self.hosts)
+        figures += convergence_figures(data.train_runs)
+        figures += [replace(f.figure, table=f.table) for f in llm_figures(data.results)]
+        self.sections = [
+            {
+                "anchor": anchor,
+                "title": title,
+                "figures": [f for f in figures if f.key.startswith(prefixes)],
+                "empty": empty,
+            }
+            for anchor, title, prefixes, empty in SECTIONS
+        ]
+        self.figures = [f for section in self.sections for f in section["figures"]]
+        self._results_of: dict[str, list[dict[str, Any]]] = {}
+        for r in data.results:
+            self._results_of.setdefault(r["system"]["fingerprint"], []).append(r)
+        self.failed = [
+            {"hostname": r["system"].get("hostname", "?"), **result_row(r)}
+            for r in data.results
+            if r["status"] not in ("ok", "skipped")
+        ]
+        self.header = {
+            "generated_at": generated_at or datetime.now(UTC).isoformat(timespec="seconds"),
+            "version": __version__,
+            "db_name": db_name,
+            "system_count": len(data.systems),
+            "figure_count": len(self.figures),
+            "page_title": "",
+        }
+
+    def large(self) -> str:
+        """Why the store is large (the report split into pages), or "" when it is not."""
+        systems, results = len(self.data.systems), len(self.data.results)
+        if systems > cap.SERIES_CAP:
+            return f"more than {cap.SERIES_CAP} systems"
+        return f"more than {LARGE_RESULTS} results" if results > LARGE_RESULTS else ""
+
+    def by_system(self, fingerprints: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """The results table of each system (of ``fingerprints``), those with results."""
+        chosen = list(self.hosts) if fingerprints is None else fingerprints
+        return [
+            {"hostname": self.hosts[fp], "fingerprint": fp, "rows": list(map(result_row, mine))}
+            for fp in chosen
+            if (mine := self._results_of.get(fp))
+        ]
+
+    def system_rows(self) -> list[dict[str, str]]:
+        return [system_row(s) for s in self.data.systems]
+
+    def comparison(self) -> list[dict[str, Any]]:
+        """The tables of ``trainperf compare`` (default baseline), none with fewer than 2
+        systems."""
+        return _comparison(self.data.results)
+
+    @staticmethod
+    def template(name: str) -> jinja2.Template:
+        return _environment().get_template(name)
+
+    def summary(self, path: Path, pages: list[str]) -> ReportSummary:
+        return ReportSummary(
+            path=path,
+            systems=len(self.data.systems),
+            results=len(self.data.results),
+            failed=len(self.failed),
+            figures=[f.key for f in self.figures],
+            empty_sections=[s["anchor"] for s in self.sections if not s["figures"]],
+            pages=pages,
+        )
+
+
+def _one_page(report: Report, drawn: Iterator[Figure]) -> str:
+    """The whole report as one page, its figures taken from ``drawn`` in report order."""
+    sections = [
+        section | {"figures": list(islice(drawn, len(section["figures"])))}
+        for section in report.sections
+    ]
+    return report.template("report.html.j2").render(
+        **report.header,
+        systems=report.system_rows(),
+        by_system=report.by_system(),
+        failed=report.failed,
+        comparison=report.comparison(),
+        sections=sections,
+    )
+
+
 def render(
     db_path: Path, generated_at: str | None = None, result_filter: ResultFilter = EVERYTHING
 ) -> tuple[str, ReportSummary]:
-    """The report page for the database at ``db_path`` and what it holds (the results
-    ``result_filter`` selects; micro-benchmarks and training runs of its systems and time)."""
-    from trainperf.report.figure_set import all_figures
-    from trainperf.report.figures_convergence import convergence_figures
-    from trainperf.report.figures_llm import llm_figures
-    from trainperf.store import Store
+    """The report of the database at ``db_path`` as one page, and what it holds (the
+    results ``result_filter`` selects; micro-benchmarks and training runs of its systems
+    and time)."""
+    from trainperf.report.drawing import drawn
 
-    with Store.read_only(db_path) as store:  # in place, writing nothing
-        results = list(store.select(result_filter, oldest_first=True))
-        micro_runs = list(store.rows_beside("micro", result_filter))
-        systems = store.systems(result_filter)
-        train_runs = list(store.rows_beside("train_runs", result_filter))
-    hosts = {s["fingerprint"]: s.get("hostname", "?") for s in systems}
-    llm = llm_figures(results)  # each with the table shown under it
-    figures = all_figures(results, micro_runs, hosts) + convergence_figures(train_runs)
-    figures += [f.figure for f in llm]
-    sections = []
-    for anchor, title, prefixes, empty in SECTIONS:
-        chosen = [f for f in figures if f.key.startswith(prefixes)]
-        sections.append({"anchor": anchor, "title": title, "figures": chosen, "empty": empty})
-    by_system = [
-        {
-            "hostname": hosts[fingerprint],
-            "fingerprint": fingerprint,
-            "rows": [result_row(r) for r in results if r["system"]["fingerprint"] == fingerprint],
-        }
-        for fingerprint in hosts
-    ]
-    failed = [
-        {"hostname": r["system"].get("hostname", "?"), **result_row(r)}
-        for r in results
-        if r["status"] not in ("ok", "skipped")
-    ]
-    comparison = _comparison(results)
-    page = (
-        _environment()
-        .get_template("report.html.j2")
-        .render(
-            generated_at=generated_at or datetime.now(UTC).isoformat(timespec="seconds"),
-            version=__version__,
-            db_name=db_path.name,
-            systems=[system_row(s) for s in systems],
-            by_system=[b for b in by_system if b["rows"]],
-            failed=failed,
-            comparison=comparison,
-            sections=sections,
-            figure_tables={f.figure.key: f.table for f in llm},
-            figure_count=len(figures),
-        )
-    )
-    summary = ReportSummary(
-        path=Path(),
-        systems=len(systems),
-        results=len(results),
-        failed=len(failed),
-        figures=[f.key for section in sections for f in section["figures"]],
-        empty_sections=[s["anchor"] for s in sections if not s["figures"]],
-    )
-    return page, summary
+    report = Report(read(db_path, result_filter), db_path.name, generated_at)
+    with drawn(report.figures) as figures:
+        page = _one_page(report, figures)
+    return page, report.summary(Path(), ["index.html"])
 
 
 def write_report(
-    db_path: Path, out_dir: Path, result_filter: ResultFilter = EVERYTHING
+    db_path: Path,
+    out_dir: Path,
+    result_filter: ResultFilter = EVERYTHING,
+    *,
+    generated_at: str | None = None,
+    workers: int | None = None,
 ) -> ReportSummary:
-    """Write ``out_dir/index.html`` (created atomically; the directory is made if needed)."""
-    page, summary = render(db_path, result_filter=result_filter)
+    """Write the report of the database at ``db_path`` (the results ``result_filter``
+    selects) into ``out_dir`` (made if needed): ``index.html``, and the other pages of a
+    large store; each file is replaced whole. Figures are drawn in ``workers`` processes
+    (default: the usable CPUs)."""
+    from trainperf.report import pages
+    from trainperf.report.drawing import CACHE_DIR, FigureCache, drawn
+
+    report = Report(read(db_path, result_filter), db_path.name, generated_at)
+    planned = pages.plan(report) if report.large() else {"index.html": None}
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / "index.html"
-    write_atomic(target, page)
-    summary.path = target
-    return summary
+    for name in planned:  # every file checked before any is written
+        check_output(out_dir / name)
+    cache_dir = out_dir / CACHE_DIR  # a cache only where it is ours to write: not a link
+    ours = not cache_dir.is_symlink() and (cache_dir.is_dir() or not cache_dir.exists())
+    cache = FigureCache(cache_dir) if ours else None
+    with drawn(report.figures, cache, workers) as figures:
+        if report.large():
+            written = pages.write(report, planned, figures, out_dir)
+        else:
+            write_atomic(out_dir / "index.html", _one_page(report, figures))
+            written = ["index.html"]
+    if cache:
+        cache.prune()
+    return report.summary(out_dir / "index.html", written)
