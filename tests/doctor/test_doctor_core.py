@@ -86,7 +86,7 @@ def test_the_table_shows_every_check_and_the_fix_of_what_warned():
     console = Console(file=io.StringIO(), width=100)
     console.print(doctor_table(document))
     text = console.file.getvalue()
-    assert "host.governor" in text and "clocks drop; fix: cpupower" in text
+    assert "host.governor" in text and "why: clocks drop" in text and "fix: cpupower" in text
     assert "no NVML [bold]" in text  # markup in what was seen is shown, not applied
     assert max(len(line) for line in text.splitlines()) <= 100
 

@@ -16,32 +16,28 @@ STYLES = {"ok": "green", "warn": "yellow", "fail": "bold red", "absent": "dim"}
 
 
 def doctor_table(verdict: Mapping[str, Any]) -> Table:
-    """One row per check: its status, name, what was seen, and, where there is something
-    to do, why it matters and the command that fixes it (never run by trainperf)."""
+    """One row per check: its status, its name and what was seen; under what was seen, for
+    a check that warned or failed, why it matters and the command that fixes it (never
+    run by trainperf)."""
     counts = ", ".join(f"{n} {status}" for status, n in verdict["counts"].items())
     seconds = verdict.get("seconds")
     took = "" if seconds is None else f" in {seconds:.1f} s"
     table = Table(
         title=f"doctor: {verdict['verdict']} ({counts}){took}",
         caption="fixes are commands for you to run: trainperf changes nothing; "
-        "--json gives every check's value, why it matters and its fix",
-        expand=False,
+        "--json gives every check's value",
     )
     table.add_column("status", no_wrap=True)
     table.add_column("check", no_wrap=True)
-    table.add_column("seen", overflow="fold", ratio=3)
-    table.add_column("why it matters / fix", overflow="fold", ratio=4)
+    table.add_column("seen", overflow="fold")
     for check in verdict["checks"]:
         status = check["status"]
-        advice = ""
+        detail = escape(check["seen"])
         if status in ("warn", "fail"):
-            advice = check["why"] + (f"; fix: {check['fix']}" if check.get("fix") else "")
-        table.add_row(
-            f"[{STYLES[status]}]{status}[/]",
-            escape(check["name"]),
-            escape(check["seen"]),
-            escape(advice),
-        )
+            detail += f"\n[dim]why: {escape(check['why'])}[/]"
+            if check.get("fix"):
+                detail += f"\n[dim]fix: {escape(check['fix'])}[/]"
+        table.add_row(f"[{STYLES[status]}]{status}[/]", escape(check["name"]), detail)
     return table
 
 
