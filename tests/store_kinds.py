@@ -254,12 +254,51 @@ def system_record(index: int) -> dict[str, Any]:
     return record
 
 
+def doctor_verdict(index: int) -> dict[str, Any] | None:
+    """A verdict with a check of every status and every kind of value (none for every
+    third system: a sweep of a trainperf before the doctor)."""
+    from trainperf.doctor import verdict_document
+    from trainperf.doctor.checks import Check, absent
+
+    if index % 3 == 2:
+        return None
+    why = "a governor that lowers the clock under light load slows short steps"
+    checks = [
+        Check(
+            "host.governor",
+            "warn",
+            "powersave on 2 of 2 CPUs",
+            why,
+            fix="sudo cpupower frequency-set -g performance",
+            value="powersave",
+            condition=True,
+        ),
+        Check("host.swap", "ok", "0 B of swap in use", "swapping stalls steps", value=0),
+        Check(
+            "chain.step_timer",
+            "fail" if index else "ok",
+            "timer 50.1 ms, host 50.0 ms",
+            "the step time is the measurement",
+            value={"error_relative": 0.002, "samples": [0.05, 0.0501]},
+        ),
+        absent(
+            "gpu.persistence",
+            "no NVML: NVML Shared Library Not Found <b>",
+            "a GPU that sleeps between runs re-initialises",
+            condition=True,
+        ),
+    ]
+    return verdict_document(checks, seconds=None if index else 1.25)
+
+
 def build(path: Path, recipe: dict[str, Any]) -> Path:
     """Write the store ``recipe`` describes at ``path``."""
     with Store(path) as store:
         for index, part in enumerate(recipe["systems"]):
             record = system_record(index)
-            sweep = store.start_sweep(record, label="kinds", order_seed=index)
+            sweep = store.start_sweep(
+                record, label="kinds", order_seed=index, doctor=doctor_verdict(index)
+            )
             for entry in part["cases"]:
                 add_case(store, sweep, record["fingerprint"], entry)
             for kind in part["unrun"]:

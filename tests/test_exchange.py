@@ -275,7 +275,7 @@ HOSTILE = {
     "wrong format": (_set(["format"], "pytest-results"), "not a trainperf results export"),
     "newer version": (
         _set(["format_version"], 99),
-        "99 is not one this trainperf reads (1, 2, 3, 4)",
+        "99 is not one this trainperf reads (1, 2, 3, 4, 5)",
     ),
     "bad status": (
         _set(["results", 3, "status"], "great"),
@@ -283,6 +283,13 @@ HOSTILE = {
         "or skipped",
     ),
     "unknown system": (_set(["results", 1, "system"], "0ddba11"), "results[1].system: system"),
+    "bad doctor verdict": (
+        _set(
+            ["sweeps", 0, "doctor"],
+            {"doctor_schema": 1, "verdict": "fine", "counts": {}, "seconds": None, "checks": []},
+        ),
+        "sweeps[0].doctor.verdict: 'fine' is not one of ok, warn or fail",
+    ),
     "results not a list": (_set(["results"], {"a": 1}), "results: expected an array"),
     "string for an object": (_set(["micro", 0], "gemm"), "micro[0]: expected an object"),
     "unknown top-level key": (_set(["comment"], "hi"), "comment: unknown field"),

@@ -86,7 +86,7 @@ def migrated(tmp_path):
 
 def test_every_result_becomes_a_one_run_result_with_nothing_lost(migrated):
     store, system, rows = migrated
-    assert store.schema_version == SCHEMA_VERSION == 8
+    assert store.schema_version == SCHEMA_VERSION == 9
     results = store.results()
     assert [r["uid"] for r in results] == [row["uid"] for row in rows]
     for result, row in zip(results, rows, strict=True):
@@ -112,6 +112,7 @@ def test_every_result_becomes_a_one_run_result_with_nothing_lost(migrated):
             "system": system["fingerprint"],
             "label": "suite quick 0123",
             "order_seed": None,
+            "doctor": None,  # schema 9: not examined before
         }
     ]
 
@@ -167,6 +168,7 @@ def test_schema_8_turns_stored_nan_and_infinity_into_null_with_the_reason(tmp_pa
     metrics = json.loads(db.execute("SELECT metrics_json FROM runs LIMIT 1").fetchone()[0])
     metrics |= {"ci95_relative": float("inf"), "final_loss": float("nan")}
     db.execute("UPDATE runs SET metrics_json = ? WHERE id = 1", (json.dumps(metrics),))
+    db.execute("ALTER TABLE sweeps DROP COLUMN doctor_json")  # back to schema 7's tables
     db.execute("PRAGMA user_version = 7")
     db.close()
     with Store(path) as store:

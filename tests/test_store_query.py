@@ -203,8 +203,9 @@ def test_results_json_lists_each_system_once_and_steps_only_when_asked(lab, run_
     code, out, err = run_cli(["results", "--json", "--db", path])
     assert code == 0, err
     document = json.loads(out)
-    assert list(document) == ["systems", "results"]
+    assert list(document) == ["systems", "results", "sweeps"]
     assert set(document["systems"]) == set(facts["systems"].values())
+    assert set(document["sweeps"]) == {r["sweep_id"] for r in document["results"]}
     for fingerprint, record in document["systems"].items():
         assert record["fingerprint"] == fingerprint and record["hostname"]
     assert {r["system"] for r in document["results"]} == set(document["systems"])

@@ -7,7 +7,7 @@ The file (``FORMAT``, ``FORMAT_VERSION``)::
     {"format": "trainperf-results", "format_version": 3,
      "exported_at": "2026-11-21T06:41:21+00:00", "trainperf_version": "0.1.0",
      "systems":   [system record (``trainperf system --json``), ...],
-     "sweeps":    [{sweep_id, started_at, system, label, order_seed}, ...],
+     "sweeps":    [{sweep_id, started_at, system, label, order_seed, doctor}, ...],
      "results":   [{uid, sweep_id, system, created_at, status, result_schema, case, device,
                     metrics, error, suite, suite_version, case_key}, ...],
      "runs":      [{uid, sweep_id, system, created_at, result_uid, suite_version, case_key,
@@ -45,6 +45,9 @@ Format history (bump ``FORMAT_VERSION`` for every change and keep reading the ol
      number as null and its reason (``strict_json.finite``), as store schema 8 converts a
      database. The status ``diverged`` (a non-finite loss) appears from this version on.
      Every imported case is checked as a case of a suite is (``trainperf.case.Case``).
+  5: each sweep carries ``doctor``: the verdict of ``trainperf doctor``'s checks on the
+     machine as the sweep started (trainperf.doctor; store schema 9), null where the
+     machine was not examined. In older files every sweep reads with ``doctor`` null.
 """
 
 from __future__ import annotations
@@ -199,18 +202,26 @@ def read_file(path: Path) -> Any:
         raise ExchangeError(f"{path}: JSON nested too deeply") from None
 
 
-def read_results(path: Path, result_filter: ResultFilter = EVERYTHING) -> list[Json]:
+class SourceResults(NamedTuple):
+    """What ``read_results`` gives: the results, and the doctor's verdict of each sweep
+    they name, by sweep id (None where none was stored)."""
+
+    results: list[Json]
+    doctor_verdicts: dict[str, Any]
+
+
+def read_results(path: Path, result_filter: ResultFilter = EVERYTHING) -> SourceResults:
     """The results that ``result_filter`` selects (without their runs, each with its
     system's record) of a database or an exported file, read in place: nothing is
-    written anywhere. Raise ``ExchangeError`` when ``path`` is neither, or is damaged,
-    or holds no system the filter names."""
+    written anywhere, with the doctor's verdicts of their sweeps. Raise ``ExchangeError``
+    when ``path`` is neither, or is damaged, or holds no system the filter names."""
     _check_file(path)
     with path.open("rb") as f:
         head = f.read(16)
     if head == b"SQLite format 3\x00":
         try:
             with Store.read_only(path) as store:
-                return list(store.select(result_filter, oldest_first=True))
+                return _selected(store, result_filter)
         except (StoreError, sqlite3.DatabaseError, FilterError) as exc:
             raise ExchangeError(f"cannot read {path}: {exc}") from None
     if not head.lstrip().startswith((b"{", b"[")) and head.strip():
@@ -221,9 +232,14 @@ def read_results(path: Path, result_filter: ResultFilter = EVERYTHING) -> list[J
     with Store(":memory:") as store:
         import_document(store, validated)
         try:
-            return list(store.select(result_filter, oldest_first=True))
+            return _selected(store, result_filter)
         except FilterError as exc:
             raise ExchangeError(f"cannot read {path}: {exc}") from None
+
+
+def _selected(store: Store, result_filter: ResultFilter) -> SourceResults:
+    results = list(store.select(result_filter, oldest_first=True))
+    return SourceResults(results, store.doctor_verdicts(r["sweep_id"] for r in results))
 
 
 def _check_file(path: Path) -> None:
@@ -260,6 +276,8 @@ def validate(document: Any) -> ValidatedExport:
         _check_unique(document["results"], "results", "uid")
         document = upgrade(document)
     tables = {table: document.get(table, []) for table in TABLES}
+    for sweep in tables["sweeps"]:
+        sweep.setdefault("doctor", None)  # files before DOCTOR_SINCE
     for table, key in (("systems", "fingerprint"), ("sweeps", "sweep_id")) + tuple(
         (table, "uid") for table in ROW_TABLES
     ):

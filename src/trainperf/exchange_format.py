@@ -15,13 +15,16 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 from trainperf.limits import MAX_COUNT, control_problem
 
 FORMAT = "trainperf-results"
-FORMAT_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+FORMAT_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 # The first version whose numbers are all finite (RFC 8259); older files may hold NaN and
 # Infinity, which read as null with their reason (trainperf.strict_json.finite).
 FINITE_SINCE = 4
 # The first version in which a result gathers runs (older files: trainperf.exchange_legacy).
 RUNS_SINCE = 3
+# The first version whose sweeps carry the doctor's verdict (store schema 9); in older
+# files every sweep reads with ``doctor`` null.
+DOCTOR_SINCE = 5
 TABLES = ("systems", "sweeps", "results", "runs", "micro", "max_batch", "train_runs")
 ROW_TABLES = ("results", "runs", "micro", "max_batch", "train_runs")  # rows with a uid
 # The statuses a result or micro-benchmark run can have (sweep.py: ok, FAILED_STATUSES,
@@ -81,12 +84,40 @@ class CaseItem(_Open):
     model: Key
 
 
+CheckStatus = Literal["ok", "warn", "fail", "absent"]
+
+
+class DoctorCheckItem(Item):
+    """One check of the doctor's verdict (trainperf.doctor.checks.Check.document)."""
+
+    name: Key
+    status: CheckStatus
+    seen: Name
+    why: Name
+    fix: Name | None
+    value: Any
+    condition: bool
+    value_absent_reason: Name | None = None
+
+
+class DoctorItem(Item):
+    """The doctor's verdict on the machine as a sweep started (trainperf.doctor)."""
+
+    doctor_schema: Annotated[int, Field(ge=1)]
+    verdict: Literal["ok", "warn", "fail"]
+    counts: dict[CheckStatus, Annotated[int, Field(ge=0)]]
+    seconds: Annotated[float, Field(ge=0)] | None
+    seconds_absent_reason: Name | None = None
+    checks: list[DoctorCheckItem]
+
+
 class SweepItem(Item):
     sweep_id: Key
     started_at: Timestamp
     system: Key
     label: Name | None
     order_seed: Annotated[int, Field(ge=0)] | None = None
+    doctor: DoctorItem | None = None  # absent before version 5
 
 
 class Measured(Item):

@@ -6,28 +6,46 @@
                   system: FINGERPRINT,
                   runs: [{id, uid, sweep_id, system, created_at, result_uid,
                           suite_version, case_key, run_number, status, result_schema,
-                          case, device, metrics, error}, ...]}, ...]}
+                          case, device, metrics, error}, ...]}, ...],
+     "sweeps": {SWEEP_ID: {"doctor": the doctor's verdict on the machine as the sweep
+                           started (trainperf.doctor), or null}, ...}}
 
 Each system of the results listed appears once, under its fingerprint, and each result
 names it (``document["systems"][result["system"]]["hostname"]``). The results come in
 ``--sort`` order, chosen by the filter (``trainperf.store_query``); a run's per-step lists
 (``STEP_LISTS``: ``step_s``, ``warmup_step_s``, ...) are there only with ``--steps``. The
 results are written one per line as they are read from the database
-(``strict_json.write_object``), so that a store of any size is listed in bounded memory.
+(``strict_json.write_object``), so that a store of any size is listed in bounded memory;
+the sweeps they name follow them, each once.
 """
 
 from __future__ import annotations
 
-from typing import TextIO
+from collections.abc import Iterator
+from typing import Any, TextIO
 
 from trainperf import strict_json
-from trainperf.store_query import Selection
+from trainperf.store_query import Selection, doctor_verdicts
 
 
 def write_results(selection: Selection, out: TextIO) -> int:
     """Write the document of ``selection`` to ``out``; return the number of results."""
+    return strict_json.write_object(out, _fields(selection))["results"]
+
+
+def _fields(selection: Selection) -> Iterator[tuple[str, Any]]:
     systems = {
         fingerprint: selection.systems[fingerprint] for fingerprint in selection.fingerprints
     }
-    results = ({**r, "system": r["system"]["fingerprint"]} for r in selection)
-    return strict_json.write_object(out, [("systems", systems), ("results", results)])["results"]
+    yield "systems", systems
+    sweep_ids: dict[str, None] = {}
+
+    def results() -> Iterator[dict[str, Any]]:
+        for result in selection:
+            sweep_ids[result["sweep_id"]] = None
+            yield {**result, "system": result["system"]["fingerprint"]}
+
+    yield "results", results()
+    # after the results are written: the sweeps they named are known only then
+    verdicts = doctor_verdicts(selection.connection, sweep_ids)
+    yield "sweeps", {sweep_id: {"doctor": verdict} for sweep_id, verdict in verdicts.items()}

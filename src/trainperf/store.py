@@ -384,13 +384,21 @@ class Store:
         return record["fingerprint"]
 
     def start_sweep(
-        self, system: dict[str, Any], label: str | None = None, order_seed: int | None = None
+        self,
+        system: dict[str, Any],
+        label: str | None = None,
+        order_seed: int | None = None,
+        doctor: dict[str, Any] | None = None,
     ) -> str:
-        """Register the system and a new sweep; return the sweep id."""
+        """Register the system and a new sweep, with the doctor's verdict on the machine
+        as it started (trainperf.doctor; None when not examined); return the sweep id."""
         fingerprint = self.add_system(system)
         sweep_id = uuid.uuid4().hex[:12]
-        row = (sweep_id, now(), fingerprint, label, order_seed)
-        self._write(lambda db: db.execute("INSERT INTO sweeps VALUES (?, ?, ?, ?, ?)", row))
+        verdict = None if doctor is None else strict_json.dumps(doctor)
+        row = (sweep_id, now(), fingerprint, label, order_seed, verdict)
+        columns = IMPORTED_COLUMNS["sweeps"]
+        insert = f"INSERT INTO sweeps ({columns}) VALUES (?, ?, ?, ?, ?, ?)"
+        self._write(lambda db: db.execute(insert, row))
         return sweep_id
 
     def add_run(
@@ -718,6 +726,11 @@ class Store:
         chosen = ResultFilter(model=(model,)) if model else EVERYTHING
         return list(self.select(chosen, runs=True, steps=True))
 
+    def doctor_verdicts(self, sweep_ids: Iterable[str]) -> dict[str, Any]:
+        """The doctor's verdict of each of these sweeps by id (None where none was stored:
+        sweeps before schema 9); ids the store lacks map to None too."""
+        return store_query.doctor_verdicts(self.db, sweep_ids)
+
     def system_records(self) -> dict[str, dict[str, Any]]:
         """Every stored system's record by fingerprint: decoded once for a store opened to
         read (``read_only``, ``copy_of``), shared by every document read from it; read
@@ -735,9 +748,9 @@ class Store:
 
     def sweeps(self) -> list[dict[str, Any]]:
         """The stored sweeps, oldest first: sweep_id, started_at, system (fingerprint),
-        label, order_seed."""
+        label, order_seed, doctor (the verdict, or None)."""
         rows = self.db.execute("SELECT * FROM sweeps ORDER BY rowid").fetchall()
-        return [dict(row) for row in rows]
+        return [row_document(row) for row in rows]
 
     def runs(self) -> list[dict[str, Any]]:
         """Every stored run (one worker process measuring a case), oldest first."""

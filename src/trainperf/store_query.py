@@ -40,6 +40,7 @@ from trainperf.limits import MAX_COUNT
 from trainperf.outcome import Status
 from trainperf.store_rows import (
     decoded_columns,
+    maybe_json,
     result_document,
     row_document,
     train_run_document,
@@ -207,6 +208,21 @@ def system_records(db: sqlite3.Connection) -> dict[str, dict[str, Any]]:
     return {fingerprint: json.loads(record) for fingerprint, record in rows}
 
 
+def doctor_verdicts(db: sqlite3.Connection, sweep_ids: Iterable[str]) -> dict[str, Any]:
+    """The doctor's verdict stored with each of these sweeps (None for a sweep measured
+    before trainperf examined machines, schema 9), by sweep id, each decoded once."""
+    wanted = list(dict.fromkeys(sweep_ids))
+    found: dict[str, Any] = {}
+    for start in range(0, len(wanted), 500):  # SQLite's bound on parameters is 999 or more
+        chunk = wanted[start : start + 500]
+        rows = db.execute(
+            f"SELECT sweep_id, doctor_json FROM sweeps WHERE sweep_id IN ({_marks(len(chunk))})",
+            chunk,
+        )
+        found |= {sweep_id: maybe_json(text) for sweep_id, text in rows}
+    return {sweep_id: found.get(sweep_id) for sweep_id in wanted}
+
+
 def chosen_systems(
     systems: dict[str, dict[str, Any]], names: Sequence[str], where: str = "the store"
 ) -> list[str]:
@@ -294,6 +310,19 @@ class Selection:
             yield from documents(
                 self.connection, ordered, self.systems, runs=self.runs, steps=self.steps
             )
+
+    def sweeps(self) -> list[tuple[str, str]]:
+        """The distinct (system fingerprint, sweep id) of the selected results, read by
+        id alone (no document decoded)."""
+        found: dict[tuple[str, str], None] = {}
+        for start in range(0, len(self.ids), CHUNK):
+            chunk = self.ids[start : start + CHUNK]
+            rows = self.connection.execute(
+                f"SELECT DISTINCT system, sweep_id FROM results WHERE id IN ({_marks(len(chunk))})",
+                chunk,
+            )
+            found |= dict.fromkeys((system, sweep) for system, sweep in rows)
+        return list(found)
 
 
 def _selecting(
@@ -423,8 +452,6 @@ def _beside(
 
 
 def _document(table: str, row: sqlite3.Row, system: Any) -> dict[str, Any]:
-    if table == "sweeps":
-        return dict(row)
     if table == "train_runs":
         return train_run_document(row, system)
     return row_document(row)
@@ -476,7 +503,7 @@ def export_tables(
     named = chosen_systems(systems, result_filter.system, where)
     needed = set(named) | {row["system"] for row in sweeps}
     yield "systems", [record for fingerprint, record in systems.items() if fingerprint in needed]
-    yield "sweeps", [dict(row) for row in sweeps]
+    yield "sweeps", [row_document(row) for row in sweeps]
     results = select(db, result_filter, steps=True, systems=systems, where=where)
     yield (
         "results",

@@ -54,7 +54,7 @@ def insert_run(db: sqlite3.Connection, run: dict[str, Any]) -> None:
 # to (systems, runs) before the row. ``X_json`` holds the document's ``X`` as JSON.
 IMPORTED_COLUMNS: dict[str, str] = {
     "systems": "fingerprint, hostname, record, first_seen",
-    "sweeps": "sweep_id, started_at, system, label, order_seed",
+    "sweeps": "sweep_id, started_at, system, label, order_seed, doctor_json",
     "results": "uid, sweep_id, system, created_at, model, status, result_schema, suite,"
     " suite_version, case_key, case_json, device_json, metrics_json, error_json",
     "runs": RUN_COLUMNS,

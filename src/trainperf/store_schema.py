@@ -29,6 +29,10 @@ Schema version lives in ``PRAGMA user_version``. History (add a migration for ev
      trainperf before this wrote NaN and Infinity there (per-run intervals of runs of 1 to
      3 steps, Fieller's unbounded ratios, a diverged DDP loss); each becomes null with
      ``<key>_absent_reason`` beside it (``strict_json.finite``), the format 4 rule.
+  9: ``sweeps`` gain ``doctor_json``: the verdict of ``trainperf doctor``'s checks taken as
+     the sweep started (trainperf.doctor: each check's status, what was seen, its value),
+     so that every result says under which conditions it was measured. NULL for sweeps
+     stored before, and for sweeps of a trainperf that did not examine the machine.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import sqlite3
 
 from trainperf import strict_json
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 SCHEMA_V1 = """
 CREATE TABLE systems (
@@ -239,5 +243,11 @@ MIGRATIONS: dict[int, str] = {
     6: SCHEMA_V6,
     7: SCHEMA_V7,
     8: "",
+    9: "ALTER TABLE sweeps ADD COLUMN doctor_json TEXT",
 }
 MIGRATION_STEPS = {6: _results_to_runs, 8: _finite_numbers}
+
+
+# The store a verb opens without --db: a file in the current directory (``--db``'s default,
+# trainperf.cli.common; the disk that ``trainperf doctor`` checks for room).
+DEFAULT_DB = "trainperf.db"

@@ -230,18 +230,25 @@ def run_sweep(
     label: str | None = None,
     rendezvous: str | None = None,
     order_seed: int | None = None,
+    doctor: dict[str, Any] | None = None,
 ) -> SweepOutcome:
     """Run a sweep (see the module doc) and return its results in the order of ``items``.
 
     ``suite`` is (name, version): with it, finished cases and stored runs of this system
     and suite version are taken from the store (unless ``fresh``). ``rendezvous`` is the
     torchrun endpoint (HOST:PORT) of cases that span nodes; ``order_seed`` seeds the order
-    of the runs (a fresh random one when None). ``StoreUnavailable`` when the sweep cannot
-    be registered in ``store`` (nothing was measured).
+    of the runs (a fresh random one when None). ``doctor``: the verdict on the machine
+    stored with the sweep (``trainperf.doctor.sweep_verdict`` of the store when None).
+    ``StoreUnavailable`` when the sweep cannot be registered in ``store`` (nothing was
+    measured).
     """
     events = events or SweepEvents()
     order_seed = new_order_seed() if order_seed is None else order_seed
-    sweep_id = store.start_sweep(system, label, order_seed)
+    if doctor is None:
+        from trainperf.doctor import sweep_verdict
+
+        doctor = sweep_verdict(store.path)
+    sweep_id = store.start_sweep(system, label, order_seed, doctor)
     outcome = SweepOutcome(sweep_id=sweep_id, order_seed=order_seed)
     resumable = suite is not None and not fresh
     done = store.finished(system["fingerprint"], suite[1]) if resumable else {}

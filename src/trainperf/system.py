@@ -40,6 +40,7 @@ import re
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,11 @@ _ENV_KEYS = (
     "XLA_PYTHON_CLIENT_ALLOCATOR",
     "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
     "NVIDIA_TF32_OVERRIDE",
+    "CUDA_LAUNCH_BLOCKING",
+    "CUBLAS_WORKSPACE_CONFIG",
 )
+# ... and every variable of these families (NCCL's and torch's own switches).
+_ENV_PREFIXES = ("NCCL_", "TORCH_", "PYTORCH_")
 # The JAX backend's packages (the optional extra trainperf[jax]).
 JAX_PACKAGES = ("jax", "jaxlib", "flax", "optax")
 # JAX's devices and CUDA stack are read in a child process (trainperf.jax.inventory):
@@ -153,9 +158,11 @@ def _frequencies(cpu: dict[str, Any]) -> None:
     set_or_absent(cpu, "current_mhz", freq.current if freq else None, "psutil.cpu_freq() is None")
 
 
-def _numa_nodes() -> list[dict[str, Any]]:
+def numa_nodes(root: Path = Path("/")) -> list[dict[str, Any]]:
+    """NUMA nodes of /sys/devices/system/node under ``root``: node, cpus (a cpulist such as
+    '0-15,32-47') and memory_bytes; [] for a kernel without NUMA."""
     nodes = []
-    for path in Path("/sys/devices/system/node").glob("node[0-9]*"):
+    for path in (root / "sys/devices/system/node").glob("node[0-9]*"):
         node: dict[str, Any] = {"node": int(path.name[4:]), "cpus": read_file(path / "cpulist")}
         meminfo = read_file(path / "meminfo") or ""
         total = re.search(r"MemTotal:\s+(\d+) kB", meminfo)
@@ -204,7 +211,7 @@ def cpu_section() -> dict[str, Any]:
     _frequencies(cpu)
     training_flags = [f for f in _TRAINING_FLAGS if f in flags] if flags else None
     set_or_absent(cpu, "flags", training_flags, "no flags in /proc/cpuinfo or py-cpuinfo")
-    nodes = _numa_nodes() or None
+    nodes = numa_nodes() or None
     set_or_absent(cpu, "numa_nodes", nodes, "no /sys/devices/system/node (kernel without NUMA)")
     set_or_absent(cpu, "cache_bytes", caches or None, "no cache sizes in /sys or py-cpuinfo")
     return cpu
@@ -337,9 +344,12 @@ def _no_jax(reason: str) -> dict[str, str]:
     return {"jax_devices_absent_reason": reason, "jax_cuda_absent_reason": reason}
 
 
-def environment() -> dict[str, str]:
-    """The set variables among those that change results (NCCL_* included)."""
-    return {k: v for k, v in sorted(os.environ.items()) if k in _ENV_KEYS or k.startswith("NCCL_")}
+def environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The set variables among those that change results (NCCL_*, TORCH_* and PYTORCH_*
+    included)."""
+    return {
+        k: v for k, v in sorted(environ.items()) if k in _ENV_KEYS or k.startswith(_ENV_PREFIXES)
+    }
 
 
 # --- the record -------------------------------------------------------------------------

@@ -30,3 +30,13 @@ def set_or_absent(section: dict[str, Any], key: str, value: Any, reason: str) ->
         section[f"{key}_absent_reason"] = reason
     else:
         section[key] = value
+
+
+def parse_cpulist(text: str) -> set[int]:
+    """The CPUs (or NUMA nodes) of a kernel list such as '0-3,8,10-11' ('' is none)."""
+    found: set[int] = set()
+    for part in text.replace("\n", ",").split(","):
+        first, sep, last = part.strip().partition("-")
+        if first:
+            found.update(range(int(first), int(last if sep else first) + 1))
+    return found

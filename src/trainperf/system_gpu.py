@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +128,22 @@ def _gpu(nvml: Any, index: int, handle: Any, sms: dict[str, int] | str) -> dict[
     return gpu
 
 
+def nvlink_states(nvml: Any, handle: Any) -> tuple[dict[int, bool], str | None]:
+    """The state of each NVLink of a GPU that NVML answers for, ``{link: active}``, and
+    when none answers, why (NVML raises past a GPU's last link, and for every link of a
+    GPU without NVLink)."""
+    states: dict[int, bool] = {}
+    error: Exception | None = None
+    for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            states[link] = bool(nvml.nvmlDeviceGetNvLinkState(handle, link))
+        except Exception as exc:
+            error = error or exc
+    if states:
+        return states, None
+    return states, _why(error) if error else "NVML counts no NVLink"
+
+
 def _nvlinks(nvml: Any, handle: Any, bus_ids: list[str | None]) -> tuple[Counter, int]:
     """Active NVLinks of one GPU: a count per peer GPU index, and the links to NVSwitches."""
     peers: Counter = Counter()
@@ -135,12 +151,12 @@ def _nvlinks(nvml: Any, handle: Any, bus_ids: list[str | None]) -> tuple[Counter
     remote_pci = getattr(nvml, "nvmlDeviceGetNvLinkRemotePciInfo_v2", None) or getattr(
         nvml, "nvmlDeviceGetNvLinkRemotePciInfo", None
     )
-    for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
+    for link, active in nvlink_states(nvml, handle)[0].items():
+        if not active:
+            continue
         try:
-            if not nvml.nvmlDeviceGetNvLinkState(handle, link):
-                continue
             remote = _normal_bus_id(remote_pci(handle, link).busId)
-        except Exception:  # past this GPU's link count, or no NVLink at all
+        except Exception:  # NVML cannot say where this link goes
             continue
         if remote in bus_ids:
             peers[bus_ids.index(remote)] += 1
@@ -184,21 +200,25 @@ def _topology(nvml: Any, handles: list[Any], gpus: list[dict[str, Any]]) -> dict
     return topology
 
 
-def _visible_handles(nvml: Any) -> list[Any]:
+def visible_handles(
+    nvml: Any, environ: Mapping[str, str] | None = None, *, ask_cuda: bool = True
+) -> list[Any]:
     """NVML handles of the GPUs CUDA can use, in CUDA's order (``index`` = CUDA ordinal).
 
     ``nvmlDeviceGetCount`` counts every GPU of the machine, ignoring
     ``CUDA_VISIBLE_DEVICES``, a batch system's binding and MIG; CUDA's own device UUIDs
     (trainperf.measure.energy_nvml.cuda_uuids) pick the right handles. Without a CUDA
-    build of torch, NVML's whole list, filtered by ``CUDA_VISIBLE_DEVICES`` when set.
+    build of torch, or with ``ask_cuda`` false (which keeps CUDA uninitialized in this
+    process), NVML's whole list, filtered by ``CUDA_VISIBLE_DEVICES`` of ``environ``
+    (default ``os.environ``) when set.
     """
     from trainperf.measure import energy_nvml
     from trainperf.measure.energy_nvml import nvml_handle
 
-    uuids = energy_nvml.cuda_uuids()
+    uuids = energy_nvml.cuda_uuids() if ask_cuda else None
     if uuids is not None:
         return [nvml_handle(nvml, i, uuids=uuids) for i in range(len(uuids))]
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    visible = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
     if visible is None:
         return [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
     entries = [e for e in visible.split(",") if e.strip()]
@@ -214,7 +234,7 @@ def nvml_inventory(nvml: Any = None) -> dict[str, Any]:
     except NvmlUnavailable as exc:  # no driver, no library: a CPU-only machine
         return _no_gpus(str(exc))
     try:
-        handles = _visible_handles(nvml)
+        handles = visible_handles(nvml)
         sms = _multiprocessors() if handles else {}
         gpus = [_gpu(nvml, i, handle, sms) for i, handle in enumerate(handles)]
         driver = _text(nvml.nvmlSystemGetDriverVersion())

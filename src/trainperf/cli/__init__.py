@@ -1,11 +1,11 @@
 """The ``trainperf`` command: verbs that parse, call the library and print. No logic here.
 
 Exit codes: 0 success (every case ok or skipped); 1 a run finished but some cases failed,
-or the results database could not be written (locked by another process or a full disk,
-after waiting: trainperf.store; a sweep's unstored results are then in a recovery file,
-trainperf.recovery); 2 bad input (one line on stderr, nothing written); 128 + N a sweep
-stopped by signal N (130 Ctrl-C, 143 SIGTERM) after ending its running case, its finished
-results kept.
+``doctor --strict`` found a check that failed, or the results database could not be
+written (locked by another process or a full disk, after waiting: trainperf.store; a
+sweep's unstored results are then in a recovery file, trainperf.recovery); 2 bad input
+(one line on stderr, nothing written); 128 + N a sweep stopped by signal N (130 Ctrl-C,
+143 SIGTERM) after ending its running case, its finished results kept.
 The library is imported inside the verbs, so ``--help`` and bad flags answer without
 waiting for torch to import.
 
@@ -20,6 +20,7 @@ import click
 from trainperf.cli import (
     compare,
     distributed,
+    doctor,
     exchange,
     inspect,
     micro,
@@ -50,6 +51,7 @@ COMMANDS: tuple[click.Command, ...] = (
     inspect.profile,
     inspect.pareto,
     inspect.system_,
+    doctor.doctor,
     distributed.equivalence,
     distributed.slurm,
     micro.micro,

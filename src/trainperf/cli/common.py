@@ -23,9 +23,9 @@ from rich.console import Console
 
 from trainperf.limits import BUCKET_MB_MAX, BUCKET_MB_MIN, INT64_MAX, MAX_COUNT
 from trainperf.precision import PRECISIONS
+from trainperf.store_schema import DEFAULT_DB
 
 EXIT_OK, EXIT_FAILED_CASES, EXIT_BAD_INPUT = 0, 1, 2
-DEFAULT_DB = "trainperf.db"
 REPORT_DIR = "trainperf-report"  # where `trainperf report` writes by default
 
 # DESIGN: human tables fit a 100-column terminal by default.

@@ -83,23 +83,37 @@ def compare(
         fields = []
     try:
         if sources:
-            sides = [_source(path, result_filter) for path in sources]
-            document = compare_sources(sides, fields)
+            read = [_source(path, result_filter) for path in sources]
+            document = compare_sources([(name, found.results) for name, found in read], fields)
+            measured = [
+                (name, found.doctor_verdicts[r["sweep_id"]])
+                for name, found in read
+                for r in found.results
+            ]
         else:
             with reading_store(db) as store:
                 results = store.select(result_filter, oldest_first=True)
                 if not results:
                     raise BadInput(f"no results in {db}{_matching(result_filter)}")
                 document = compare_results(results, baseline, fields, across_fields)
+                measured = _measured_under(store, results, document)
     except (UnknownSystem, UnknownField) as exc:
         raise BadInput(str(exc)) from None
+    from trainperf.doctor.conditions import differences
+
+    document["conditions_differ"] = [
+        {"check": d.name, "values": d.values} for d in differences(measured)
+    ]
     if as_json:
         emit_json(document)
         return
     from trainperf.report.compare import compare_table, groups_table
+    from trainperf.report.doctor import difference_lines
 
     width = table_width(table_format)
     show_table(compare_table(document, width), table_format)
+    for line in difference_lines(differences(measured)):
+        stderr.print(line, markup=False, soft_wrap=True)
     if len(document["systems"]) < 2:  # one database of one system
         stderr.print(
             "only one system in the database: nothing to compare against "
@@ -112,17 +126,26 @@ def compare(
     show_table(groups_table(document, width), table_format)
 
 
-def _source(path: Path, result_filter: Any) -> tuple[str, list[dict]]:
-    """(name, results) of one side of `compare A B`."""
+def _source(path: Path, result_filter: Any) -> tuple[str, Any]:
+    """(name, what ``exchange.read_results`` read) of one side of `compare A B`."""
     from trainperf.exchange import ExchangeError, read_results
 
     try:
-        results = read_results(path, result_filter)
+        found = read_results(path, result_filter)
     except ExchangeError as exc:
         raise BadInput(str(exc)) from None
-    if not results:
+    if not found.results:
         raise BadInput(f"no results in {path}{_matching(result_filter)}")
-    return str(path), results
+    return str(path), found
+
+
+def _measured_under(store: Any, results: Any, document: dict) -> list[tuple[str, Any]]:
+    """(the label compare gives a system, the doctor's verdict of a sweep of it) for each
+    sweep of the results compared: what ``doctor.conditions.differences`` compares."""
+    labels = {system["fingerprint"]: system["label"] for system in document["systems"]}
+    pairs = results.sweeps()
+    verdicts = store.doctor_verdicts(sweep for _, sweep in pairs)
+    return [(labels.get(system, system), verdicts[sweep]) for system, sweep in pairs]
 
 
 def _matching(result_filter: Any) -> str:

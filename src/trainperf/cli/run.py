@@ -273,10 +273,13 @@ def _sweep(
     rendezvous: str | None = None,
     order_seed: int | None = None,
 ) -> Any:
+    from trainperf.doctor import summary_line, sweep_verdict
     from trainperf.report.sweep import SweepDisplay
     from trainperf.store import Store
     from trainperf.sweep import SweepEvents, run_sweep
 
+    doctor = sweep_verdict(db)  # stored with the sweep; `trainperf doctor` says more
+    stderr.print(summary_line(doctor) + " (trainperf doctor for details)", markup=False)
     with (
         SweepDisplay(stderr, len(items)) as display,
         Store(db, on_wait=display.on_store_wait) as store,
@@ -294,6 +297,7 @@ def _sweep(
             label=f"suite {suite.name} {suite.version}" if suite else None,
             rendezvous=rendezvous,
             order_seed=order_seed,
+            doctor=doctor,
         )
 
 
@@ -535,6 +539,10 @@ def results(
             hostnames = {f: r.get("hostname") for f, r in store.system_records().items()}
             width = table_width(table_format, wide)
             table = results_table(
-                store.select(result_filter), wide=wide, width=width, systems=hostnames
+                store.select(result_filter),
+                wide=wide,
+                width=width,
+                systems=hostnames,
+                doctor_verdicts=store.doctor_verdicts,
             )
             show_table(table, table_format, wide)

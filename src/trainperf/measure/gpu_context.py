@@ -47,7 +47,7 @@ VIOLATION_POLICIES: list[tuple[str, str, int]] = [
 _NVML_CLOCK_SM, _NVML_CLOCK_MEM, _NVML_TEMPERATURE_GPU = 1, 2, 0
 
 
-def _clocks_event_mask(nvml: Any, handle: Any) -> int:
+def clocks_event_mask(nvml: Any, handle: Any) -> int:
     """The current reasons bitmask; the older ``...ThrottleReasons`` call on old drivers."""
     try:
         return nvml.nvmlDeviceGetCurrentClocksEventReasons(handle)
@@ -110,7 +110,7 @@ def gpu_context(nvml: Any, index: int, visible: str | None = None) -> dict[str, 
             "power_w": (f"power reading {power.source}", power.read_w),
             "throttle_reasons_mask": (
                 "nvmlDeviceGetCurrentClocksEventReasons",
-                lambda: _clocks_event_mask(nvml, handle),
+                lambda: clocks_event_mask(nvml, handle),
             ),
             "violation_ns": (
                 "nvmlDeviceGetViolationStatus",
@@ -213,7 +213,7 @@ class WindowSampler:
                 index, "sm_clock", lambda h=handle: nvml.nvmlDeviceGetClockInfo(h, sm)
             )
             power = self._read(index, "power", self._power[index].read_w)
-            mask = self._read(index, "reasons", lambda h=handle: _clocks_event_mask(nvml, h))
+            mask = self._read(index, "reasons", lambda h=handle: clocks_event_mask(nvml, h))
             self._samples.setdefault(index, []).append((clock, power, mask))
 
     def _read(self, index: int, quantity: str, call: Callable[[], Any]) -> Any:

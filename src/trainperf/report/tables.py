@@ -9,7 +9,7 @@ status and the metrics, the interval's low end clamped at 0 (a throughput cannot
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from rich.markup import escape
@@ -101,6 +101,7 @@ def results_table(
     wide: bool = False,
     width: int | None = None,
     systems: Mapping[str, str | None] | None = None,
+    doctor_verdicts: Callable[[list[str]], Mapping[str, Any]] | None = None,
 ) -> Table:
     """One row per result, its columns chosen to fit ``width`` (trainperf.report.cells):
     what the case is (model, size, batch, devices and parallel mode, the framework unless
@@ -117,8 +118,13 @@ def results_table(
     MFU (a missing one has its reasons in the caption), peak memory, steps (warm-up +
     measured, over all runs) and what ended the runs; the loader workers of cases on real
     data; the training state per rank of distributed cases (parameters + gradients +
-    optimizer state; sharded under fsdp)."""
+    optimizer state; sharded under fsdp).
+
+    ``doctor_verdicts``: the stored doctor's verdict of sweeps by id (``Store.
+    doctor_verdicts``): the status of a result whose sweep started while the doctor
+    warned or failed ends in ``!``, and the caption names those checks."""
     results = list(results)
+    flagged, caption_notes = _doctor_marks(results, doctor_verdicts)
     cases = [r["case"] for r in results]
     metrics = [r.get("metrics") or {} for r in results]
     if systems is None:
@@ -162,7 +168,14 @@ def results_table(
             drop=2,
         ),
         *_wide_columns(cases, metrics),
-        Column("status", [_status(r, m) for r, m in zip(results, metrics, strict=True)], text=True),
+        Column(
+            "status",
+            [
+                _status(r, m) + (" !" if r.get("sweep_id") in flagged else "")
+                for r, m in zip(results, metrics, strict=True)
+            ],
+            text=True,
+        ),
         Column(
             "system",
             [
@@ -179,8 +192,35 @@ def results_table(
             if m.get("mfu") is None and m.get("mfu_absent_reason")
         }
     )
-    caption = escape("MFU -: " + "; ".join(no_mfu)) if no_mfu and wide else None
+    if no_mfu and wide:
+        caption_notes.append("MFU -: " + "; ".join(no_mfu))
+    caption = escape("; ".join(caption_notes)) if caption_notes else None
     return compact_table(title, columns, width=width, wide=wide, caption=caption)
+
+
+def _doctor_marks(
+    results: list[dict[str, Any]],
+    doctor_verdicts: Callable[[list[str]], Mapping[str, Any]] | None,
+) -> tuple[set[str], list[str]]:
+    """The sweeps of ``results`` whose doctor warned or failed, and the caption's note
+    naming those checks (trainperf.doctor.problems)."""
+    if doctor_verdicts is None:
+        return set(), []
+    from trainperf.doctor import problems
+
+    verdicts = doctor_verdicts(
+        list(dict.fromkeys(r["sweep_id"] for r in results if r.get("sweep_id")))
+    )
+    named = {sweep: problems(verdict) for sweep, verdict in verdicts.items()}
+    flagged = {sweep for sweep, names in named.items() if names}
+    if not flagged:
+        return set(), []
+    checks = list(dict.fromkeys(name for names in named.values() for name in names))
+    shown = ", ".join(checks[:6]) + (f" and {len(checks) - 6} more" if len(checks) > 6 else "")
+    return flagged, [
+        f"!: measured while trainperf doctor warned or failed ({shown}); results --json "
+        "gives each sweep's checks"
+    ]
 
 
 def _samples(m: dict[str, Any]) -> str:
