@@ -19,8 +19,9 @@ never grows; and nothing is written outside the folder the user named.
 worker processes (``ProcessPoolExecutor``), as many as the CPUs this process may run on,
 when there are at least ``MIN_PARALLEL``; fewer are drawn here. On Linux the workers are
 forked when this process runs one thread and has not loaded JAX (Matplotlib already
-imported: no start-up), and spawned otherwise. At most ``AHEAD`` figures per worker are drawn ahead of the one handed
-back (``AHEAD``), so memory stays bounded however many figures a report has.
+imported: no start-up), and spawned otherwise. At most ``AHEAD`` figures per worker are
+drawn ahead of the one handed back, so memory stays bounded however many figures a
+report has.
 """
 
 from __future__ import annotations
