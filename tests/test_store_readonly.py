@@ -80,6 +80,7 @@ def test_a_database_in_use_is_read_with_what_its_writer_committed(db):
 def test_an_older_database_is_read_migrated_in_memory_and_left_as_it_was(db, run_cli):
     connection = sqlite3.connect(db)
     connection.execute("DROP TABLE leases")
+    connection.execute("ALTER TABLE sweeps DROP COLUMN doctor_json")  # schema 9's
     connection.execute("PRAGMA user_version = 6")
     connection.commit()
     connection.close()
