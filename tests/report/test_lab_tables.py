@@ -116,6 +116,16 @@ def test_wide_shows_every_column_whatever_the_width():
         assert header in lines[1], header
 
 
+def test_a_reason_shared_by_many_rows_is_given_once_under_the_table():
+    reason = "device 'cuda' is not available on this machine: available cpu"
+    rows = [failed("a", "skipped", reason) for _ in range(4)] + [failed("a", "oom", "no room")]
+    lines = rendered(results_table(rows, width=WIDTH))
+    fits(lines)
+    text = " ".join(" ".join(lines).split())
+    assert text.count("skipped [1]") == 4 and "oom [2]" in text
+    assert text.count(reason) == 1 and "[1] " + reason in text and "[2] no room" in text
+
+
 def test_status_reasons_wrap_at_word_boundaries_and_are_whole_in_markdown():
     reason = (
         "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.78 GiB total capacity; "

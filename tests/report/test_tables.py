@@ -32,7 +32,8 @@ def result(status="ok", message=None):
 def test_results_table_shows_names_as_written():
     table = results_table([result(), result("error", "[/] at [pair.cc:537]")], "t", wide=True)
     out = rendered(table)
-    assert MODEL in out and "fixed_[/]runs" in out and "error: [/] at [pair.cc:537]" in out
+    assert MODEL in out and "fixed_[/]runs" in out
+    assert "error [1]" in out and "[1] [/] at [pair.cc:537]" in out  # the reason, under it
     assert f"| {MODEL} |" in markdown_table(table)
 
 

@@ -125,6 +125,7 @@ def results_table(
     warned or failed ends in ``!``, and the caption names those checks."""
     results = list(results)
     flagged, caption_notes = _doctor_marks(results, doctor_verdicts)
+    reasons: dict[str, int] = {}  # each reason once, under the table: [n] in the row
     cases = [r["case"] for r in results]
     metrics = [r.get("metrics") or {} for r in results]
     if systems is None:
@@ -171,7 +172,7 @@ def results_table(
         Column(
             "status",
             [
-                _status(r, m) + (" !" if r.get("sweep_id") in flagged else "")
+                _status(r, m, reasons) + (" !" if r.get("sweep_id") in flagged else "")
                 for r, m in zip(results, metrics, strict=True)
             ],
             text=True,
@@ -194,6 +195,7 @@ def results_table(
     )
     if no_mfu and wide:
         caption_notes.append("MFU -: " + "; ".join(no_mfu))
+    caption_notes += [f"[{n}] {reason}" for reason, n in reasons.items()]
     caption = escape("; ".join(caption_notes)) if caption_notes else None
     return compact_table(title, columns, width=width, wide=wide, caption=caption)
 
@@ -227,16 +229,20 @@ def _samples(m: dict[str, Any]) -> str:
     return f"{m['samples_per_s_median']:.1f}" if "samples_per_s_median" in m else "-"
 
 
-def _status(r: dict[str, Any], m: dict[str, Any]) -> str:
-    """'ok', 'ok (unstable)', 'ok (earlier sweep)', or the status with its reason in full."""
+def _status(r: dict[str, Any], m: dict[str, Any], reasons: dict[str, int]) -> str:
+    """'ok', 'ok (unstable)', 'ok (earlier sweep)', or the status and the number of its
+    reason, which the caption gives in full, once for all the rows that share it
+    (``reasons``: each reason's number, filled in here): four cases skipped for one
+    missing GPU read 'skipped [1]' in four short rows, not one reason wrapped four times."""
     status = r["status"]
     if status == "ok" and r.get("reused"):
         return "ok (earlier sweep)" + (" unstable" if m.get("unstable") else "")
     if status == "ok" and m.get("unstable"):
         return "ok (unstable)"
-    if status != "ok" and r.get("error"):
-        # Messages quote paths and C++ sources ("[pair.cc:537]"): escaped, never markup.
-        return escape(f"{status}: {r['error'].get('message', '')}")
+    message = (r.get("error") or {}).get("message")
+    if status != "ok" and message:
+        number = reasons.setdefault(str(message), len(reasons) + 1)
+        return escape(f"{status} [{number}]")  # the caption is escaped whole
     return escape(str(status))
 
 
