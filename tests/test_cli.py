@@ -52,7 +52,7 @@ def test_one_tiny_case_end_to_end_json(tmp_path, run_cli):
     assert m["mfu"] is None and m["mfu_absent_reason"]
 
     # stored, and readable back in each format
-    code, out, _ = run_cli(f"results --db {db} --json --steps")
+    code, out, _ = run_cli(f"results --db {db} --json --per-step")
     assert code == 0
     stored = json.loads(out)["results"]
     assert [r["metrics"]["step_s"] for r in stored[0]["runs"]] == [

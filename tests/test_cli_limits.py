@@ -145,7 +145,7 @@ def test_device_counts_are_ascii_digits_up_to_max_count(tmp_path, run_cli, args)
         (f"run --model cifarnet --runs adaptive:0.05:{HUGE}", "--runs"),
         (f"run --model cifarnet --steps fixed:1:{HUGE}", "steps 'fixed:1:"),
         ("run --model cifarnet --steps adaptive:0.01:5:1e999", "MAX_SECONDS finite"),
-        (f"micro p2p --size {HUGE}G", "--size"),
+        (f"micro p2p --bytes {HUGE}G", "--bytes"),
     ],
 )
 def test_huge_integers_are_refused_before_anything_is_written(tmp_path, run_cli, args, flag):

@@ -212,7 +212,7 @@ def test_results_json_lists_each_system_once_and_steps_only_when_asked(lab, run_
     runs = [run for r in document["results"] for run in r["runs"]]
     assert runs and not any(key in run["metrics"] for run in runs for key in STEP_LISTS)
 
-    code, out, err = run_cli(["results", "--json", "--steps", "--db", path])
+    code, out, err = run_cli(["results", "--json", "--per-step", "--db", path])
     assert code == 0, err
     full = json.loads(out)
     with Store(path) as store:  # every field as stored, the system record apart
@@ -227,8 +227,8 @@ def test_results_json_lists_each_system_once_and_steps_only_when_asked(lab, run_
 
     code, out, _ = run_cli(["results", "--json", "--db", path, "-s", facts["systems"]["a"]])
     assert list(json.loads(out)["systems"]) == [facts["systems"]["a"]]
-    code, _, err = run_cli(["results", "--steps", "--db", path])
-    assert code == 2 and "--steps goes with --json" in err
+    code, _, err = run_cli(["results", "--per-step", "--db", path])
+    assert code == 2 and "--per-step goes with --json" in err
 
 
 def test_documents_are_read_as_they_are_consumed(lab, run_cli, monkeypatch):

@@ -51,7 +51,7 @@ def test_conv_of_a_model_and_memory(tmp_path, run_cli):
     )
     (row,) = json.loads(out)["metrics"]["rows"]
     assert code == 0 and row["C"] == 3 and row["fwd_tflops_median"] > 0
-    code, out, _ = run_cli(["micro", "memory", "--size", "1M", "--device", "cpu", "--db", db])
+    code, out, _ = run_cli(["micro", "memory", "--bytes", "1M", "--device", "cpu", "--db", db])
     assert code == 0 and "read+write" in out
 
 
@@ -61,9 +61,9 @@ def test_bad_micro_input_is_refused_with_nothing_written(tmp_path, run_cli):
         (["gemm", "--dtype", "fp64"], "--dtype 'fp64' is not valid"),
         (["conv", "--model", "resnet5"], "unknown model 'resnet5'"),
         (["conv", "--dtype", "tf32", "--device", "cpu"], "tf32 is a CUDA tensor-core mode"),
-        (["memory", "--size", "8X"], "size '8X' is not valid"),
-        (["memory", "--size", "0"], "--size 0: a buffer needs at least 1 byte"),
-        (["p2p", "--size", "0K"], "--size 0K: a buffer needs at least 1 byte"),
+        (["memory", "--bytes", "8X"], "size '8X' is not valid"),
+        (["memory", "--bytes", "0"], "--bytes 0: a buffer needs at least 1 byte"),
+        (["p2p", "--bytes", "0K"], "--bytes 0K: a buffer needs at least 1 byte"),
         (["collective", "--rdzv-endpoint", "node1"], "must be HOST:PORT"),
         (["collective", "--rdzv-endpoint", "node1:99999"], "must be HOST:PORT"),
         (["gemm", "--device", "cuda"], "device 'cuda' is not available"),
@@ -77,7 +77,7 @@ def test_bad_micro_input_is_refused_with_nothing_written(tmp_path, run_cli):
 def test_collectives_through_the_cli_are_checked_and_stored(tmp_path, run_cli):
     db = tmp_path / "r.db"
     code, out, _ = run_cli(
-        ["micro", "collective", "--ops", "all_reduce,all_gather", "--nprocs", 2]
+        ["micro", "collective", "--ops", "all_reduce,all_gather", "--devices", 2]
         + ["--min-bytes", "1K", "--max-bytes", "4K", "--factor", 4, "--iters", 2, "--warmup", 1]
         + ["--device", "cpu", "--db", db, "--json"]
     )

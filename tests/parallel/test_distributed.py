@@ -66,7 +66,7 @@ def test_ddp_options_run(tmp_path, run_cli):
 
 def test_cifarnet_is_sequentially_equivalent_on_two_ranks(run_cli):
     code, out, _ = run_cli(
-        ["equivalence", "cifarnet", "--devices", 2, "--steps", 5, "--image-size", 16]
+        ["equivalence", "cifarnet", "--devices", 2, "--steps", "fixed:0:5", "--image-size", 16]
         + ["--device", "cpu", "--json"]
     )
     m = json.loads(out)["metrics"]

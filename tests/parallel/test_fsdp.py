@@ -243,7 +243,7 @@ def test_each_rank_saves_the_activations_the_predictor_counts(tmp_path, run_cli)
 
 def test_the_sharded_run_is_sequentially_equivalent(run_cli):
     code, out, _ = run_cli(
-        ["equivalence", "llama-tiny", "--devices", 2, "--parallel", "fsdp", "--steps", 3]
+        ["equivalence", "llama-tiny", "--devices", 2, "--parallel", "fsdp", "--steps", "fixed:0:3"]
         + ["--activation-checkpointing", "selective", "--seq-len", 16, "--device", "cpu"]
         + ["--json"]
     )

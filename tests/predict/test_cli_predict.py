@@ -65,7 +65,7 @@ def test_strong_scaling_and_given_throughput(run_cli):
         ("--inter nvlink2", "--inter nvlink2 is an intra-node link: give it as --intra"),
         ("--intra ib-edr", "--intra ib-edr is an inter-node link: give it as --inter"),
         ("--precision bf16", "v100-sxm2-16gb has no bf16 peak: allowed fp32, fp16"),
-        ("--precision fp7", "'fp7' is not one of"),
+        ("--precision fp7", "precision 'fp7' is not valid"),
         ("--devices 1,0", "positive integers"),
         ("--scaling strong --devices 1,128", "does not split evenly over 128 devices"),
         ("--json --format md", "choose one of --json and --format md"),

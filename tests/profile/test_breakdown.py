@@ -55,7 +55,7 @@ def test_category_shares_add_up_to_all_of_it(cifarnet_profile):
 
 def test_onednn_switch_and_threads_are_recorded(run_cli, tmp_path):
     code, out, _ = run_cli(
-        ["profile", "cifarnet", "-b", 4, "--image-size", 16, "--steps", 2, "--warmup", 1]
+        ["profile", "cifarnet", "-b", 4, "--image-size", 16, "--steps", "fixed:1:2"]
         + ["--no-mkldnn", "--threads", 1, "--device", "cpu", "--db", tmp_path / "r.db", "--json"]
     )
     result = json.loads(out)

@@ -218,6 +218,49 @@ class PrecisionChoice(click.Choice):
         raise BadInput(f"precision {value!r} is not valid: allowed {', '.join(first)} or {last}")
 
 
+def warn_deprecated(old: str, use: str) -> None:
+    """The one line on stderr that says an old spelling of a flag still works, for one
+    release, and what replaces it (docs/cli.md lists them)."""
+    print(f"trainperf: warning: {old} is deprecated: use {use}", file=sys.stderr)
+
+
+def given_once(flag_values: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """The one flag of ``flag_values`` (flag -> value, None when left out) that was given,
+    or None; bad input when two were (two spellings or a pair of exclusive flags)."""
+    given = [(flag, value) for flag, value in flag_values.items() if value is not None]
+    if len(given) > 1:
+        raise BadInput(f"give one of {' and '.join(flag for flag, _ in given)}, not both")
+    return given[0] if given else None
+
+
+STEPS_METAVAR = "fixed:W:N|N"
+
+
+def fixed_steps(text: str, verb: str, warmup_allowed: bool = True) -> tuple[int | None, int]:
+    """``--steps`` of a verb that runs a set number of steps, in ``run``'s syntax and
+    parsed by its one parser (trainperf.measure.policy): ``fixed:W:N`` gives (W, N); N
+    alone, accepted as before, gives (None, N): N steps after the verb's own warm-up.
+    ``adaptive`` (and ``W`` > 0 where ``warmup_allowed`` is false) is bad input, one line."""
+    from trainperf.measure.policy import FixedPolicy, PolicyError, parse_policy
+
+    try:
+        return None, positive_int(text)
+    except ValueError:
+        pass
+    allowed = "fixed:0:N or N" if not warmup_allowed else f"{STEPS_METAVAR.replace('|', ' or ')}"
+    try:
+        policy = parse_policy(str(text).strip())
+    except PolicyError:
+        raise BadInput(f"--steps '{text}' is not valid: allowed {allowed}") from None
+    if not isinstance(policy, FixedPolicy):
+        raise BadInput(f"--steps {text}: {verb} runs a set number of steps: give {allowed}")
+    if policy.warmup_steps and not warmup_allowed:
+        raise BadInput(
+            f"--steps {text}: {verb} compares every step, it has no warm-up: give {allowed}"
+        )
+    return policy.warmup_steps, policy.measured_steps
+
+
 def emit_json(document: Any) -> None:
     """Print one strict JSON document on stdout (trainperf.strict_json)."""
     from trainperf.strict_json import dumps

@@ -21,7 +21,9 @@ from trainperf.cli.common import (
     db_option,
     emit_json,
     fail,
+    fixed_steps,
     json_option,
+    open_machine,
     sharding_options,
     stderr,
     stdout,
@@ -31,7 +33,15 @@ from trainperf.cli.common import (
 @click.command()
 @click.argument("model")
 @click.option("--devices", type=PositiveInt(), required=True, help="ranks of the parallel run")
-@click.option("--steps", "steps", type=PositiveInt(), default=5, show_default=True)
+@click.option(
+    "--steps",
+    "steps_text",
+    default="fixed:0:5",
+    show_default=True,
+    metavar="fixed:0:N|N",
+    help="N steps compared, from the same initial weights (run's syntax, no warm-up); "
+    "N alone: the same",
+)
 @click.option("--batch-size", "-b", type=PositiveInt(), help="global batch (default: 4 per device)")
 @click.option(
     "--parallel",
@@ -42,12 +52,14 @@ from trainperf.cli.common import (
 )
 @case_options
 @apply_options(sharding_options)
+@db_option()
 @json_option
 def equivalence(
     model: str,
     devices: int,
-    steps: int,
+    steps_text: str,
     batch_size: int | None,
+    db: Path,
     as_json: bool,
     **flags: Any,
 ) -> None:
@@ -55,12 +67,14 @@ def equivalence(
 
     Same initial weights, same global batches, same optimizer; reports the largest
     parameter and loss differences and whether they are within the precision's tolerance.
+    The verdict is stored in --db as a micro-benchmark run of kind equivalence.
     """
-    from trainperf import system
     from trainperf.parallel import equivalence as equiv
     from trainperf.runner import Interrupted
+    from trainperf.store import Store
 
-    capabilities = system.device_capabilities(system.collect())
+    _, steps = fixed_steps(steps_text, "equivalence", warmup_allowed=False)
+    record, capabilities = open_machine(db)
     case = case_from_flags(
         capabilities,
         model=model,
@@ -73,7 +87,11 @@ def equivalence(
     try:
         result = equiv.check(case, steps)
     except Interrupted as exc:
-        fail(f"interrupted by {exc}", 128 + exc.signum)
+        fail(f"interrupted by {exc}: nothing stored", 128 + exc.signum)
+    with Store(db) as store:
+        document = {"kind": "equivalence", "steps": steps, "case": case.model_dump()}
+        result["id"] = store.add_micro(record, document, result)
+    stderr.print(f"stored in {db}", markup=False)
     if as_json:
         emit_json(result)
     elif result["status"] != "ok":

@@ -11,6 +11,8 @@ import click
 
 from trainperf.cli.common import (
     EXIT_FAILED_CASES,
+    STEPS_METAVAR,
+    BadInput,
     PositiveInt,
     case_from_flags,
     case_options,
@@ -18,6 +20,7 @@ from trainperf.cli.common import (
     db_option,
     emit_json,
     fail,
+    fixed_steps,
     format_option,
     json_option,
     one_output,
@@ -28,6 +31,7 @@ from trainperf.cli.common import (
     stderr,
     stdout,
     table_width,
+    warn_deprecated,
     wide_option,
 )
 
@@ -56,11 +60,21 @@ def scaling(db: Path, result_filter: Any, as_json: bool, table_format: str, wide
         show_table(table, table_format, wide)
 
 
+PROFILE_WARMUP = 3  # warm-up steps of `profile --steps N`, as before fixed:W:N
+
+
 @click.command()
 @click.argument("model")
 @click.option("--batch-size", "-b", type=PositiveInt(), default=32, show_default=True)
-@click.option("--steps", type=PositiveInt(), default=10, show_default=True, help="profiled steps")
-@click.option("--warmup", type=count_range(), default=3, show_default=True)
+@click.option(
+    "--steps",
+    default="fixed:3:10",
+    show_default=True,
+    metavar=STEPS_METAVAR,
+    help="W warm-up steps, then N profiled steps (run's syntax); N alone: N profiled steps "
+    "after 3 warm-up steps",
+)
+@click.option("--warmup", type=count_range(), hidden=True)  # deprecated: --steps fixed:W:N
 @click.option("--no-mkldnn", is_flag=True, help="switch oneDNN off (CPU engines)")
 @case_options
 @db_option()
@@ -68,8 +82,8 @@ def scaling(db: Path, result_filter: Any, as_json: bool, table_format: str, wide
 def profile(
     model: str,
     batch_size: int,
-    steps: int,
-    warmup: int,
+    steps: str,
+    warmup: int | None,
     no_mkldnn: bool,
     db: Path,
     as_json: bool,
@@ -81,11 +95,17 @@ def profile(
     from trainperf.runner import ChildJob, Interrupted, StopFlag, run_job
     from trainperf.store import Store
 
+    steps_warmup, measured = fixed_steps(steps, "profile")
+    if warmup is not None:
+        warn_deprecated("--warmup", "--steps fixed:W:N")
+        if steps_warmup is not None:
+            raise BadInput(f"--steps {steps} gives the warm-up: leave out --warmup")
+    warmup = next(w for w in (steps_warmup, warmup, PROFILE_WARMUP) if w is not None)
     record, capabilities = open_machine(db)
     case = case_from_flags(
         capabilities, model=model, batch_size=batch_size, mkldnn=not no_mkldnn, **flags
     )
-    document = {"kind": "profile", "case": case.model_dump(), "steps": steps, "warmup": warmup}
+    document = {"kind": "profile", "case": case.model_dump(), "steps": measured, "warmup": warmup}
     stderr.print(f"profiling {case.label()}", markup=False)
     try:
         with (

@@ -20,12 +20,14 @@ from trainperf.cli.common import (
     Endpoint,
     FiniteFloat,
     PositiveInt,
+    apply_options,
     count_range,
     db_option,
     device_option,
     emit_json,
     fail,
     format_option,
+    given_once,
     json_option,
     one_output,
     open_machine,
@@ -33,9 +35,11 @@ from trainperf.cli.common import (
     show_table,
     stderr,
     stdout,
+    warn_deprecated,
 )
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
+P2P_BYTES = "256M"  # bytes per copy of `micro p2p` by default
 
 
 def _timing_options(warmup: int, iters: int) -> Any:
@@ -187,35 +191,69 @@ def _finish(result: dict[str, Any], as_json: bool, render: Any) -> None:
         sys.exit(EXIT_FAILED_CASES)
 
 
-def _buffer_bytes(text: str) -> int:
-    """``--size`` of a buffer: at least one byte (0 must not fall back to a default)."""
+def _bytes_options(default: str | None, help: str) -> Any:
+    """``--bytes`` of a buffer (``micro memory``, ``micro p2p``), and ``--size``, its
+    deprecated spelling (hidden): the same value, e.g. 256M."""
+    return apply_options(
+        (
+            click.option("--bytes", "bytes_text", help=help, show_default=default or False),
+            click.option("--size", "old_size", hidden=True),
+        )
+    )
+
+
+def _buffer_bytes(bytes_text: str | None, old_size: str | None, default: str | None) -> int | None:
+    """The bytes of a buffer from --bytes (or --size, deprecated): at least one byte (0
+    must not fall back to a default); ``default`` when neither is given."""
     from trainperf.micro.harness import parse_bytes
 
+    if old_size is not None:
+        warn_deprecated("--size", "--bytes")
+    flag, text = given_once({"--bytes": bytes_text, "--size": old_size}) or ("--bytes", default)
+    if text is None:
+        return None
     try:
         size_bytes = parse_bytes(text)
     except ValueError as exc:
-        raise BadInput(f"--size: {exc}") from None
+        raise BadInput(f"{flag}: {exc}") from None
     if size_bytes < 1:
-        raise BadInput(f"--size {text}: a buffer needs at least 1 byte, e.g. 256M")
+        raise BadInput(f"{flag} {text}: a buffer needs at least 1 byte, e.g. 256M")
     return size_bytes
 
 
-def _parse_dtypes(text: str) -> list[str]:
-    names = [d.strip() for d in text.split(",") if d.strip()]
-    bad = [d for d in names if d not in DTYPES]
-    if bad or not names:
-        raise BadInput(f"--dtype '{text}' is not valid: allowed {', '.join(DTYPES)} (comma list)")
-    return names
+class DtypeList(click.ParamType):
+    """'fp32,bf16': one or more of ``allowed``, each measured in turn."""
+
+    name = "dtypes"
+
+    def __init__(self, allowed: tuple[str, ...]) -> None:
+        self.allowed = allowed
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> list[str]:
+        if isinstance(value, list):
+            return value
+        names = [d.strip() for d in str(value).split(",") if d.strip()]
+        if not names or any(d not in self.allowed for d in names):
+            raise BadInput(
+                f"--dtype '{value}' is not valid: allowed {', '.join(self.allowed)} (comma list)"
+            )
+        return list(dict.fromkeys(names))
+
+
+def dtypes_option(allowed: tuple[str, ...]) -> Any:
+    """``--dtype``: a comma list of a kind's dtypes, declared once for ``gemm`` and ``conv``."""
+    return click.option(
+        "--dtype",
+        "dtypes",
+        type=DtypeList(allowed),
+        default="fp32",
+        show_default=True,
+        help="comma list of " + ", ".join(allowed),
+    )
 
 
 @micro.command()
-@click.option(
-    "--dtype",
-    "dtypes",
-    default="fp32",
-    show_default=True,
-    help="comma list of " + ", ".join(DTYPES),
-)
+@dtypes_option(DTYPES)
 @click.option(
     "--shapes",
     type=click.Choice(["deepbench", "square", "all"]),
@@ -226,29 +264,30 @@ def _parse_dtypes(text: str) -> list[str]:
 @click.option("--limit", type=PositiveInt(), help="only the first N shapes")
 @click.option("--no-flush", is_flag=True, help="do not flush the caches between iterations")
 @_one_device(warmup=3, iters=10)
-def gemm(dtypes: str, shapes: str, limit: int | None, no_flush: bool, run: _OneDevice) -> None:
+def gemm(
+    dtypes: list[str], shapes: str, limit: int | None, no_flush: bool, run: _OneDevice
+) -> None:
     """Matrix multiply TFLOP/s (2·M·N·K / time): mean, median and best per shape (fp8 with
     and without fast accumulation)."""
     from trainperf.report.micro import gemm_table
 
-    names = _parse_dtypes(dtypes)
     record, device = run.open()
-    document = {"kind": "gemm", "device": device, "dtypes": names, "shapes": shapes}
+    document = {"kind": "gemm", "device": device, "dtypes": dtypes, "shapes": shapes}
     run.measure(record, document | {"limit": limit, "flush": not no_flush}, gemm_table)
 
 
 @micro.command()
-@click.option("--dtype", default="fp32", show_default=True, type=click.Choice(DTYPES[:4]))
-@click.option("--model", help="the convolutions of a zoo model instead of DeepBench's")
+@dtypes_option(DTYPES[:4])
+@click.option("--model", "-m", help="the convolutions of a zoo model instead of DeepBench's")
 @click.option("--no-cudnn-benchmark", is_flag=True, help="switch cuDNN autotuning off")
 @click.option(
-    "--batch-size", type=PositiveInt(), default=32, show_default=True, help="with --model"
+    "--batch-size", "-b", type=PositiveInt(), default=32, show_default=True, help="with --model"
 )
 @click.option("--limit", type=PositiveInt(), help="only the first N shapes")
 @click.option("--no-flush", is_flag=True, help="do not flush the caches between iterations")
 @_one_device(warmup=2, iters=5)
 def conv(
-    dtype: str,
+    dtypes: list[str],
     model: str | None,
     no_cudnn_benchmark: bool,
     batch_size: int,
@@ -267,12 +306,12 @@ def conv(
         except ValueError as exc:
             raise BadInput(str(exc)) from None
     record, resolved = run.open()
-    if dtype == "tf32" and resolved != "cuda":
+    if "tf32" in dtypes and resolved != "cuda":
         raise BadInput("--dtype tf32 is a CUDA tensor-core mode: on the CPU use fp32, fp16 or bf16")
     document = {
         "kind": "conv",
         "device": resolved,
-        "dtype": dtype,
+        "dtypes": dtypes,
         "cudnn_benchmark": not no_cudnn_benchmark,
         "model": model,
         "batch_size": batch_size,
@@ -283,32 +322,32 @@ def conv(
 
 
 @micro.command()
-@click.option(
-    "--size", "size_text", help="buffer size, e.g. 256M (default: 256M on a GPU, 64M on a CPU)"
-)
+@_bytes_options(None, "bytes per copy, e.g. 256M (default: 256M on a GPU, 64M on a CPU)")
 @_one_device(warmup=3, iters=20)
-def memory(size_text: str | None, run: _OneDevice) -> None:
+def memory(bytes_text: str | None, old_size: str | None, run: _OneDevice) -> None:
     """Copy bandwidth: device to device (CPU: memory copy), host to/from device."""
     from trainperf.report.micro import memory_table
 
-    size_bytes = _buffer_bytes(size_text) if size_text is not None else None
+    size_bytes = _buffer_bytes(bytes_text, old_size, None)
     record, device = run.open()
     document = {"kind": "memory", "device": device, "size_bytes": size_bytes}
     run.measure(record, document, memory_table)
 
 
 @micro.command()
-@click.option("--size", "size_text", default="256M", show_default=True, help="bytes per copy")
+@_bytes_options(P2P_BYTES, "bytes per copy, e.g. 256M")
 @_timeout_option
 @db_option()
 @json_option
-def p2p(size_text: str, timeout_s: float, db: Path, as_json: bool) -> None:
+def p2p(
+    bytes_text: str | None, old_size: str | None, timeout_s: float, db: Path, as_json: bool
+) -> None:
     """GPU pairs: connectivity, uni/bidirectional bandwidth and latency matrices (device
     time, copies queued behind a spin kernel as in p2pBandwidthLatencyTest)."""
     from trainperf.report.micro import p2p_text
     from trainperf.runner import ChildJob
 
-    size_bytes = _buffer_bytes(size_text)
+    size_bytes = _buffer_bytes(bytes_text, old_size, P2P_BYTES)
     record, capabilities = open_machine(db)
     gpus = capabilities["cuda"].count if "cuda" in capabilities else 0
     # Every GPU pair, so no one device; a machine without two says so, not "on cuda".
@@ -338,8 +377,11 @@ def p2p(size_text: str, timeout_s: float, db: Path, as_json: bool) -> None:
     help="comma list of collectives",
 )
 @click.option(
-    "--nprocs", type=PositiveInt(), default=2, show_default=True, help="processes per node"
+    "--devices",
+    type=PositiveInt(),
+    help="devices per node, one process each, as in run [default: 2]",
 )
+@click.option("--nprocs", type=PositiveInt(), hidden=True)  # deprecated: --devices
 @click.option("--nodes", type=PositiveInt(), default=1, show_default=True)
 @click.option(
     "--rdzv-endpoint", type=Endpoint(), help="HOST:PORT of the rendezvous for several nodes"
@@ -357,7 +399,8 @@ def p2p(size_text: str, timeout_s: float, db: Path, as_json: bool) -> None:
 @json_option
 def collective(
     ops: str,
-    nprocs: int,
+    devices: int | None,
+    nprocs: int | None,
     nodes: int,
     rdzv_endpoint: str | None,
     min_bytes: str,
@@ -375,6 +418,10 @@ def collective(
     from trainperf.micro import collective as coll
     from trainperf.runner import ChildJob
 
+    if nprocs is not None:
+        warn_deprecated("--nprocs", "--devices")
+    nprocs = (given_once({"--devices": devices, "--nprocs": nprocs}) or ("", 2))[1]
+
     names = [o.strip() for o in ops.split(",") if o.strip()]
     unknown = [o for o in names if o not in coll.OPS]
     if unknown or not names:
@@ -388,7 +435,7 @@ def collective(
     resolved = _checked_device(device, capabilities)
     if resolved == "cuda" and capabilities["cuda"].count < nprocs:
         raise BadInput(
-            f"--nprocs {nprocs} needs {nprocs} GPUs; this machine has {capabilities['cuda'].count}"
+            f"--devices {nprocs} needs {nprocs} GPUs; this machine has {capabilities['cuda'].count}"
         )
     document = {
         "kind": "collective",

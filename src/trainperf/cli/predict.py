@@ -21,14 +21,17 @@ from trainperf.cli.common import (
     apply_options,
     emit_json,
     format_option,
+    given_once,
     grad_compression_option,
     json_option,
     one_output,
     positive_int,
+    precision_option,
     sharding_options,
     show_table,
     stdout,
     table_width,
+    warn_deprecated,
     wide_option,
 )
 from trainperf.limits import (
@@ -38,7 +41,6 @@ from trainperf.limits import (
     THROUGHPUT_MAX,
     THROUGHPUT_MIN,
 )
-from trainperf.precision import PRECISIONS
 
 GIB = 2**30
 # Options of one parallel mode only: their flag and the value that leaves them unused.
@@ -104,7 +106,7 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
 @click.option("--intra", "intra_id", help="intra-node link (per device), e.g. nvlink2")
 @click.option("--inter", "inter_id", help="inter-node link (per node), e.g. ib-edr")
 @click.option("--batch-size", "-b", type=PositiveInt(), default=32, show_default=True)
-@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True)
+@precision_option
 @click.option(
     "--scaling",
     type=click.Choice(["weak", "strong"]),
@@ -112,7 +114,9 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
     show_default=True,
     help="weak: --batch-size per device; strong: --batch-size in all, split",
 )
-@click.option("--size", type=PositiveInt(), help="image side or sequence length (default natural)")
+@click.option("--image-size", type=PositiveInt(), help="square image side (image models)")
+@click.option("--seq-len", type=PositiveInt(), help="sequence length (language models)")
+@click.option("--size", "old_size", type=PositiveInt(), hidden=True)  # deprecated: the pair
 @click.option(
     "--single-device-throughput",
     type=FiniteFloat(min=THROUGHPUT_MIN, max=THROUGHPUT_MAX),
@@ -189,7 +193,9 @@ def predict(
 
     one_output(as_json, table_format)
     try:
-        models.get(model).resolve_size(options["size"])
+        spec = models.get(model)
+        options["size"] = _size(spec, options)
+        spec.resolve_size(options["size"])
     except (models.UnknownModelError, models.SizeError, CustomModelError) as exc:
         raise BadInput(str(exc)) from None
     sharding = _sharding(options)
@@ -250,6 +256,24 @@ def predict(
     if search is not None:
         prediction["search"] = search.as_dict()
     _show(prediction, as_json, table_format, wide)
+
+
+def _size(spec: Any, options: dict[str, Any]) -> int | None:
+    """The image side or sequence length: --image-size or --seq-len, the one the model
+    takes, as ``run`` has them; or the deprecated --size, which meant either."""
+    image_size, seq_len = options.pop("image_size"), options.pop("seq_len")
+    old_size = options.pop("old_size")
+    if old_size is not None:
+        warn_deprecated("--size", "--image-size (images) or --seq-len (sequences)")
+    given = given_once({"--image-size": image_size, "--seq-len": seq_len, "--size": old_size})
+    if given is None:
+        return None
+    flag, size = given
+    wanted = "--seq-len" if spec.size_name == "seq_len" else "--image-size"
+    if flag not in (wanted, "--size"):
+        kind = "a language model" if wanted == "--seq-len" else "an image model"
+        raise BadInput(f"{spec.name} is {kind}: give {wanted}, not {flag}")
+    return size
 
 
 def _uplink(catalog: Any, text: str | None) -> tuple[Any, int] | None:

@@ -38,6 +38,7 @@ from trainperf.cli.common import (
     stderr,
     stdout,
     table_width,
+    warn_deprecated,
     wide_option,
     workers_option,
 )
@@ -501,11 +502,13 @@ def models(as_json: bool, table_format: str, wide: bool) -> None:
 @result_filter_options
 @click.option("--json", "as_json", is_flag=True, help="print one JSON document, systems once")
 @click.option(
-    "--steps",
+    "--per-step",
     "with_steps",
     is_flag=True,
     help="with --json: the runs' per-step lists too (step times, warm-up, ranks, data waits)",
 )
+# deprecated: --steps is a step policy in run, profile and equivalence
+@click.option("--steps", "old_steps", is_flag=True, hidden=True)
 @click.option("--csv", "as_csv", is_flag=True, help="print CSV")
 @format_option
 @wide_option
@@ -514,6 +517,7 @@ def results(
     result_filter: Any,
     as_json: bool,
     with_steps: bool,
+    old_steps: bool,
     as_csv: bool,
     table_format: str,
     wide: bool,
@@ -521,9 +525,13 @@ def results(
     """Show the results stored in the database (those the filters select): by default
     the columns that tell results apart and their throughput, fitted to the terminal (100
     columns piped, or COLUMNS); --wide for every column."""
+    if old_steps:
+        warn_deprecated("results --steps", "--per-step")
+    with_steps = with_steps or old_steps
     one_output(as_json, table_format, ("--csv", as_csv))
     if with_steps and not as_json:
-        raise BadInput("--steps goes with --json: tables and CSV show no per-step lists")
+        flag = "--steps" if old_steps else "--per-step"
+        raise BadInput(f"{flag} goes with --json: tables and CSV show no per-step lists")
     with reading_store(db) as store:
         if as_json:
             from trainperf.results_json import write_results

@@ -274,14 +274,17 @@ def run_document(document: dict[str, Any], workdir: Path) -> dict[str, Any]:
     from trainperf.training_step import set_fp32_math
 
     device = torch.device(document["device"])
-    set_fp32_math(device, document["dtype"])  # tf32 or IEEE float32 for cuDNN
-    rows = run(
-        document_shapes(document),
-        device,
-        document["dtype"],
-        warmup=document["warmup"],
-        iters=document["iters"],
-        flush=document["flush"],
-        cudnn_benchmark=document.get("cudnn_benchmark", True),
-    )
+    rows: list[dict[str, Any]] = []
+    # "dtypes" (a list, as gemm's); documents stored before it name one "dtype".
+    for dtype_name in document.get("dtypes") or [document["dtype"]]:
+        set_fp32_math(device, dtype_name)  # tf32 or IEEE float32 for cuDNN
+        rows += run(
+            document_shapes(document),
+            device,
+            dtype_name,
+            warmup=document["warmup"],
+            iters=document["iters"],
+            flush=document["flush"],
+            cudnn_benchmark=document.get("cudnn_benchmark", True),
+        )
     return measured_on(device, {"rows": rows, "cudnn_benchmark": torch.backends.cudnn.benchmark})
