@@ -40,7 +40,7 @@ TRAINPERF = [sys.executable, "-m", "trainperf"]
 VERBS = {
     "results": "results --db {db}",
     "results --json": "results --db {db} --json",
-    "results --json --steps": "results --db {db} --json --steps",
+    "results --json --per-step": "results --db {db} --json --per-step",
     "results --json (filtered)": "results --db {db} --json -s node007.lab --sort -created_at"
     " --limit 20",
     "results --csv": "results --db {db} --csv",

@@ -13,7 +13,7 @@
 Each system of the results listed appears once, under its fingerprint, and each result
 names it (``document["systems"][result["system"]]["hostname"]``). The results come in
 ``--sort`` order, chosen by the filter (``trainperf.store_query``); a run's per-step lists
-(``STEP_LISTS``: ``step_s``, ``warmup_step_s``, ...) are there only with ``--steps``. The
+(``STEP_LISTS``: ``step_s``, ``warmup_step_s``, ...) are there only with ``--per-step``. The
 results are written one per line as they are read from the database
 (``strict_json.write_object``), so that a store of any size is listed in bounded memory;
 the sweeps they name follow them, each once.
