@@ -2,9 +2,11 @@
 
 One model, optimizer and batch are built once (trainperf.training_step.build_training_step); then
 blocks of N steps alternate, ABBA, between:
-- trainperf: ``trainperf.measure.timed_steps.measure_steps`` with ``fixed:0:N`` and the device's
-  step timer (CUDA events or the host clock), summarized by ``trainperf.measure.stats``
-  exactly as a case is: its ``samples_per_s_mean``;
+- trainperf: as a case measures (trainperf.benchmark.run_case): ``measure_steps`` with
+  ``fixed:0:N``, the device's step timer (CUDA events or the host clock), each step's loss
+  kept by a ``LossWatch`` and checked after the window, the case's probes (energy meters,
+  contexts) around it; summarized by ``trainperf.measure.stats`` as a case is (its
+  ``samples_per_s_mean``);
 - bare: the loop a user writes, ``zero_grad; loss = loss(model(x), y); backward; step``,
   N times between two clock reads with the device synchronized at both ends.
 
@@ -15,7 +17,13 @@ Prints per block pair the ratio trainperf / bare of the reported throughput, and
 wall time of the whole trainperf block (which also holds the harness's work between
 windows). The reported ratio must be >= 0.99; exit code 1 if its median is below.
 
+``--ablate`` says which part costs what: every round runs the bare loop plus one harness
+part at a time (``PARTS``), and the whole harness, each between two bare blocks, in one
+order and then the reverse, and prints each one's wall-clock ratio to the mean of the two
+bare blocks around it: median, range, and a 95% interval of the median.
+
     python benchmarks/harness_overhead.py [--model cifarnet --batch-size 32 --size 32]
+    python benchmarks/harness_overhead.py --ablate --pairs 20
 """
 
 from __future__ import annotations
@@ -24,13 +32,16 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable, Sequence
 
 import torch
+from scipy import stats as scipy_stats
 
 from common import add_model_arguments, warmed_up_step
 from trainperf import models
 from trainperf.measure.divergence import LossWatch
 from trainperf.measure.policy import FixedPolicy
+from trainperf.measure.probes import CaseProbes
 from trainperf.measure.stats import summarize
 from trainperf.measure.timed_steps import measure_steps
 from trainperf.measure.timer import make_timer
@@ -42,6 +53,26 @@ THRESHOLD = 0.99
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def hand_step(t: TrainingStep, spec: models.ModelSpec) -> Callable[[], torch.Tensor]:
+    """The step a user writes, on trainperf's model, optimizer and batch (fp32)."""
+    model, optimizer, inputs, targets, loss_of = (
+        t.model,
+        t.optimizer,
+        t.inputs,
+        t.targets,
+        spec.loss,
+    )
+
+    def step() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_of(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
 
 
 def bare_block(t: TrainingStep, spec: models.ModelSpec, device: torch.device, steps: int) -> float:
@@ -59,16 +90,140 @@ def bare_block(t: TrainingStep, spec: models.ModelSpec, device: torch.device, st
 
 
 def harness_block(t: TrainingStep, device: torch.device, steps: int) -> tuple[float, float]:
-    """(reported samples/s, wall-clock samples/s) of trainperf measuring N steps."""
+    """(reported samples/s, wall-clock samples/s) of trainperf measuring N steps as a case."""
+    probes = CaseProbes(device)  # built before the case measures, as run_case does
     synchronize(device)
     start = time.perf_counter()
-    # As a case measures: each step's loss kept for the divergence check after the window.
     losses = LossWatch()
-    record = measure_steps(t.step, FixedPolicy(0, steps), make_timer(device.type), losses=losses)
+    record = measure_steps(
+        t.step, FixedPolicy(0, steps), make_timer(device.type), probes=probes, losses=losses
+    )
     losses.check()
     synchronize(device)
     wall = t.samples_per_step * steps / (time.perf_counter() - start)
     return summarize(record.step_s, t.samples_per_step).samples_per_s_mean, wall
+
+
+def part_block(
+    t: TrainingStep, spec: models.ModelSpec, device: torch.device, steps: int, part: str
+) -> float:
+    """Wall-clock samples/s of N steps: the bare loop plus the one harness ``part``."""
+    step = t.step if part == "trainperf step" else hand_step(t, spec)
+    probes = CaseProbes(device) if part == "probes" else None
+    synchronize(device)
+    start = time.perf_counter()
+    if part == "timer":
+        timer = make_timer(device.type)
+        for _ in range(steps):
+            timer.start()
+            step()
+            timer.stop()
+        timer.durations()
+    elif part == "loss watch":
+        losses = LossWatch()
+        for _ in range(steps):
+            losses.add(step())
+        losses.end_warmup()
+        losses.end_measuring()
+        losses.check()
+    elif part == "loop":  # measure_steps' loop and policy, with a timer that does nothing
+        measure_steps(step, FixedPolicy(0, steps), NullTimer(steps))
+    else:  # "trainperf step" or "probes"
+        if probes is not None:
+            probes.begin()
+        for _ in range(steps):
+            step()
+        if probes is not None:
+            probes.end()
+    synchronize(device)
+    return t.samples_per_step * steps / (time.perf_counter() - start)
+
+
+class NullTimer:
+    """A step timer that reads no clock (its windows all zero), to time the loop alone."""
+
+    def __init__(self, steps: int) -> None:
+        self._steps, self._count = steps, 0
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        self._count += 1
+
+    def durations(self) -> list[float]:
+        return [0.0] * self._count
+
+    def reset(self) -> None:
+        self._count = 0
+
+
+# One harness part at a time, on top of the bare loop.
+PARTS = ("trainperf step", "timer", "loss watch", "loop", "probes")
+
+
+def round_order(names: Sequence[str], index: int) -> list[str]:
+    """The blocks of round ``index``: ``names`` in order, then reversed (ABBA over several
+    blocks), with a bare block before the first and after each, so that every block is
+    compared with the bare blocks on either side of it, never two bare blocks in a row."""
+    ordered = list(names) if index % 2 == 0 else list(reversed(names))
+    return ["bare"] + [block for name in ordered for block in (name, "bare")]
+
+
+def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """A distribution-free interval of the median: the order statistics (k, n-k+1) with
+    k the largest such that P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2 (n = 30: the
+    10th and 21st). With too few values for that, the whole range."""
+    ordered, alpha = sorted(values), (1 - confidence) / 2
+    n, k = len(ordered), 0
+    while k < n // 2 and scipy_stats.binom.cdf(k, n, 0.5) <= alpha:
+        k += 1
+    if k < 1:
+        return ordered[0], ordered[-1]
+    return ordered[k - 1], ordered[n - k]
+
+
+def describe(name: str, ratios: Sequence[float]) -> str:
+    low, high = median_interval(ratios)
+    return (
+        f"  {name:<24s} {statistics.median(ratios):.4f}  95% CI of the median "
+        f"{low:.4f}..{high:.4f}  range {min(ratios):.4f}..{max(ratios):.4f}"
+    )
+
+
+def ablate(args: argparse.Namespace, spec: models.ModelSpec, device, training) -> int:
+    names = [*PARTS, "trainperf (wall)"]
+    ratios: dict[str, list[float]] = {name: [] for name in names}
+    reported: list[float] = []
+    for index in range(args.pairs):
+        order, speeds = round_order(names, index), []
+        harness = 0.0
+        for name in order:
+            if name == "bare":
+                speeds.append(bare_block(training, spec, device, args.steps))
+            elif name == "trainperf (wall)":
+                harness, wall = harness_block(training, device, args.steps)
+                speeds.append(wall)
+            else:
+                speeds.append(part_block(training, spec, device, args.steps, name))
+        for i in range(1, len(order), 2):  # each part / the mean of the bare blocks around it
+            bare = (speeds[i - 1] + speeds[i + 1]) / 2
+            ratios[order[i]].append(speeds[i] / bare)
+            if order[i] == "trainperf (wall)":
+                reported.append(harness / bare)
+        print(
+            f"round {index + 1:2d}: bare {statistics.median(speeds[::2]):8.1f} samples/s  "
+            + "  ".join(f"{name} {ratios[name][-1]:.3f}" for name in ratios),
+            flush=True,
+        )
+    print(
+        f"{args.model} b{args.batch_size} @{args.size} on {args.device}, {args.pairs} rounds "
+        f"of {args.steps}-step blocks, each block / the bare blocks on either side:"
+    )
+    for name, values in ratios.items():
+        print(describe(name, values))
+    print(describe("trainperf (reported)", reported))
+    return 0
 
 
 def main() -> int:
@@ -77,11 +232,14 @@ def main() -> int:
     parser.add_argument("--threads", type=int, help="torch intra-op threads (CPU)")
     parser.add_argument("--steps", type=int, default=50, help="steps per block")
     parser.add_argument("--pairs", type=int, default=30, help="block pairs (ABBA order)")
+    parser.add_argument("--ablate", action="store_true", help="each harness part's cost")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
 
     spec, device, training = warmed_up_step(args)
+    if args.ablate:
+        return ablate(args, spec, device, training)
 
     reported, wall = [], []
     for pair in range(args.pairs):
@@ -103,11 +261,8 @@ def main() -> int:
         f"{args.model} b{args.batch_size} @{args.size} on {args.device}, "
         f"{args.pairs} pairs of {args.steps}-step blocks:"
     )
-    print(
-        f"  trainperf reported / bare = {median:.4f} (median; range "
-        f"{min(reported):.4f}..{max(reported):.4f}); required >= {THRESHOLD}"
-    )
-    print(f"  trainperf wall clock / bare = {statistics.median(wall):.4f} (median)")
+    print(describe("trainperf reported / bare", reported) + f"; required >= {THRESHOLD}")
+    print(describe("trainperf wall clock / bare", wall))
     return 0 if median >= THRESHOLD else 1
 
 

@@ -232,6 +232,49 @@ def test_accumulated_micro_batches_all_reduce_once_per_step(sync, unsynced):
     assert next(step.model.parameters()).is_contiguous(memory_format=torch.channels_last)
 
 
+@pytest.mark.parametrize(("sync", "unsynced"), [(True, 0), (False, 1)])
+def test_one_micro_batch_without_sync_still_runs_under_no_sync(sync, unsynced):
+    spec = models.get("cifarnet")
+    model = build_model(spec, torch.device("cpu"), "fp32", seed=0)
+    step = make_step(spec, model, torch.device("cpu"), StepOptions(), wrap=NoSyncCounter)
+    batch = spec.task.example_batch(2, 16, torch.device("cpu"))
+    assert torch.isfinite(step(lambda: batch, sync=sync))
+    assert step.wrapped.unsynced == unsynced
+
+
+def test_the_plain_step_trains_as_the_general_one():
+    """The fast path of a plain fp32 step (nothing around the user's loop) moves the
+    weights exactly as the general path, which handles accumulation and autocast."""
+    spec = models.get("cifarnet")
+    batch = spec.task.example_batch(2, 16, torch.device("cpu"))
+    trained = []
+    for plain in (True, False):
+        model = build_model(spec, torch.device("cpu"), "fp32", seed=0)
+        step = make_step(spec, model, torch.device("cpu"), StepOptions())
+        assert step._plain
+        step._plain = plain
+        losses = [step(lambda: batch).item() for _ in range(2)]
+        trained.append((losses, [p.detach().clone() for p in model.parameters()]))
+    (plain_losses, plain_weights), (losses, weights) = trained
+    assert plain_losses == losses
+    assert all(torch.equal(a, b) for a, b in zip(plain_weights, weights, strict=True))
+    fp16 = make_step(
+        spec,
+        build_model(spec, torch.device("cpu"), "fp16", 0),
+        torch.device("cpu"),
+        StepOptions("fp16"),
+    )
+    assert (
+        not fp16._plain
+        and not make_step(
+            spec,
+            build_model(spec, torch.device("cpu"), "fp32", 0),
+            torch.device("cpu"),
+            StepOptions(grad_accum=2),
+        )._plain
+    )
+
+
 def test_step_options_of_a_case():
     case = make_case(model="cifarnet", batch_size=4, precision="bf16", compile=True, grad_accum=2)
     assert StepOptions.of(case) == StepOptions("bf16", False, True, 2)
