@@ -1,6 +1,7 @@
 """The command line end to end: one real tiny case, and every bad-input path."""
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -174,15 +175,20 @@ def test_results_without_database_is_bad_input(tmp_path, run_cli):
     assert not (tmp_path / "none.db").exists()
 
 
-def test_models_json_lists_the_zoo_quickly():
-    # A real subprocess: the console script as a user runs it.
-    proc = subprocess.run(
-        [sys.executable, "-m", "trainperf", "models", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_models_json_lists_the_zoo_quickly(tmp_path):
+    # A real subprocess: the console script as a user runs it; counted, then from the cache.
+    def models_json():
+        return subprocess.run(
+            [sys.executable, "-m", "trainperf", "models", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=os.environ | {"TRAINPERF_CACHE": str(tmp_path)},
+        )
+
+    proc = models_json()
     assert proc.returncode == 0, proc.stderr
+    assert models_json().stdout == proc.stdout
     rows = {row["name"]: row for row in json.loads(proc.stdout)}
     assert rows["resnet50"]["params"] == 25_557_032
     assert rows["bert-squad"]["family"] == "bert"

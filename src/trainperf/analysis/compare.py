@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scipy import stats
+import numpy as np
 
 from trainperf.analysis.system_labels import system_labels
 from trainperf.case import Case, label_of, parallel_mode
@@ -94,7 +94,12 @@ def significance(base_runs: Sequence[float], runs: Sequence[float]) -> Significa
 
 
 def geomean(ratios: Sequence[float]) -> float | None:
-    return float(stats.gmean(ratios)) if ratios else None
+    """The geometric mean, as ``scipy.stats.gmean`` computes it (exp of the mean of the
+    logs), without importing scipy.stats: most of a second of every ``compare``."""
+    if not ratios:
+        return None
+    with np.errstate(divide="ignore"):
+        return float(np.exp(np.mean(np.log(np.asarray(ratios, dtype=float)))))
 
 
 def compare(

@@ -162,15 +162,19 @@ def run(
     if flags["model"] is not None and (suite_name is not None or overrides):
         raise BadInput("give a suite (with --set) or --model, not both")
     _check_runs(flags["runs"])
-    record, capabilities = open_machine(db)
     suite = None
     if flags["model"] is None:
         if ctx.get_parameter_source("runs") is not click.core.ParameterSource.DEFAULT:
             overrides += (f"runs={flags['runs']}",)  # --runs sets the runs of every case
-        try:
+        try:  # before reading the machine (which imports torch): a typo answers at once
             suite = resolve("quick" if suite_name is None else suite_name)
             if overrides:
                 suite = suite.with_overrides(list(overrides))
+        except SuiteError as exc:
+            raise BadInput(str(exc)) from None
+    record, capabilities = open_machine(db)
+    if suite is not None:
+        try:
             skips = suite.check(capabilities)
         except SuiteError as exc:
             raise BadInput(str(exc)) from None
@@ -484,11 +488,10 @@ def _show_longest_sequence(found: Any, template: Any, as_json: bool) -> None:
 @wide_option
 def models(as_json: bool, table_format: str, wide: bool) -> None:
     """List the zoo with parameters, FLOPs per sample and gradient bytes."""
-    from trainperf import models as zoo
-    from trainperf.analysis.flops import analyse
+    from trainperf.analysis.zoo_cache import zoo_rows
 
     one_output(as_json, table_format)
-    rows = [analyse(zoo.get(name)).as_dict() for name in zoo.names()]
+    rows = zoo_rows()
     if as_json:
         emit_json(rows)
     else:

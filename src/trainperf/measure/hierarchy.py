@@ -64,9 +64,11 @@ MIN_RUNS_FOR_DECISION = 3
 
 
 def _t(df: float) -> float:
-    from scipy import stats
+    # scipy.stats.t.ppf(q, df) is special.stdtrit(df, q), the same value, and
+    # scipy.special imports in a third of the time of scipy.stats (reading verbs start fast).
+    from scipy import special
 
-    return float(stats.t.ppf(0.5 + CONFIDENCE / 2, df))
+    return float(special.stdtrit(df, 0.5 + CONFIDENCE / 2))
 
 
 def mean_interval(values: Sequence[float]) -> MeanCI | None:
@@ -125,9 +127,9 @@ def variance_components(groups: Sequence[Sequence[float]]) -> Components | None:
     between = max(0.0, (msb - msw) / n0)
     p = None
     if msw > 0:
-        from scipy import stats
+        from scipy import special  # stats.f.sf(x, a, b) is special.fdtrc(a, b, x)
 
-        p = float(stats.f.sf(msb / msw, runs - 1, total - runs))
+        p = float(special.fdtrc(runs - 1, total - runs, msb / msw))
     return Components(grand, math.sqrt(msw), math.sqrt(between), p)
 
 
