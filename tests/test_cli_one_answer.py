@@ -1,0 +1,68 @@
+"""One answer per question on the command line's side (DESIGN.md): each thing the verbs do
+alike is defined once, in trainperf.cli.common or the library, and the verbs use it.
+
+The grep-style tests read the source: a second definition written by hand in a verb fails
+here, not only when its message drifts.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import trainperf
+from trainperf.cli.common import BadInput, store_errors
+from trainperf.store import StoreError, StoreUnavailable
+from trainperf.store_query import FilterError
+
+SRC = Path(trainperf.__file__).parent
+CLI = SRC / "cli"
+
+
+def _hits(pattern: str, root: Path) -> list[str]:
+    """``file:line`` of every line under ``root`` matching ``pattern``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(pattern, line):
+                found.append(f"{path.relative_to(SRC)}:{number}")
+    return found
+
+
+def _files(hits: list[str]) -> set[str]:
+    return {hit.rsplit(":", 1)[0] for hit in hits}
+
+
+# --- store errors: one translation into a verb's message ----------------------------------
+
+
+def test_store_errors_are_caught_only_by_store_errors_and_main():
+    hits = _hits(r"except \(?StoreError", CLI)
+    # common.store_errors for the verbs; main() for what a verb let through (exit codes)
+    assert _files(hits) == {"cli/common.py", "cli/__init__.py"}, hits
+    assert len(hits) == 2, hits
+    assert _files(_hits(r"sqlite3\.DatabaseError", CLI)) == {"cli/common.py"}
+
+
+@pytest.mark.parametrize(
+    ("error", "prefix", "message"),
+    [
+        (StoreError("not a database"), "cannot read x.db", "cannot read x.db: not a database"),
+        (sqlite3.DatabaseError("malformed"), "cannot read x.db", "cannot read x.db: malformed"),
+        (StoreError("--db is a directory"), None, "--db is a directory"),
+        (FilterError("no system 'z'"), "cannot read x.db", "no system 'z'"),
+    ],
+)
+def test_store_errors_become_one_line_of_bad_input(error, prefix, message):
+    with pytest.raises(BadInput) as caught, store_errors(prefix):
+        raise error
+    assert caught.value.format_message() == message
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+
+def test_store_errors_lets_an_unavailable_store_through_to_main():
+    with pytest.raises(StoreUnavailable), store_errors("cannot read x.db"):
+        raise StoreUnavailable(Path("x.db"), "LOCKED", 1.0)
