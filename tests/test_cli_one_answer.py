@@ -66,3 +66,33 @@ def test_store_errors_become_one_line_of_bad_input(error, prefix, message):
 def test_store_errors_lets_an_unavailable_store_through_to_main():
     with pytest.raises(StoreUnavailable), store_errors("cannot read x.db"):
         raise StoreUnavailable(Path("x.db"), "LOCKED", 1.0)
+
+
+# --- opening the store: reading_store to read, writing_store (after its check) to write ----
+
+
+def test_verbs_open_the_store_only_through_common():
+    opened = _hits(r"\bStore(\.read_only)?\(", CLI)
+    assert _files(opened) == {"cli/common.py"}, opened
+    assert len(opened) == 2, opened  # reading_store and writing_store
+    checked = _hits(r"\bcheck_(writable|readable)\(", CLI)
+    assert _files(checked) == {"cli/common.py"}, checked
+    assert len(checked) == 2, checked  # check_db_writable and check_db_readable
+
+
+def test_writing_store_makes_and_writes_the_database(tmp_path):
+    from trainperf.cli.common import check_db_writable, writing_store
+
+    db = tmp_path / "results.db"
+    check_db_writable(db)
+    assert not db.exists()  # the check writes nothing
+    with writing_store(db) as store:
+        store.add_system({"fingerprint": "f" * 16, "hostname": "h"})
+    assert db.is_file()
+
+
+def test_check_db_writable_is_bad_input_for_a_directory(tmp_path):
+    from trainperf.cli.common import check_db_writable
+
+    with pytest.raises(BadInput):
+        check_db_writable(tmp_path)

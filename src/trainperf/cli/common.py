@@ -14,7 +14,7 @@ import re
 import shlex
 import sqlite3
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -544,15 +544,35 @@ def store_errors(prefix: str | None = None) -> Iterator[None]:
         raise BadInput(f"{prefix}: {exc}" if prefix else str(exc)) from None
 
 
-def open_machine(db: Path) -> tuple[dict, dict]:
-    """Check the database path and how long to wait for it first (nothing written), then
-    read this machine."""
-    from trainperf import system
+def check_db_writable(db: Path) -> None:
+    """Bad input unless ``--db`` can hold the results (``store.check_writable``, nothing
+    written) and how long to wait for it (``TRAINPERF_STORE_WAIT_S``) is a number: what
+    every verb that stores checks before anything runs."""
     from trainperf.store import check_writable, wait_from_environment
 
     with store_errors():
         check_writable(db)
         wait_from_environment()
+
+
+@contextlib.contextmanager
+def writing_store(db: Path, on_wait: Callable[[str], None] | None = None) -> Iterator[Any]:
+    """The store at ``--db`` opened to write (made when absent): how every verb stores
+    what it measured, once ``check_db_writable`` (or ``open_machine``) has checked the
+    path. ``on_wait``: told while another process holds the database; one that stays
+    locked or full raises ``StoreUnavailable``, which ``main`` makes exit code 1."""
+    from trainperf.store import Store
+
+    with Store(db, on_wait=on_wait) as store:
+        yield store
+
+
+def open_machine(db: Path) -> tuple[dict, dict]:
+    """Check the database path and how long to wait for it first (nothing written), then
+    read this machine."""
+    from trainperf import system
+
+    check_db_writable(db)
     record = system.collect()
     return record, system.device_capabilities(record)
 

@@ -11,6 +11,7 @@ import click
 from trainperf.cli.common import (
     BadInput,
     NonEmptyPath,
+    check_db_writable,
     check_out_file,
     db_option,
     emit_json,
@@ -19,6 +20,7 @@ from trainperf.cli.common import (
     result_filter_options,
     stdout,
     store_errors,
+    writing_store,
 )
 
 FORMATS = ("json", "csv")
@@ -87,7 +89,6 @@ def import_(file: Path, db: Path, as_json: bool) -> None:
     whole file is checked first: one that does not check out writes nothing.
     """
     from trainperf import exchange
-    from trainperf.store import Store, check_writable
 
     try:
         document = exchange.read_file(file)
@@ -97,13 +98,12 @@ def import_(file: Path, db: Path, as_json: bool) -> None:
         validated = exchange.validate(document)
     except exchange.ExchangeError as exc:
         raise BadInput(f"{file}: {exc}") from None
-    with store_errors():
-        check_writable(db)
+    check_db_writable(db)
     if validated.unresolved and not db.exists():  # do not create a database to say no
         where, kind, key = validated.unresolved[0]
         raise BadInput(f"{file}: {where}: {kind} '{key}' is not in the file and {db} is absent")
     try:
-        with store_errors(f"cannot import into {db}"), Store(db) as store:
+        with store_errors(f"cannot import into {db}"), writing_store(db) as store:
             summary = exchange.import_document(store, validated)
     except exchange.ExchangeError as exc:
         raise BadInput(f"{file}: {exc}") from None

@@ -33,6 +33,7 @@ from trainperf.cli.common import (
     table_width,
     warn_deprecated,
     wide_option,
+    writing_store,
 )
 
 
@@ -93,7 +94,6 @@ def profile(
     import tempfile
 
     from trainperf.runner import ChildJob, Interrupted, StopFlag, run_job
-    from trainperf.store import Store
 
     steps_warmup, measured = fixed_steps(steps, "profile")
     if warmup is not None:
@@ -115,7 +115,7 @@ def profile(
             result = run_job(document, ChildJob(timeout_s=case.timeout_s), Path(tmp), stop)
     except Interrupted as exc:
         fail(f"interrupted by {exc}: nothing stored", 128 + exc.signum)
-    with Store(db) as store:
+    with writing_store(db) as store:
         result["id"] = store.add_micro(record, document, result)
     if as_json:
         emit_json(result)

@@ -36,6 +36,7 @@ from trainperf.cli.common import (
     stderr,
     stdout,
     warn_deprecated,
+    writing_store,
 )
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
@@ -157,7 +158,6 @@ def _execute(
     import tempfile
 
     from trainperf.runner import Interrupted, StopFlag, run_job
-    from trainperf.store import Store
 
     where = where or f"on {document['device']}"
     stderr.print(f"running micro {document['kind']} {where}", markup=False)
@@ -172,7 +172,7 @@ def _execute(
     if result.get("follower"):
         stderr.print("this node took part; the node of rank 0 stores the result")
         sys.exit(0)
-    with Store(db) as store:
+    with writing_store(db) as store:
         result["id"] = store.add_micro(record, document, result)
     stderr.print(f"stored in {db}", markup=False)
     return result

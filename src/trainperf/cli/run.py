@@ -41,6 +41,7 @@ from trainperf.cli.common import (
     warn_deprecated,
     wide_option,
     workers_option,
+    writing_store,
 )
 
 # Flags that describe one case; a suite sets these in its file instead.
@@ -276,14 +277,13 @@ def _sweep(
 ) -> Any:
     from trainperf.doctor import summary_line, sweep_verdict
     from trainperf.report.sweep import SweepDisplay
-    from trainperf.store import Store
     from trainperf.sweep import SweepEvents, run_sweep
 
     doctor = sweep_verdict(db)  # stored with the sweep; `trainperf doctor` says more
     stderr.print(summary_line(doctor) + " (trainperf doctor for details)", markup=False)
     with (
         SweepDisplay(stderr, len(items)) as display,
-        Store(db, on_wait=display.on_store_wait) as store,
+        writing_store(db, display.on_store_wait) as store,
     ):
         events = SweepEvents(
             display.on_start, display.on_probe, display.on_run, display.on_result, display.on_wait
@@ -378,7 +378,6 @@ def maxbatch(
 
     from trainperf import maxbatch as search
     from trainperf.runner import Interrupted, StopFlag
-    from trainperf.store import Store
 
     dimension = "seq_len" if find == "seq-len" else "batch_size"
     if dimension == "seq_len":
@@ -429,7 +428,7 @@ def maxbatch(
     if dimension == "seq_len":
         _show_longest_sequence(found, template, as_json)
         return
-    with Store(db) as store:
+    with writing_store(db) as store:
         store.add_system(record)
         document = found.as_dict() | {
             "case": template.model_dump(),

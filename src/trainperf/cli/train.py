@@ -25,18 +25,19 @@ from trainperf.cli.common import (
     FiniteFloat,
     NonEmptyPath,
     PositiveInt,
-    check_db_readable,
     check_out_file,
     db_option,
     device_option,
     emit_json,
     open_machine,
     precision_option,
+    reading_store,
     resolve_device,
     seed_range,
     stderr,
     stdout,
     workers_option,
+    writing_store,
 )
 from trainperf.limits import INT64_MAX
 
@@ -294,7 +295,6 @@ def train(
 ) -> None:
     """Train MODEL on real data until --target (or --max-epochs): time to accuracy."""
     from trainperf.convergence.olympic import olympic_mean
-    from trainperf.store import Store
 
     metric, value = parse_target(target_text)
     last_seed = options["seed"] + runs - 1  # run k trains with seed + k - 1
@@ -318,7 +318,7 @@ def train(
             check_out_file(_mllog_path(mllog, index, runs), "--mllog")
 
     stored = []
-    with Store(db) as store:
+    with writing_store(db) as store:
         for index in range(runs):
             this = config | {"seed": config["seed"] + index}
             document = {
@@ -367,10 +367,8 @@ def isoaccuracy(
 ) -> None:
     """Do two stored training runs agree at equal samples seen (loss and accuracy curves)?"""
     from trainperf.convergence.isoaccuracy import compare_curves
-    from trainperf.store import Store
 
-    check_db_readable(db, made_by="train")
-    with Store.read_only(db) as store:  # in place, writing nothing
+    with reading_store(db, made_by="train") as store:
         runs = [store.train_run(ref) for ref in (run_a, run_b)]
     for ref, run in zip((run_a, run_b), runs, strict=True):
         if run is None:
