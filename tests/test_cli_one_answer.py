@@ -96,3 +96,68 @@ def test_check_db_writable_is_bad_input_for_a_directory(tmp_path):
 
     with pytest.raises(BadInput):
         check_db_writable(tmp_path)
+
+
+# --- job folders: runner.job_directory, which the stale-folder cleanup knows ----------------
+
+# Temporary folders made elsewhere, and why they are no job folder: the staging and
+# retired copies of a data set sit beside it and are renamed or removed by the same call.
+NOT_JOB_FOLDERS = {"datasets/sample.py"}
+
+
+def test_job_folders_are_made_only_by_job_directory():
+    made = _hits(r"\b(mkdtemp|TemporaryDirectory)\(", SRC)
+    assert _files(made) - NOT_JOB_FOLDERS == {"runner.py"}, made
+    assert len([hit for hit in made if hit.startswith("runner.py")]) == 1, made
+    users = _files(_hits(r"\bjob_directory\(\)", SRC)) - {"runner.py"}
+    assert users >= {
+        "cli/micro.py",
+        "cli/inspect.py",
+        "cli/train.py",
+        "cli/run.py",
+        "parallel/equivalence.py",
+        "convergence/mllog.py",
+        "sweep.py",
+    }, users
+
+
+def test_a_job_folder_names_its_owner_and_is_removed_at_the_end(tmp_path, monkeypatch):
+    import json
+    import tempfile
+
+    from trainperf.runner import OWNER_FILE, TEMP_PREFIX, job_directory, remove_stale_directories
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with job_directory() as folder:
+        assert folder.parent == tmp_path and folder.name.startswith(TEMP_PREFIX)
+        owner = json.loads((folder / OWNER_FILE).read_text())
+        assert owner["pid"] > 0 and owner["host"]
+        assert remove_stale_directories() == []  # its owner lives: kept
+    assert not folder.exists()
+
+
+def test_the_folder_of_a_killed_trainperf_is_removed_by_the_next_one(tmp_path, monkeypatch):
+    import json
+    import socket
+    import subprocess
+    import sys
+    import tempfile
+
+    from trainperf.runner import OWNER_FILE, TEMP_PREFIX, job_directory
+
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    left = tmp_path / f"{TEMP_PREFIX}left"
+    left.mkdir()
+    owner = {"host": socket.gethostname(), "pid": int(ended.stdout), "pid_started": 0.0}
+    (left / OWNER_FILE).write_text(json.dumps(owner))
+    foreign = tmp_path / f"{TEMP_PREFIX}no-owner"  # another tool's: not ours to judge
+    foreign.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with job_directory():
+        assert not left.exists()
+        assert foreign.is_dir()

@@ -374,10 +374,8 @@ def maxbatch(
     and 2 measured steps). A batch answer is stored; suites use it through
     `batch_size: max`. A sequence-length answer is printed only.
     """
-    import tempfile
-
     from trainperf import maxbatch as search
-    from trainperf.runner import Interrupted, StopFlag
+    from trainperf.runner import Interrupted, StopFlag, job_directory
 
     dimension = "seq_len" if find == "seq-len" else "batch_size"
     if dimension == "seq_len":
@@ -409,12 +407,12 @@ def maxbatch(
     stderr.print(f"searching the largest {what} of {label}", markup=False)
     try:
         with (
-            tempfile.TemporaryDirectory(prefix="trainperf-") as tmp,
+            job_directory() as tmp,
             StopFlag().installed() as stop,
         ):
             found = search.find_max_batch(
                 template,
-                Path(tmp),
+                tmp,
                 start=start,
                 limit=limit,
                 on_probe=show,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -166,23 +165,23 @@ def _train_once(
 ) -> dict[str, Any]:
     from trainperf.convergence.job import PROGRESS_FILE
     from trainperf.convergence.records import start_run
-    from trainperf.runner import ChildJob, Interrupted, StopFlag, run_job
+    from trainperf.runner import ChildJob, Interrupted, StopFlag, job_directory, run_job
 
     run_id = start_run(store, record, config)
     devices = config["devices"]
     child = ChildJob(devices > 1, devices, 1, timeout, f"trainperf-train-{run_id}")
-    with tempfile.TemporaryDirectory(prefix="trainperf-train-") as tmp:
+    with job_directory() as tmp:
         progress = Progress(
             store,
             run_id,
-            Path(tmp) / PROGRESS_FILE,
+            tmp / PROGRESS_FILE,
             config["max_epochs"],
             config["target_metric"],
             config["target_value"],
         )
         try:
             with StopFlag().installed() as stop:
-                result = run_job(document, child, Path(tmp), stop, on_poll=progress.poll)
+                result = run_job(document, child, tmp, stop, on_poll=progress.poll)
         except Interrupted as exc:
             progress.poll()
             store.update_train_run(
