@@ -114,7 +114,7 @@ def test_job_folders_are_made_only_by_job_directory():
         "cli/micro.py",
         "cli/inspect.py",
         "cli/train.py",
-        "cli/run.py",
+        "maxbatch.py",
         "parallel/equivalence.py",
         "convergence/mllog.py",
         "sweep.py",
