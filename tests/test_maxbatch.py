@@ -1,5 +1,7 @@
 """The largest-batch search: doubling then bisection, and what a probe's result means."""
 
+import json
+
 import pytest
 
 from trainperf.case import make_case
@@ -76,3 +78,62 @@ def test_probe_case_and_memory_key():
     # batch, steps and timeout do not change the memory settings; precision does
     assert memory_key(probe) == memory_key(template)
     assert memory_key(template.model_copy(update={"precision": "bf16"})) != memory_key(template)
+
+
+def test_search_limit_of_a_batch_and_of_a_sequence_length():
+    from trainperf.maxbatch import DEFAULT_LIMIT, NotALanguageModel, search_limit
+    from trainperf.models import look_up
+
+    image = make_case(model="resnet18", batch_size=1, image_size=32)
+    assert search_limit(image, "batch_size", None) == DEFAULT_LIMIT
+    assert search_limit(image, "batch_size", 100) == 100
+    with pytest.raises(NotALanguageModel):
+        search_limit(image, "seq_len", None)
+    language = make_case(model="llama-tiny", batch_size=2, seq_len=1)
+    longest = look_up("llama-tiny").max_size
+    assert search_limit(language, "seq_len", None) == longest
+    assert search_limit(language, "seq_len", 16) == 16
+    assert search_limit(language, "seq_len", longest * 2) == longest
+
+
+def test_a_batch_answer_is_stored_and_a_sequence_answer_names_its_probes(tmp_path):
+    from trainperf.maxbatch import MaxBatch, longest_sequence, store_answer
+    from trainperf.store import Store
+
+    template = make_case(model="resnet18", batch_size=1, image_size=32)
+    found = MaxBatch(8, [Probe(8, True, "ok"), Probe(16, False, "oom")])
+    record = {"fingerprint": "f" * 16, "hostname": "h"}
+    with Store(tmp_path / "r.db") as store:
+        document = store_answer(store, record, template, found)
+        stored = store.max_batch(record["fingerprint"], memory_key(template))
+    assert document["batch_size"] == 8 and document["system"] == "f" * 16
+    assert isinstance(document["id"], int) and stored["batch_size"] == 8
+    sequence = longest_sequence(found, template)
+    assert sequence["seq_len"] == 8 and sequence["stored"] is False
+    assert [p["seq_len"] for p in sequence["probes"]] == [8, 16]
+    assert all("batch_size" not in p for p in sequence["probes"])
+
+
+def test_the_maxbatch_verb_stores_and_prints_the_answer(tmp_path, run_cli):
+    db = tmp_path / "r.db"
+    common = ["maxbatch", "cifarnet", "--image-size", 16, "--device", "cpu", "--db", db]
+    code, out, err = run_cli([*common, "--limit", 2])
+    assert code == 0, err
+    assert (
+        out == "largest batch that trains: 2 (reached the limit of 2; no larger batch was tried)\n"
+    )
+    assert "searching the largest batch of cifarnet" in err
+    assert "  batch 1: fits" in err and "  batch 2: fits" in err
+    code, out, err = run_cli([*common, "--limit", 1, "--json"])
+    document = json.loads(out)
+    assert code == 0 and document["batch_size"] == 1 and isinstance(document["id"], int)
+    assert document["case"]["model"] == "cifarnet" and [
+        p["batch_size"] for p in document["probes"]
+    ] == [1]
+
+
+def test_a_start_above_the_limit_is_refused(tmp_path, run_cli):
+    db = tmp_path / "r.db"
+    code, _, err = run_cli(["maxbatch", "cifarnet", "--start", 9, "--limit", 8, "--db", db])
+    assert code == 2 and "--start 9 is above --limit 8" in err
+    assert not db.exists()

@@ -190,3 +190,80 @@ def find_max_batch(
         return verdict
 
     return search(fits, start, limit, what)
+
+
+class NotALanguageModel(ValueError):
+    """A sequence-length search of a model that is no language model of the zoo."""
+
+
+def search_limit(template: Case, dimension: str, limit: int | None) -> int:
+    """The largest value a search of ``template`` tries: ``limit`` when given, else
+    DEFAULT_LIMIT; a sequence length no longer than the model's longest (its ``max_size``).
+    ``NotALanguageModel`` for a sequence-length search of another model."""
+    if dimension == "seq_len":
+        from trainperf import models as zoo
+
+        spec = zoo.look_up(template.model)  # None for a user's network (never run here)
+        if spec is None or not spec.is_language_model:
+            raise NotALanguageModel(template.model)
+        ceiling = spec.max_size or DEFAULT_LIMIT
+        return min(limit, ceiling) if limit else ceiling
+    return limit or DEFAULT_LIMIT
+
+
+def run_search(
+    template: Case,
+    *,
+    start: int = 1,
+    limit: int = DEFAULT_LIMIT,
+    on_probe: Callable[[Probe], None] = lambda p: None,
+    dimension: str = "batch_size",
+) -> MaxBatch:
+    """``find_max_batch`` in a job folder of its own (``runner.job_directory``), stopped by
+    Ctrl-C or SIGTERM: the search of ``trainperf maxbatch``. Raises ``SearchFailed``, and
+    ``runner.Interrupted`` when stopped."""
+    from trainperf.runner import StopFlag, job_directory
+
+    with job_directory() as workdir, StopFlag().installed() as stop:
+        return find_max_batch(
+            template,
+            workdir,
+            start=start,
+            limit=limit,
+            on_probe=on_probe,
+            stop=stop,
+            dimension=dimension,
+        )
+
+
+def store_answer(store: Any, record: dict[str, Any], template: Case, found: MaxBatch) -> dict:
+    """Store the largest batch ``found`` for ``template`` on the system ``record`` (added
+    when new), where suites' ``batch_size: max`` finds it; return its document (the
+    search, the case, the system and the stored row's ``id``)."""
+    store.add_system(record)
+    document = found.as_dict() | {"case": template.model_dump(), "system": record["fingerprint"]}
+    document["id"] = store.add_max_batch(
+        record["fingerprint"],
+        memory_key(template),
+        template.model_dump(),
+        found.batch_size,
+        document["probes"],
+        found.note,
+    )
+    return document
+
+
+def longest_sequence(found: MaxBatch, template: Case) -> dict[str, Any]:
+    """The document of a sequence-length search (not stored): its probes name the value
+    tried ``seq_len``."""
+    probes = found.as_dict()["probes"]
+    for probe in probes:
+        probe["seq_len"] = probe.pop("batch_size")
+    return {
+        "seq_len": found.batch_size,
+        "batch_size": template.batch_size,
+        "note": found.note,
+        "probes": probes,
+        "case": template.model_dump(),
+        "stored": False,
+    }

@@ -27,6 +27,7 @@ from trainperf.cli.common import (
     sharding_options,
     stderr,
     stdout,
+    writing_store,
 )
 
 
@@ -71,7 +72,6 @@ def equivalence(
     """
     from trainperf.parallel import equivalence as equiv
     from trainperf.runner import Interrupted
-    from trainperf.store import Store
 
     _, steps = fixed_steps(steps_text, "equivalence", warmup_allowed=False)
     record, capabilities = open_machine(db)
@@ -88,7 +88,7 @@ def equivalence(
         result = equiv.check(case, steps)
     except Interrupted as exc:
         fail(f"interrupted by {exc}: nothing stored", 128 + exc.signum)
-    with Store(db) as store:
+    with writing_store(db) as store:
         document = {"kind": "equivalence", "steps": steps, "case": case.model_dump()}
         result["id"] = store.add_micro(record, document, result)
     stderr.print(f"stored in {db}", markup=False)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import click
 from trainperf.cli.common import (
     BadInput,
     NonEmptyPath,
+    check_db_writable,
     check_out_file,
     db_option,
     emit_json,
@@ -19,6 +19,8 @@ from trainperf.cli.common import (
     reading_store,
     result_filter_options,
     stdout,
+    store_errors,
+    writing_store,
 )
 
 FORMATS = ("json", "csv")
@@ -87,7 +89,6 @@ def import_(file: Path, db: Path, as_json: bool) -> None:
     whole file is checked first: one that does not check out writes nothing.
     """
     from trainperf import exchange
-    from trainperf.store import Store, StoreError, check_writable
 
     try:
         document = exchange.read_file(file)
@@ -97,20 +98,15 @@ def import_(file: Path, db: Path, as_json: bool) -> None:
         validated = exchange.validate(document)
     except exchange.ExchangeError as exc:
         raise BadInput(f"{file}: {exc}") from None
-    try:
-        check_writable(db)
-    except StoreError as exc:
-        raise BadInput(str(exc)) from None
+    check_db_writable(db)
     if validated.unresolved and not db.exists():  # do not create a database to say no
         where, kind, key = validated.unresolved[0]
         raise BadInput(f"{file}: {where}: {kind} '{key}' is not in the file and {db} is absent")
     try:
-        with Store(db) as store:
+        with store_errors(f"cannot import into {db}"), writing_store(db) as store:
             summary = exchange.import_document(store, validated)
     except exchange.ExchangeError as exc:
         raise BadInput(f"{file}: {exc}") from None
-    except (StoreError, sqlite3.DatabaseError) as exc:
-        raise BadInput(f"cannot import into {db}: {exc}") from None
     if as_json:
         emit_json(_import_report(file, db, validated, summary))
     else:

@@ -33,6 +33,7 @@ from trainperf.cli.common import (
     table_width,
     warn_deprecated,
     wide_option,
+    writing_store,
 )
 
 
@@ -90,10 +91,7 @@ def profile(
     **flags: Any,
 ) -> None:
     """Where the time of a training step goes: per layer, optimizer, operator categories."""
-    import tempfile
-
-    from trainperf.runner import ChildJob, Interrupted, StopFlag, run_job
-    from trainperf.store import Store
+    from trainperf.runner import ChildJob, Interrupted, StopFlag, job_directory, run_job
 
     steps_warmup, measured = fixed_steps(steps, "profile")
     if warmup is not None:
@@ -109,13 +107,13 @@ def profile(
     stderr.print(f"profiling {case.label()}", markup=False)
     try:
         with (
-            tempfile.TemporaryDirectory(prefix="trainperf-") as tmp,
+            job_directory() as tmp,
             StopFlag().installed() as stop,
         ):
-            result = run_job(document, ChildJob(timeout_s=case.timeout_s), Path(tmp), stop)
+            result = run_job(document, ChildJob(timeout_s=case.timeout_s), tmp, stop)
     except Interrupted as exc:
         fail(f"interrupted by {exc}: nothing stored", 128 + exc.signum)
-    with Store(db) as store:
+    with writing_store(db) as store:
         result["id"] = store.add_micro(record, document, result)
     if as_json:
         emit_json(result)

@@ -36,6 +36,7 @@ from trainperf.cli.common import (
     stderr,
     stdout,
     warn_deprecated,
+    writing_store,
 )
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
@@ -154,25 +155,22 @@ def _execute(
 ) -> dict[str, Any]:
     """Run the document in a child (or torchrun job), store it, return the result.
     ``where`` says where it runs (default: on the document's device)."""
-    import tempfile
-
-    from trainperf.runner import Interrupted, StopFlag, run_job
-    from trainperf.store import Store
+    from trainperf.runner import Interrupted, StopFlag, job_directory, run_job
 
     where = where or f"on {document['device']}"
     stderr.print(f"running micro {document['kind']} {where}", markup=False)
     try:
         with (
-            tempfile.TemporaryDirectory(prefix="trainperf-") as tmp,
+            job_directory() as tmp,
             StopFlag().installed() as stop,
         ):
-            result = run_job(document, job, Path(tmp), stop, rendezvous)
+            result = run_job(document, job, tmp, stop, rendezvous)
     except Interrupted as exc:
         fail(f"interrupted by {exc}: nothing stored", 128 + exc.signum)
     if result.get("follower"):
         stderr.print("this node took part; the node of rank 0 stores the result")
         sys.exit(0)
-    with Store(db) as store:
+    with writing_store(db) as store:
         result["id"] = store.add_micro(record, document, result)
     stderr.print(f"stored in {db}", markup=False)
     return result

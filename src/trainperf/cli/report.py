@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from trainperf.cli.common import (
     emit_json,
     result_filter_options,
     stdout,
+    store_errors,
 )
 
 
@@ -40,8 +40,6 @@ def report(db: Path, result_filter: Any, out: Path, as_json: bool) -> None:
     and time of --system and --since)."""
     from trainperf.fileio import kind
     from trainperf.report.html import write_report
-    from trainperf.store import StoreError
-    from trainperf.store_query import FilterError
 
     check_db_readable(db)
     if out.is_dir():
@@ -50,11 +48,8 @@ def report(db: Path, result_filter: Any, out: Path, as_json: bool) -> None:
         what = kind(out.stat().st_mode) if out.exists() else "a dangling symlink"
         raise BadInput(f"--out {out} is {what}: give a directory for the report")
     try:
-        summary = write_report(db, out, result_filter)
-    except FilterError as exc:
-        raise BadInput(str(exc)) from None
-    except (StoreError, sqlite3.DatabaseError) as exc:
-        raise BadInput(f"cannot read {db}: {exc}") from None
+        with store_errors(f"cannot read {db}"):
+            summary = write_report(db, out, result_filter)
     except OSError as exc:
         raise BadInput(f"--out {out}: cannot write the report: {exc.strerror or exc}") from None
     if as_json:

@@ -41,6 +41,7 @@ from trainperf.cli.common import (
     warn_deprecated,
     wide_option,
     workers_option,
+    writing_store,
 )
 
 # Flags that describe one case; a suite sets these in its file instead.
@@ -280,14 +281,13 @@ def _sweep(
 ) -> Any:
     from trainperf.doctor import summary_line, sweep_verdict
     from trainperf.report.sweep import SweepDisplay
-    from trainperf.store import Store
     from trainperf.sweep import SweepEvents, run_sweep
 
     doctor = sweep_verdict(db)  # stored with the sweep; `trainperf doctor` says more
     stderr.print(summary_line(doctor) + " (trainperf doctor for details)", markup=False)
     with (
         SweepDisplay(stderr, len(items)) as display,
-        Store(db, on_wait=display.on_store_wait) as store,
+        writing_store(db, display.on_store_wait) as store,
     ):
         events = SweepEvents(
             display.on_start, display.on_probe, display.on_run, display.on_result, display.on_wait
@@ -378,11 +378,8 @@ def maxbatch(
     and 2 measured steps). A batch answer is stored; suites use it through
     `batch_size: max`. A sequence-length answer is printed only.
     """
-    import tempfile
-
     from trainperf import maxbatch as search
-    from trainperf.runner import Interrupted, StopFlag
-    from trainperf.store import Store
+    from trainperf.runner import Interrupted
 
     dimension = "seq_len" if find == "seq-len" else "batch_size"
     if dimension == "seq_len":
@@ -393,15 +390,10 @@ def maxbatch(
         batch_size = 1
     record, capabilities = open_machine(db)
     template = case_from_flags(capabilities, model=model, batch_size=batch_size, **flags)
-    if dimension == "seq_len":
-        from trainperf import models as zoo
-
-        spec = zoo.look_up(template.model)  # None for a user's network (never run here)
-        if spec is None or not spec.is_language_model:
-            raise BadInput(f"--find seq-len needs a language model of the zoo, not {model}")
-        ceiling = spec.max_size or search.DEFAULT_LIMIT
-        limit = min(limit, ceiling) if limit else ceiling
-    limit = limit or search.DEFAULT_LIMIT
+    try:
+        limit = search.search_limit(template, dimension, limit)
+    except search.NotALanguageModel:
+        raise BadInput(f"--find seq-len needs a language model of the zoo, not {model}") from None
     if start > limit:
         raise BadInput(f"--start {start} is above --limit {limit}")
     what = "batch" if dimension == "batch_size" else "sequence length"
@@ -413,71 +405,32 @@ def maxbatch(
     label = template.label().replace(" b1", "").replace(" @1", "")
     stderr.print(f"searching the largest {what} of {label}", markup=False)
     try:
-        with (
-            tempfile.TemporaryDirectory(prefix="trainperf-") as tmp,
-            StopFlag().installed() as stop,
-        ):
-            found = search.find_max_batch(
-                template,
-                Path(tmp),
-                start=start,
-                limit=limit,
-                on_probe=show,
-                stop=stop,
-                dimension=dimension,
-            )
+        found = search.run_search(
+            template, start=start, limit=limit, on_probe=show, dimension=dimension
+        )
     except search.SearchFailed as exc:
         fail(str(exc), EXIT_FAILED_CASES)
     except Interrupted as exc:
         fail(f"interrupted by {exc}: nothing stored", 128 + exc.signum)
     if dimension == "seq_len":
-        _show_longest_sequence(found, template, as_json)
-        return
-    with Store(db) as store:
-        store.add_system(record)
-        document = found.as_dict() | {
-            "case": template.model_dump(),
-            "system": record["fingerprint"],
-        }
-        document["id"] = store.add_max_batch(
-            record["fingerprint"],
-            search.memory_key(template),
-            template.model_dump(),
-            found.batch_size,
-            document["probes"],
-            found.note,
-        )
-    if as_json:
-        emit_json(document)
+        document = search.longest_sequence(found, template)
+        if as_json:
+            emit_json(document)
+        else:
+            answer = found.batch_size or "none"
+            note = f" ({found.note})" if found.note else ""
+            stdout.print(f"longest sequence that trains: {answer}{note}", markup=False)
     else:
-        answer = found.batch_size if found.batch_size else "none"
-        stdout.print(
-            f"largest batch that trains: {answer}" + (f" ({found.note})" if found.note else ""),
-            markup=False,
-        )
-    if found.batch_size is None:
-        sys.exit(EXIT_FAILED_CASES)
-
-
-def _show_longest_sequence(found: Any, template: Any, as_json: bool) -> None:
-    """The answer of a sequence-length search: printed (or JSON), not stored."""
-    probes = found.as_dict()["probes"]
-    for probe in probes:
-        probe["seq_len"] = probe.pop("batch_size")
-    document = {
-        "seq_len": found.batch_size,
-        "batch_size": template.batch_size,
-        "note": found.note,
-        "probes": probes,
-        "case": template.model_dump(),
-        "stored": False,
-    }
-    if as_json:
-        emit_json(document)
-    else:
-        answer = found.batch_size or "none"
-        note = f" ({found.note})" if found.note else ""
-        stdout.print(f"longest sequence that trains: {answer}{note}", markup=False)
+        with writing_store(db) as store:
+            document = search.store_answer(store, record, template, found)
+        if as_json:
+            emit_json(document)
+        else:
+            answer = found.batch_size if found.batch_size else "none"
+            stdout.print(
+                f"largest batch that trains: {answer}" + (f" ({found.note})" if found.note else ""),
+                markup=False,
+            )
     if found.batch_size is None:
         sys.exit(EXIT_FAILED_CASES)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -25,18 +24,19 @@ from trainperf.cli.common import (
     FiniteFloat,
     NonEmptyPath,
     PositiveInt,
-    check_db_readable,
     check_out_file,
     db_option,
     device_option,
     emit_json,
     open_machine,
     precision_option,
+    reading_store,
     resolve_device,
     seed_range,
     stderr,
     stdout,
     workers_option,
+    writing_store,
 )
 from trainperf.limits import INT64_MAX
 
@@ -165,23 +165,23 @@ def _train_once(
 ) -> dict[str, Any]:
     from trainperf.convergence.job import PROGRESS_FILE
     from trainperf.convergence.records import start_run
-    from trainperf.runner import ChildJob, Interrupted, StopFlag, run_job
+    from trainperf.runner import ChildJob, Interrupted, StopFlag, job_directory, run_job
 
     run_id = start_run(store, record, config)
     devices = config["devices"]
     child = ChildJob(devices > 1, devices, 1, timeout, f"trainperf-train-{run_id}")
-    with tempfile.TemporaryDirectory(prefix="trainperf-train-") as tmp:
+    with job_directory() as tmp:
         progress = Progress(
             store,
             run_id,
-            Path(tmp) / PROGRESS_FILE,
+            tmp / PROGRESS_FILE,
             config["max_epochs"],
             config["target_metric"],
             config["target_value"],
         )
         try:
             with StopFlag().installed() as stop:
-                result = run_job(document, child, Path(tmp), stop, on_poll=progress.poll)
+                result = run_job(document, child, tmp, stop, on_poll=progress.poll)
         except Interrupted as exc:
             progress.poll()
             store.update_train_run(
@@ -294,7 +294,6 @@ def train(
 ) -> None:
     """Train MODEL on real data until --target (or --max-epochs): time to accuracy."""
     from trainperf.convergence.olympic import olympic_mean
-    from trainperf.store import Store
 
     metric, value = parse_target(target_text)
     last_seed = options["seed"] + runs - 1  # run k trains with seed + k - 1
@@ -318,7 +317,7 @@ def train(
             check_out_file(_mllog_path(mllog, index, runs), "--mllog")
 
     stored = []
-    with Store(db) as store:
+    with writing_store(db) as store:
         for index in range(runs):
             this = config | {"seed": config["seed"] + index}
             document = {
@@ -367,10 +366,8 @@ def isoaccuracy(
 ) -> None:
     """Do two stored training runs agree at equal samples seen (loss and accuracy curves)?"""
     from trainperf.convergence.isoaccuracy import compare_curves
-    from trainperf.store import Store
 
-    check_db_readable(db, made_by="train")
-    with Store.read_only(db) as store:  # in place, writing nothing
+    with reading_store(db, made_by="train") as store:
         runs = [store.train_run(ref) for ref in (run_a, run_b)]
     for ref, run in zip((run_a, run_b), runs, strict=True):
         if run is None:

@@ -25,7 +25,6 @@ import itertools
 import logging
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +82,9 @@ def check_log(path: Path | str) -> tuple[bool, str]:
     ``SUCCESS`` line: it exits 1 after ``FAILED`` and also when it crashes (a traceback).
     The checker's own log file goes to a temporary folder, not the working directory.
     """
-    with tempfile.TemporaryDirectory(prefix="trainperf-mllog-") as tmp:
+    from trainperf.runner import job_directory
+
+    with job_directory() as tmp:
         command = [
             sys.executable,
             "-m",
@@ -91,7 +92,7 @@ def check_log(path: Path | str) -> tuple[bool, str]:
             "--config",
             str(ruleset_path()),
             "--log_output",
-            str(Path(tmp) / "compliance_checker.log"),
+            str(tmp / "compliance_checker.log"),
             str(path),
         ]
         done = subprocess.run(command, capture_output=True, text=True, check=False)

@@ -51,13 +51,10 @@ def check(case: Case, steps: int) -> dict[str, Any]:
     global batch. Returns the sequential part's result document, whose metrics hold the
     comparison; or the failed part's result. Raises runner.Interrupted on Ctrl-C/SIGTERM.
     """
-    import tempfile
-
-    from trainperf.runner import ChildJob, StopFlag, run_job
+    from trainperf.runner import ChildJob, StopFlag, job_directory, run_job
 
     single = case.model_copy(update={"devices": 1, "nodes": 1, "parallel": "none"})
-    with tempfile.TemporaryDirectory(prefix="trainperf-") as tmp, StopFlag().installed() as stop:
-        workdir = Path(tmp)
+    with job_directory() as workdir, StopFlag().installed() as stop:
         result = run_job(job(case, steps, "parallel"), ChildJob.of_case(case), workdir, stop)
         if result["status"] == "ok":
             sequential = job(case, steps, "sequential")
