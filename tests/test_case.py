@@ -91,6 +91,26 @@ def test_data_field_defaults_to_synthetic_and_is_validated():
         check_case(make_case(model="gpt2-small", batch_size=1, data="jpeg-sample"), CPU_ONLY)
 
 
+def test_one_list_of_parallel_modes_for_the_case_and_the_cli():
+    import click
+
+    from trainperf.cli import COMMANDS
+    from trainperf.modes import PARALLEL_MODES, RANK_MODES
+
+    for mode in PARALLEL_MODES:
+        assert Case(model="resnet50", batch_size=8, parallel=mode).parallel == mode
+    with pytest.raises(CaseError, match="parallel"):
+        make_case(model="resnet50", batch_size=8, parallel="tp")
+    assert set(RANK_MODES) < set(PARALLEL_MODES)
+    choices = {
+        tuple(param.type.choices)
+        for command in COMMANDS
+        for param in command.params
+        if param.name == "parallel" and isinstance(param.type, click.Choice)
+    }
+    assert all(set(c) <= set(PARALLEL_MODES) for c in choices) and PARALLEL_MODES in choices
+
+
 def test_parallel_modes_and_batches():
     weak = make_case(model="resnet50", batch_size=32, devices=4)
     assert (weak.mode, weak.processes, weak.device_batch, weak.global_batch) == ("ddp", 4, 32, 128)

@@ -34,6 +34,7 @@ LOW_LEVEL = (
     "trainperf.analysis",
     "trainperf.limits",
     "trainperf.precision",
+    "trainperf.modes",
     "trainperf.fileio",
     "trainperf.outcome",
     "trainperf.case",

@@ -36,7 +36,7 @@ import torch
 from trainperf import models
 from trainperf.analysis.flops import count_flops
 from trainperf.analysis.peaks import peak_flops
-from trainperf.case import RANK_MODES, Case, model_of
+from trainperf.case import Case, model_of
 from trainperf.case_result import INPUT_BOUND_SHARE
 from trainperf.measure import clock_events
 from trainperf.measure.divergence import LossWatch
@@ -47,6 +47,7 @@ from trainperf.measure.stats import instability_reasons, summarize
 from trainperf.measure.timed_steps import StepRecord, measure_steps
 from trainperf.measure.timer import make_timer
 from trainperf.models.attention import AttentionWatch
+from trainperf.modes import RANK_MODES
 from trainperf.parallel.fsdp import blocks_of, kept_op_packets
 from trainperf.parallel.wrap import dp_device_ids
 from trainperf.system import cpu_name

@@ -27,6 +27,7 @@ from trainperf.limits import (
 from trainperf.measure.policy import PolicyError, default_timeout_s, parse_policy
 from trainperf.measure.runs import ALLOWED as RUNS_ALLOWED
 from trainperf.measure.runs import RunsError, parse_runs
+from trainperf.modes import RANK_MODES, ParallelMode
 from trainperf.precision import JAX_PRECISIONS, Precision
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ class Case(BaseModel):
     # otherwise. mesh: jax.sharding over the devices of one process (trainperf.jax.step);
     # fsdp: FSDP2, parameters, gradients and optimizer state sharded over the ranks
     # (trainperf.parallel.fsdp).
-    parallel: Literal["auto", "none", "ddp", "dp", "mesh", "fsdp"] = "auto"
+    parallel: ParallelMode = "auto"
     scaling: Literal["weak", "strong"] = "weak"
     bucket_mb: float | None = Field(
         default=None,
@@ -189,9 +190,9 @@ class Case(BaseModel):
     def replicas(self) -> int:
         """Devices working on one step's data (each its own slice of the batch)."""
         world = self.devices * self.nodes
-        return {"ddp": world, "fsdp": world, "dp": self.devices, "mesh": self.devices}.get(
-            self.mode, 1
-        )
+        if self.mode in RANK_MODES:
+            return world
+        return self.devices if self.mode in ("dp", "mesh") else 1
 
     @property
     def device_batch(self) -> int:
@@ -202,10 +203,6 @@ class Case(BaseModel):
     def global_batch(self) -> int:
         """Samples per optimizer step over all devices (all micro-batches)."""
         return self.device_batch * self.replicas * self.grad_accum
-
-
-# Parallel modes that run one process per device under torchrun (trainperf.parallel).
-RANK_MODES = ("ddp", "fsdp")
 
 
 def parallel_mode(fields: dict) -> str:
@@ -549,7 +546,6 @@ def _check_precision(case: Case, capability: tuple[int, int] | None) -> None:
 
 
 __all__ = [
-    "RANK_MODES",
     "Case",
     "CaseError",
     "DeviceKind",

@@ -44,8 +44,9 @@ from typing import Any
 import psutil
 
 from trainperf import strict_json
-from trainperf.case import RANK_MODES, Case
+from trainperf.case import Case
 from trainperf.lease import Owner, is_live
+from trainperf.modes import RANK_MODES
 from trainperf.outcome import Outcome
 from trainperf.parallel.lifeline import PARENT_PID_ENV, STACK_SIGNAL
 from trainperf.precision import FP32_MATH_ENV

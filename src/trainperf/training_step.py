@@ -53,10 +53,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainperf.case import RANK_MODES, Case
+from trainperf.case import Case
 from trainperf.datasets import Loaders, endless_batches, make_loaders
 from trainperf.measure.timer import StepTimer, make_timer
 from trainperf.models.spec import Batch, ModelSpec
+from trainperf.modes import RANK_MODES
 from trainperf.parallel.fsdp import apply_checkpointing
 from trainperf.parallel.wrap import wrap_parallel
 from trainperf.precision import fp32_math, fp32_math_record

@@ -55,7 +55,8 @@ def measure(
             from trainperf.jax.environment import start_jax
 
             start_jax()
-        from trainperf.case import RANK_MODES, Case
+        from trainperf.case import Case
+        from trainperf.modes import RANK_MODES
 
         case = Case.model_validate(case_dict)
         if case.framework == "jax":
