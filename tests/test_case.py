@@ -193,3 +193,23 @@ def test_a_huge_batch_flag_is_bad_input_and_writes_nothing(tmp_path, run_cli):
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "'--batch-size'" in err and "positive integer up to 2147483647" in err
     assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    "fields,launch",
+    [
+        ({}, "process"),
+        ({"devices": 2}, "torchrun"),
+        ({"devices": 2, "parallel": "fsdp"}, "torchrun"),
+        ({"devices": 2, "parallel": "dp", "device": "cuda"}, "process"),
+        ({"devices": 1, "nodes": 2}, "torchrun"),
+        ({"framework": "jax"}, "jax"),
+        ({"framework": "jax", "devices": 2}, "jax"),
+    ],
+)
+def test_one_rule_decides_how_a_case_is_launched(fields, launch):
+    from trainperf.modes import launch_kind
+
+    case = make_case(model="resnet50", batch_size=8, **fields)
+    assert case.launch == launch_kind(case.model_dump()) == launch
+    assert case.processes == (case.devices * case.nodes if launch == "torchrun" else 1)

@@ -27,7 +27,7 @@ from trainperf.limits import (
 from trainperf.measure.policy import PolicyError, default_timeout_s, parse_policy
 from trainperf.measure.runs import ALLOWED as RUNS_ALLOWED
 from trainperf.measure.runs import RunsError, parse_runs
-from trainperf.modes import RANK_MODES, ParallelMode
+from trainperf.modes import RANK_MODES, LaunchKind, ParallelMode, launch_kind, parallel_mode
 from trainperf.precision import JAX_PRECISIONS, Precision
 
 if TYPE_CHECKING:
@@ -182,9 +182,14 @@ class Case(BaseModel):
         return parallel_mode(self.model_dump())
 
     @property
+    def launch(self) -> LaunchKind:
+        """How the case is launched (``trainperf.modes.launch_kind``)."""
+        return launch_kind(self.model_dump())
+
+    @property
     def processes(self) -> int:
-        """Processes in the job: one per device with ddp and fsdp, else one."""
-        return self.devices * self.nodes if self.mode in RANK_MODES else 1
+        """Processes in the job: one per device under torchrun (ddp, fsdp), else one."""
+        return self.devices * self.nodes if self.launch == "torchrun" else 1
 
     @property
     def replicas(self) -> int:
@@ -203,17 +208,6 @@ class Case(BaseModel):
     def global_batch(self) -> int:
         """Samples per optimizer step over all devices (all micro-batches)."""
         return self.device_batch * self.replicas * self.grad_accum
-
-
-def parallel_mode(fields: dict) -> str:
-    """``parallel`` of a case dict with ``auto`` resolved: above one device ddp, or mesh
-    (one process over all devices) with framework jax."""
-    mode = fields.get("parallel", "auto")
-    if mode != "auto":
-        return mode
-    if fields.get("devices", 1) * fields.get("nodes", 1) == 1:
-        return "none"
-    return "mesh" if fields.get("framework", "pytorch") == "jax" else "ddp"
 
 
 def label_of(fields: dict) -> str:

@@ -6,7 +6,8 @@ importing them.
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from collections.abc import Mapping
+from typing import Any, Literal, get_args
 
 # auto: ddp above one device (mesh with framework jax), none otherwise (trainperf.case).
 # dp: DataParallel, one process over the node's GPUs; mesh: jax.sharding over the devices
@@ -17,3 +18,27 @@ PARALLEL_MODES: tuple[str, ...] = get_args(ParallelMode)
 
 # The modes that run one process per device under torchrun (trainperf.parallel).
 RANK_MODES: tuple[str, ...] = ("ddp", "fsdp")
+
+# How a case is launched: "torchrun", one process per device (ddp, fsdp: trainperf.parallel);
+# "jax", one process over its devices (trainperf.jax); "process", one PyTorch process
+# (none, dp).
+LaunchKind = Literal["torchrun", "jax", "process"]
+
+
+def parallel_mode(fields: Mapping[str, Any]) -> str:
+    """``parallel`` of a case dict with ``auto`` resolved: above one device ddp, or mesh
+    (one process over all devices) with framework jax."""
+    mode = fields.get("parallel", "auto")
+    if mode != "auto":
+        return mode
+    if fields.get("devices", 1) * fields.get("nodes", 1) == 1:
+        return "none"
+    return "mesh" if fields.get("framework", "pytorch") == "jax" else "ddp"
+
+
+def launch_kind(fields: Mapping[str, Any]) -> LaunchKind:
+    """How the case given as a dict of its fields is launched: the one rule of the runner
+    (torchrun or not), the worker (which benchmark runs) and ``trainperf.benchmark``."""
+    if fields.get("framework", "pytorch") == "jax":
+        return "jax"
+    return "torchrun" if parallel_mode(fields) in RANK_MODES else "process"

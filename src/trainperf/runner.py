@@ -46,7 +46,6 @@ import psutil
 from trainperf import strict_json
 from trainperf.case import Case
 from trainperf.lease import Owner, is_live
-from trainperf.modes import RANK_MODES
 from trainperf.outcome import Outcome
 from trainperf.parallel.lifeline import PARENT_PID_ENV, STACK_SIGNAL
 from trainperf.precision import FP32_MATH_ENV
@@ -163,7 +162,7 @@ class ChildJob:
 
         digest = hashlib.sha256(case.model_dump_json().encode()).hexdigest()[:12]
         return cls(
-            case.mode in RANK_MODES,
+            case.launch == "torchrun",
             case.devices,
             case.nodes,
             case.run_timeout_s,

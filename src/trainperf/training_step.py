@@ -57,7 +57,6 @@ from trainperf.case import Case
 from trainperf.datasets import Loaders, endless_batches, make_loaders
 from trainperf.measure.timer import StepTimer, make_timer
 from trainperf.models.spec import Batch, ModelSpec
-from trainperf.modes import RANK_MODES
 from trainperf.parallel.fsdp import apply_checkpointing
 from trainperf.parallel.wrap import wrap_parallel
 from trainperf.precision import fp32_math, fp32_math_record
@@ -378,7 +377,7 @@ class DataFeed:
             case.workers,
             device,
             case.seed,
-            rank=rank if case.mode in RANK_MODES else 0,
+            rank=rank if case.launch == "torchrun" else 0,
             world=case.processes,
         )
         self.device, self.channels_last = device, case.channels_last

@@ -37,6 +37,7 @@ from typing import Any, NoReturn
 from trainperf import strict_json
 from trainperf.fileio import write_atomic
 from trainperf.micro import KINDS as MICRO_KINDS
+from trainperf.modes import launch_kind
 from trainperf.outcome import Outcome
 from trainperf.parallel.lifeline import STACK_SIGNAL, die_with_parent
 
@@ -50,20 +51,19 @@ def measure(
     """
 
     def benchmark() -> dict[str, Any] | None:
-        if case_dict.get("framework") == "jax":
+        if launch_kind(case_dict) == "jax":
             # Before trainperf.case imports torch: JAX loads its own CUDA libraries first.
             from trainperf.jax.environment import start_jax
 
             start_jax()
         from trainperf.case import Case
-        from trainperf.modes import RANK_MODES
 
         case = Case.model_validate(case_dict)
-        if case.framework == "jax":
+        if case.launch == "jax":
             from trainperf.jax.benchmark import run_jax_case
 
             return run_jax_case(case, on_phase)
-        if case.mode in RANK_MODES:
+        if case.launch == "torchrun":
             from trainperf.parallel.rank_case import run_distributed_case
 
             return run_distributed_case(case, on_phase)
