@@ -213,3 +213,14 @@ def test_one_rule_decides_how_a_case_is_launched(fields, launch):
     case = make_case(model="resnet50", batch_size=8, **fields)
     assert case.launch == launch_kind(case.model_dump()) == launch
     assert case.processes == (case.devices * case.nodes if launch == "torchrun" else 1)
+
+
+def test_one_batch_per_device_rule_for_the_case_and_the_predictor():
+    from trainperf.modes import device_batch, splits_evenly
+    from trainperf.predict.model import device_batches
+
+    assert (device_batch(32, 4, "weak"), device_batch(32, 4, "strong")) == (32, 8)
+    assert splits_evenly(8, 3, "weak") and not splits_evenly(8, 3, "strong")
+    for scaling in ("weak", "strong"):
+        case = make_case(model="resnet50", batch_size=32, devices=4, scaling=scaling)
+        assert device_batches(32, [4], scaling) == {4: case.device_batch}

@@ -27,7 +27,16 @@ from trainperf.limits import (
 from trainperf.measure.policy import PolicyError, default_timeout_s, parse_policy
 from trainperf.measure.runs import ALLOWED as RUNS_ALLOWED
 from trainperf.measure.runs import RunsError, parse_runs
-from trainperf.modes import RANK_MODES, LaunchKind, ParallelMode, launch_kind, parallel_mode
+from trainperf.modes import (
+    RANK_MODES,
+    LaunchKind,
+    ParallelMode,
+    Scaling,
+    device_batch,
+    launch_kind,
+    parallel_mode,
+    splits_evenly,
+)
 from trainperf.precision import JAX_PRECISIONS, Precision
 
 if TYPE_CHECKING:
@@ -88,7 +97,7 @@ class Case(BaseModel):
     # fsdp: FSDP2, parameters, gradients and optimizer state sharded over the ranks
     # (trainperf.parallel.fsdp).
     parallel: ParallelMode = "auto"
-    scaling: Literal["weak", "strong"] = "weak"
+    scaling: Scaling = "weak"
     bucket_mb: float | None = Field(
         default=None,
         ge=BUCKET_MB_MIN,
@@ -202,7 +211,7 @@ class Case(BaseModel):
     @property
     def device_batch(self) -> int:
         """Samples per micro-batch on each device."""
-        return self.batch_size // self.replicas if self.scaling == "strong" else self.batch_size
+        return device_batch(self.batch_size, self.replicas, self.scaling)
 
     @property
     def global_batch(self) -> int:
@@ -496,7 +505,7 @@ def _check_parallel(case: Case) -> None:
         raise CaseError("static_graph cannot be combined with grad_accum above 1 in DDP")
     if case.grad_compression == "bf16" and case.device != "cuda":
         raise CaseError("grad_compression bf16 needs NCCL (CUDA GPUs); gloo on the CPU takes fp16")
-    if case.scaling == "strong" and case.batch_size % case.replicas:
+    if not splits_evenly(case.batch_size, case.replicas, case.scaling):
         raise CaseError(
             f"strong scaling splits batch_size {case.batch_size} over {case.replicas} "
             "devices: give a multiple of the device count"

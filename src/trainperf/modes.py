@@ -19,6 +19,10 @@ PARALLEL_MODES: tuple[str, ...] = get_args(ParallelMode)
 # The modes that run one process per device under torchrun (trainperf.parallel).
 RANK_MODES: tuple[str, ...] = ("ddp", "fsdp")
 
+# weak: the batch size is each device's; strong: it is the whole step's, split evenly.
+Scaling = Literal["weak", "strong"]
+SCALINGS: tuple[str, ...] = get_args(Scaling)
+
 # How a case is launched: "torchrun", one process per device (ddp, fsdp: trainperf.parallel);
 # "jax", one process over its devices (trainperf.jax); "process", one PyTorch process
 # (none, dp).
@@ -42,3 +46,16 @@ def launch_kind(fields: Mapping[str, Any]) -> LaunchKind:
     if fields.get("framework", "pytorch") == "jax":
         return "jax"
     return "torchrun" if parallel_mode(fields) in RANK_MODES else "process"
+
+
+def device_batch(batch_size: int, replicas: int, scaling: str) -> int:
+    """Samples per micro-batch on each of ``replicas`` devices working on one step: the
+    batch size itself under weak scaling, its share under strong scaling (rounded down:
+    ``splits_evenly`` says whether it is exact). The one rule of the case, the parallel
+    equivalence check and the predictor."""
+    return batch_size // replicas if scaling == "strong" else batch_size
+
+
+def splits_evenly(batch_size: int, replicas: int, scaling: str) -> bool:
+    """Whether every device gets the same share of the batch (always under weak scaling)."""
+    return scaling != "strong" or batch_size % replicas == 0
