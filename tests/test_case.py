@@ -224,3 +224,18 @@ def test_one_batch_per_device_rule_for_the_case_and_the_predictor():
     for scaling in ("weak", "strong"):
         case = make_case(model="resnet50", batch_size=32, devices=4, scaling=scaling)
         assert device_batches(32, [4], scaling) == {4: case.device_batch}
+
+
+@pytest.mark.parametrize("given,stored", [("3", 3), (" +2 ", 2), (4, 4), ("adaptive", "adaptive")])
+def test_runs_are_parsed_by_the_one_run_policy_parser(given, stored):
+    assert make_case(model="resnet50", batch_size=8, runs=given).runs == stored
+
+
+@pytest.mark.parametrize("given", ["0", True, 2.0, "adaptive:2", None])
+def test_a_bad_run_policy_is_refused_with_the_parser_message(given):
+    from trainperf.measure.runs import RunsError, parse_runs
+
+    with pytest.raises(RunsError) as expected:
+        parse_runs(given)
+    with pytest.raises(CaseError, match=str(expected.value).split(":")[0]):
+        make_case(model="resnet50", batch_size=8, runs=given)

@@ -25,8 +25,7 @@ from trainperf.limits import (
     control_problem,
 )
 from trainperf.measure.policy import PolicyError, default_timeout_s, parse_policy
-from trainperf.measure.runs import ALLOWED as RUNS_ALLOWED
-from trainperf.measure.runs import RunsError, parse_runs
+from trainperf.measure.runs import FixedRuns, RunsError, parse_runs
 from trainperf.modes import (
     RANK_MODES,
     LaunchKind,
@@ -148,20 +147,11 @@ class Case(BaseModel):
 
     @field_validator("runs", mode="before")
     @classmethod
-    def _runs_number(cls, value: object) -> object:
-        # "3" from a flag or a quoted YAML value is the number 3.
-        digits = value.strip().lstrip("+-") if isinstance(value, str) else ""
-        if digits.isascii() and digits.isdigit():
-            return int(value)
-        if isinstance(value, bool) or not isinstance(value, int | str):
-            raise RunsError(f"not valid: allowed {RUNS_ALLOWED}")
-        return value
-
-    @field_validator("runs")
-    @classmethod
-    def _runs_parse(cls, value: int | str) -> int | str:
-        parse_runs(value)  # raises RunsError (a ValueError) with the allowed forms
-        return value
+    def _runs_parse(cls, value: object) -> object:
+        # The one parser of run policies; it raises RunsError (a ValueError) with the
+        # allowed forms. "3" from a flag or a quoted YAML value is the number 3.
+        policy = parse_runs(value)  # type: ignore[arg-type]
+        return policy.runs if isinstance(policy, FixedRuns) else value
 
     @field_validator("data")
     @classmethod
