@@ -47,7 +47,7 @@ from trainperf.measure.stats import instability_reasons, summarize
 from trainperf.measure.timed_steps import StepRecord, measure_steps
 from trainperf.measure.timer import make_timer
 from trainperf.models.attention import AttentionWatch
-from trainperf.parallel.fsdp import blocks_of, kept_op_packets
+from trainperf.models.blocks import blocks_of, kept_op_packets
 from trainperf.parallel.wrap import dp_device_ids
 from trainperf.system import cpu_name
 from trainperf.training_step import build_training_step, fp32_math_mode

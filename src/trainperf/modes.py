@@ -29,13 +29,18 @@ SCALINGS: tuple[str, ...] = get_args(Scaling)
 LaunchKind = Literal["torchrun", "jax", "process"]
 
 
+def device_count(fields: Mapping[str, Any]) -> int:
+    """Devices of the case given as a dict of its fields, over all its nodes."""
+    return fields.get("devices", 1) * fields.get("nodes", 1)
+
+
 def parallel_mode(fields: Mapping[str, Any]) -> str:
     """``parallel`` of a case dict with ``auto`` resolved: above one device ddp, or mesh
     (one process over all devices) with framework jax."""
     mode = fields.get("parallel", "auto")
     if mode != "auto":
         return mode
-    if fields.get("devices", 1) * fields.get("nodes", 1) == 1:
+    if device_count(fields) == 1:
         return "none"
     return "mesh" if fields.get("framework", "pytorch") == "jax" else "ddp"
 
