@@ -1,4 +1,6 @@
-"""The parallel modes a case runs in: one definition for the case, the CLI and the reports.
+"""The parallel modes a case runs in, how it is launched and how its batch is split over
+its devices: one definition for the case, the runner, the worker, the CLI, the predictor
+and the reports.
 
 Kept in a module without torch or pydantic so that the CLI can offer the choice without
 importing them.
