@@ -91,6 +91,26 @@ def test_data_field_defaults_to_synthetic_and_is_validated():
         check_case(make_case(model="gpt2-small", batch_size=1, data="jpeg-sample"), CPU_ONLY)
 
 
+def test_one_list_of_parallel_modes_for_the_case_and_the_cli():
+    import click
+
+    from trainperf.cli import COMMANDS
+    from trainperf.modes import PARALLEL_MODES, RANK_MODES
+
+    for mode in PARALLEL_MODES:
+        assert Case(model="resnet50", batch_size=8, parallel=mode).parallel == mode
+    with pytest.raises(CaseError, match="parallel"):
+        make_case(model="resnet50", batch_size=8, parallel="tp")
+    assert set(RANK_MODES) < set(PARALLEL_MODES)
+    choices = {
+        tuple(param.type.choices)
+        for command in COMMANDS
+        for param in command.params
+        if param.name == "parallel" and isinstance(param.type, click.Choice)
+    }
+    assert all(set(c) <= set(PARALLEL_MODES) for c in choices) and PARALLEL_MODES in choices
+
+
 def test_parallel_modes_and_batches():
     weak = make_case(model="resnet50", batch_size=32, devices=4)
     assert (weak.mode, weak.processes, weak.device_batch, weak.global_batch) == ("ddp", 4, 32, 128)
@@ -173,3 +193,49 @@ def test_a_huge_batch_flag_is_bad_input_and_writes_nothing(tmp_path, run_cli):
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "'--batch-size'" in err and "positive integer up to 2147483647" in err
     assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    "fields,launch",
+    [
+        ({}, "process"),
+        ({"devices": 2}, "torchrun"),
+        ({"devices": 2, "parallel": "fsdp"}, "torchrun"),
+        ({"devices": 2, "parallel": "dp", "device": "cuda"}, "process"),
+        ({"devices": 1, "nodes": 2}, "torchrun"),
+        ({"framework": "jax"}, "jax"),
+        ({"framework": "jax", "devices": 2}, "jax"),
+    ],
+)
+def test_one_rule_decides_how_a_case_is_launched(fields, launch):
+    from trainperf.modes import launch_kind
+
+    case = make_case(model="resnet50", batch_size=8, **fields)
+    assert case.launch == launch_kind(case.model_dump()) == launch
+    assert case.processes == (case.devices * case.nodes if launch == "torchrun" else 1)
+
+
+def test_one_batch_per_device_rule_for_the_case_and_the_predictor():
+    from trainperf.modes import device_batch, splits_evenly
+    from trainperf.predict.model import device_batches
+
+    assert (device_batch(32, 4, "weak"), device_batch(32, 4, "strong")) == (32, 8)
+    assert splits_evenly(8, 3, "weak") and not splits_evenly(8, 3, "strong")
+    for scaling in ("weak", "strong"):
+        case = make_case(model="resnet50", batch_size=32, devices=4, scaling=scaling)
+        assert device_batches(32, [4], scaling) == {4: case.device_batch}
+
+
+@pytest.mark.parametrize("given,stored", [("3", 3), (" +2 ", 2), (4, 4), ("adaptive", "adaptive")])
+def test_runs_are_parsed_by_the_one_run_policy_parser(given, stored):
+    assert make_case(model="resnet50", batch_size=8, runs=given).runs == stored
+
+
+@pytest.mark.parametrize("given", ["0", True, 2.0, "adaptive:2", None])
+def test_a_bad_run_policy_is_refused_with_the_parser_message(given):
+    from trainperf.measure.runs import RunsError, parse_runs
+
+    with pytest.raises(RunsError) as expected:
+        parse_runs(given)
+    with pytest.raises(CaseError, match=str(expected.value).split(":")[0]):
+        make_case(model="resnet50", batch_size=8, runs=given)

@@ -2,6 +2,8 @@
 
 - No import cycle between modules (imports inside functions count; imports only for type
   checkers, under ``if TYPE_CHECKING:``, do not: they never run).
+- The predictor (trainperf.predict) imports nothing of a case's runtime (parallel, runner,
+  worker, benchmark, training_step): what it counts of a model comes from trainperf.models.
 - Layers: what measures and stores (models, measure, store, datasets, analysis and the
   small shared modules) never imports the command line, the reports, the child-process
   runner or torchrun; the reports never import the command line or the runner; only
@@ -34,6 +36,7 @@ LOW_LEVEL = (
     "trainperf.analysis",
     "trainperf.limits",
     "trainperf.precision",
+    "trainperf.modes",
     "trainperf.fileio",
     "trainperf.outcome",
     "trainperf.case",
@@ -142,6 +145,26 @@ def test_reports_never_import_the_cli_or_the_runner():
         for a, b in graph.edges
         if _within(a, ("trainperf.report",))
         and _within(b, ("trainperf.cli", "trainperf.runner", "trainperf.sweep"))
+    ]
+    assert offences == []
+
+
+# The runtime of a case: what launches, wraps and runs a training step.
+RUNTIME = (
+    "trainperf.parallel",
+    "trainperf.runner",
+    "trainperf.worker",
+    "trainperf.benchmark",
+    "trainperf.training_step",
+)
+
+
+def test_the_predictor_imports_no_runtime():
+    graph = import_graph(_modules())
+    offences = [
+        f"{a} -> {b}"
+        for a, b in graph.edges
+        if _within(a, ("trainperf.predict",)) and _within(b, RUNTIME)
     ]
     assert offences == []
 

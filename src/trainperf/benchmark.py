@@ -36,7 +36,7 @@ import torch
 from trainperf import models
 from trainperf.analysis.flops import count_flops
 from trainperf.analysis.peaks import peak_flops
-from trainperf.case import RANK_MODES, Case, model_of
+from trainperf.case import Case, model_of
 from trainperf.case_result import INPUT_BOUND_SHARE
 from trainperf.measure import clock_events
 from trainperf.measure.divergence import LossWatch
@@ -47,7 +47,7 @@ from trainperf.measure.stats import instability_reasons, summarize
 from trainperf.measure.timed_steps import StepRecord, measure_steps
 from trainperf.measure.timer import make_timer
 from trainperf.models.attention import AttentionWatch
-from trainperf.parallel.fsdp import blocks_of, kept_op_packets
+from trainperf.models.blocks import blocks_of, kept_op_packets
 from trainperf.parallel.wrap import dp_device_ids
 from trainperf.system import cpu_name
 from trainperf.training_step import build_training_step, fp32_math_mode
@@ -80,7 +80,7 @@ def run_case(case: Case, on_phase: Callable[[str], None] = lambda phase: None) -
     Under torchrun, ranks other than 0 return None. ``on_phase`` hears where the case is
     ("building", "measuring", ...), which names the stuck rank when a distributed case hangs.
     """
-    if case.mode in RANK_MODES:
+    if case.launch == "torchrun":
         raise ValueError(
             f"a {case.mode} case runs on every rank of a torchrun job: measure it with "
             "`trainperf run`, or call trainperf.parallel.rank_case.run_distributed_case "

@@ -25,8 +25,17 @@ from trainperf.limits import (
     control_problem,
 )
 from trainperf.measure.policy import PolicyError, default_timeout_s, parse_policy
-from trainperf.measure.runs import ALLOWED as RUNS_ALLOWED
-from trainperf.measure.runs import RunsError, parse_runs
+from trainperf.measure.runs import FixedRuns, RunsError, parse_runs
+from trainperf.modes import (
+    RANK_MODES,
+    LaunchKind,
+    ParallelMode,
+    Scaling,
+    device_batch,
+    launch_kind,
+    parallel_mode,
+    splits_evenly,
+)
 from trainperf.precision import JAX_PRECISIONS, Precision
 
 if TYPE_CHECKING:
@@ -86,8 +95,8 @@ class Case(BaseModel):
     # otherwise. mesh: jax.sharding over the devices of one process (trainperf.jax.step);
     # fsdp: FSDP2, parameters, gradients and optimizer state sharded over the ranks
     # (trainperf.parallel.fsdp).
-    parallel: Literal["auto", "none", "ddp", "dp", "mesh", "fsdp"] = "auto"
-    scaling: Literal["weak", "strong"] = "weak"
+    parallel: ParallelMode = "auto"
+    scaling: Scaling = "weak"
     bucket_mb: float | None = Field(
         default=None,
         ge=BUCKET_MB_MIN,
@@ -138,20 +147,11 @@ class Case(BaseModel):
 
     @field_validator("runs", mode="before")
     @classmethod
-    def _runs_number(cls, value: object) -> object:
-        # "3" from a flag or a quoted YAML value is the number 3.
-        digits = value.strip().lstrip("+-") if isinstance(value, str) else ""
-        if digits.isascii() and digits.isdigit():
-            return int(value)
-        if isinstance(value, bool) or not isinstance(value, int | str):
-            raise RunsError(f"not valid: allowed {RUNS_ALLOWED}")
-        return value
-
-    @field_validator("runs")
-    @classmethod
-    def _runs_parse(cls, value: int | str) -> int | str:
-        parse_runs(value)  # raises RunsError (a ValueError) with the allowed forms
-        return value
+    def _runs_parse(cls, value: object) -> object:
+        # The one parser of run policies; it raises RunsError (a ValueError) with the
+        # allowed forms. "3" from a flag or a quoted YAML value is the number 3.
+        policy = parse_runs(value)  # type: ignore[arg-type]
+        return policy.runs if isinstance(policy, FixedRuns) else value
 
     @field_validator("data")
     @classmethod
@@ -181,42 +181,32 @@ class Case(BaseModel):
         return parallel_mode(self.model_dump())
 
     @property
+    def launch(self) -> LaunchKind:
+        """How the case is launched (``trainperf.modes.launch_kind``)."""
+        return launch_kind(self.model_dump())
+
+    @property
     def processes(self) -> int:
-        """Processes in the job: one per device with ddp and fsdp, else one."""
-        return self.devices * self.nodes if self.mode in RANK_MODES else 1
+        """Processes in the job: one per device under torchrun (ddp, fsdp), else one."""
+        return self.devices * self.nodes if self.launch == "torchrun" else 1
 
     @property
     def replicas(self) -> int:
         """Devices working on one step's data (each its own slice of the batch)."""
         world = self.devices * self.nodes
-        return {"ddp": world, "fsdp": world, "dp": self.devices, "mesh": self.devices}.get(
-            self.mode, 1
-        )
+        if self.mode in RANK_MODES:
+            return world
+        return self.devices if self.mode in ("dp", "mesh") else 1
 
     @property
     def device_batch(self) -> int:
         """Samples per micro-batch on each device."""
-        return self.batch_size // self.replicas if self.scaling == "strong" else self.batch_size
+        return device_batch(self.batch_size, self.replicas, self.scaling)
 
     @property
     def global_batch(self) -> int:
         """Samples per optimizer step over all devices (all micro-batches)."""
         return self.device_batch * self.replicas * self.grad_accum
-
-
-# Parallel modes that run one process per device under torchrun (trainperf.parallel).
-RANK_MODES = ("ddp", "fsdp")
-
-
-def parallel_mode(fields: dict) -> str:
-    """``parallel`` of a case dict with ``auto`` resolved: above one device ddp, or mesh
-    (one process over all devices) with framework jax."""
-    mode = fields.get("parallel", "auto")
-    if mode != "auto":
-        return mode
-    if fields.get("devices", 1) * fields.get("nodes", 1) == 1:
-        return "none"
-    return "mesh" if fields.get("framework", "pytorch") == "jax" else "ddp"
 
 
 def label_of(fields: dict) -> str:
@@ -505,7 +495,7 @@ def _check_parallel(case: Case) -> None:
         raise CaseError("static_graph cannot be combined with grad_accum above 1 in DDP")
     if case.grad_compression == "bf16" and case.device != "cuda":
         raise CaseError("grad_compression bf16 needs NCCL (CUDA GPUs); gloo on the CPU takes fp16")
-    if case.scaling == "strong" and case.batch_size % case.replicas:
+    if not splits_evenly(case.batch_size, case.replicas, case.scaling):
         raise CaseError(
             f"strong scaling splits batch_size {case.batch_size} over {case.replicas} "
             "devices: give a multiple of the device count"
@@ -549,7 +539,6 @@ def _check_precision(case: Case, capability: tuple[int, int] | None) -> None:
 
 
 __all__ = [
-    "RANK_MODES",
     "Case",
     "CaseError",
     "DeviceKind",

@@ -44,7 +44,7 @@ from typing import Any
 import psutil
 
 from trainperf import strict_json
-from trainperf.case import RANK_MODES, Case
+from trainperf.case import Case
 from trainperf.lease import Owner, is_live
 from trainperf.outcome import Outcome
 from trainperf.parallel.lifeline import PARENT_PID_ENV, STACK_SIGNAL
@@ -162,7 +162,7 @@ class ChildJob:
 
         digest = hashlib.sha256(case.model_dump_json().encode()).hexdigest()[:12]
         return cls(
-            case.mode in RANK_MODES,
+            case.launch == "torchrun",
             case.devices,
             case.nodes,
             case.run_timeout_s,

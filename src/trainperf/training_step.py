@@ -53,7 +53,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainperf.case import RANK_MODES, Case
+from trainperf.case import Case
 from trainperf.datasets import Loaders, endless_batches, make_loaders
 from trainperf.measure.timer import StepTimer, make_timer
 from trainperf.models.spec import Batch, ModelSpec
@@ -377,7 +377,7 @@ class DataFeed:
             case.workers,
             device,
             case.seed,
-            rank=rank if case.mode in RANK_MODES else 0,
+            rank=rank if case.launch == "torchrun" else 0,
             world=case.processes,
         )
         self.device, self.channels_last = device, case.channels_last

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import faulthandler
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -37,8 +36,11 @@ from typing import Any, NoReturn
 from trainperf import strict_json
 from trainperf.fileio import write_atomic
 from trainperf.micro import KINDS as MICRO_KINDS
+from trainperf.modes import launch_kind
 from trainperf.outcome import Outcome
+from trainperf.parallel.group import Ranks
 from trainperf.parallel.lifeline import STACK_SIGNAL, die_with_parent
+from trainperf.parallel.torchrun import torchrun_rank
 
 
 def measure(
@@ -50,19 +52,19 @@ def measure(
     """
 
     def benchmark() -> dict[str, Any] | None:
-        if case_dict.get("framework") == "jax":
+        if launch_kind(case_dict) == "jax":
             # Before trainperf.case imports torch: JAX loads its own CUDA libraries first.
             from trainperf.jax.environment import start_jax
 
             start_jax()
-        from trainperf.case import RANK_MODES, Case
+        from trainperf.case import Case
 
         case = Case.model_validate(case_dict)
-        if case.framework == "jax":
+        if case.launch == "jax":
             from trainperf.jax.benchmark import run_jax_case
 
             return run_jax_case(case, on_phase)
-        if case.mode in RANK_MODES:
+        if case.launch == "torchrun":
             from trainperf.parallel.rank_case import run_distributed_case
 
             return run_distributed_case(case, on_phase)
@@ -88,11 +90,6 @@ def guarded(
         failure = Outcome.from_exception(case_dict, exc)
         rank = torchrun_rank()
         return (failure if rank is None else failure.on_rank(rank)).document()
-
-
-def torchrun_rank() -> int | None:
-    """This process's rank when torchrun started it, else None."""
-    return int(os.environ["RANK"]) if "TORCHELASTIC_RUN_ID" in os.environ else None
 
 
 def _micro(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
@@ -194,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         write_atomically(result_path, result)  # type: ignore[arg-type]
         return 0
     if result is None:
-        if os.environ.get("LOCAL_RANK") == "0":
+        if Ranks.from_env().local_rank == 0:
             # This node's trainperf hears that the result lives with rank 0, on another node.
             follower = {"follower": True, "rank": rank, "case": document.get("case", document)}
             write_atomically(result_path, follower)

@@ -59,7 +59,8 @@ def test_checkpointed_blocks_count_what_they_keep(checkpointing):
     """Inside ``torch.utils.checkpoint`` no outer hook sees a save: a full checkpoint keeps
     its block's input, a selective one also the outputs of the operators it keeps (the
     matrix multiplies here); counted from the blocks themselves."""
-    from trainperf.parallel.fsdp import apply_checkpointing, kept_op_packets
+    from trainperf.models.blocks import kept_op_packets
+    from trainperf.parallel.fsdp import apply_checkpointing
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.ModuleList([Block(), Block()]))

@@ -208,3 +208,23 @@ def test_gpu_job_uses_nccl_on_its_local_device_and_gloo_for_control(monkeypatch)
 def test_cpu_processes_share_the_cores():
     assert group.default_threads(1) >= 1
     assert group.default_threads(10_000) == 1
+
+
+TORCHRUN_ENV = {
+    "TORCHELASTIC_RUN_ID": "job",
+    "RANK": "3",
+    "WORLD_SIZE": "4",
+    "LOCAL_RANK": "1",
+    "LOCAL_WORLD_SIZE": "2",
+}
+
+
+def test_one_torchrun_detection_and_rank(monkeypatch):
+    for name in TORCHRUN_ENV:
+        monkeypatch.delenv(name, raising=False)
+    assert not torchrun.launched_by_torchrun() and torchrun.torchrun_rank() is None
+    monkeypatch.setenv("RANK", "3")  # set by others too (a user's shell, slurm scripts)
+    assert torchrun.torchrun_rank() is None
+    for name, value in TORCHRUN_ENV.items():
+        monkeypatch.setenv(name, value)
+    assert torchrun.launched_by_torchrun() and torchrun.torchrun_rank() == 3

@@ -22,6 +22,7 @@ import click
 from rich.console import Console
 
 from trainperf.limits import BUCKET_MB_MAX, BUCKET_MB_MIN, INT64_MAX, MAX_COUNT
+from trainperf.modes import PARALLEL_MODES, SCALINGS
 from trainperf.precision import PRECISIONS
 from trainperf.store_schema import DEFAULT_DB
 
@@ -326,7 +327,7 @@ def parallel_options(function: Any) -> Any:
         click.option("--nodes", type=PositiveInt(), default=1, show_default=True),
         click.option(
             "--parallel",
-            type=click.Choice(["auto", "none", "ddp", "dp", "mesh", "fsdp"]),
+            type=click.Choice(PARALLEL_MODES),
             default="auto",
             show_default=True,
             help="auto: ddp above one device (mesh: jax.sharding, with --framework jax); "
@@ -334,7 +335,7 @@ def parallel_options(function: Any) -> Any:
         ),
         click.option(
             "--scaling",
-            type=click.Choice(["weak", "strong"]),
+            type=click.Choice(SCALINGS),
             default="weak",
             show_default=True,
             help="weak: --batch-size per device; strong: --batch-size in all, split",

@@ -29,6 +29,7 @@ from trainperf.cli.common import (
     stdout,
     writing_store,
 )
+from trainperf.modes import RANK_MODES
 
 
 @click.command()
@@ -46,7 +47,7 @@ from trainperf.cli.common import (
 @click.option("--batch-size", "-b", type=PositiveInt(), help="global batch (default: 4 per device)")
 @click.option(
     "--parallel",
-    type=click.Choice(["ddp", "fsdp"]),
+    type=click.Choice(RANK_MODES),
     default="ddp",
     show_default=True,
     help="the parallel run: replicated (ddp) or sharded (fsdp) weights",

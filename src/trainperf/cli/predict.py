@@ -41,6 +41,7 @@ from trainperf.limits import (
     THROUGHPUT_MAX,
     THROUGHPUT_MIN,
 )
+from trainperf.modes import RANK_MODES, SCALINGS
 
 GIB = 2**30
 # Options of one parallel mode only: their flag and the value that leaves them unused.
@@ -109,7 +110,7 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
 @precision_option
 @click.option(
     "--scaling",
-    type=click.Choice(["weak", "strong"]),
+    type=click.Choice(SCALINGS),
     default="weak",
     show_default=True,
     help="weak: --batch-size per device; strong: --batch-size in all, split",
@@ -137,7 +138,7 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
 @grad_compression_option
 @click.option(
     "--parallel",
-    type=click.Choice(["ddp", "fsdp"]),
+    type=click.Choice(RANK_MODES),
     default="ddp",
     show_default=True,
     help="ddp: a replica per device, gradients all-reduced; fsdp: FSDP2, parameters, "

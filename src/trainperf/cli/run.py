@@ -43,6 +43,7 @@ from trainperf.cli.common import (
     workers_option,
     writing_store,
 )
+from trainperf.modes import RANK_MODES
 
 # Flags that describe one case; a suite sets these in its file instead.
 CASE_FLAGS = (
@@ -355,7 +356,7 @@ def suites(as_json: bool, table_format: str) -> None:
 )
 @click.option(
     "--parallel",
-    type=click.Choice(["auto", "none", "ddp", "fsdp"]),
+    type=click.Choice(["auto", "none", *RANK_MODES]),
     default="auto",
     show_default=True,
     help="data parallelism over --devices (fsdp: sharded)",

@@ -37,6 +37,7 @@ from torch import nn
 
 from trainperf import models
 from trainperf.case import Case
+from trainperf.modes import device_batch
 
 # Largest parameter and loss difference accepted, by precision. fp32 differs only by the
 # summation order of the all-reduce (~1e-7 relative per step); the 16-bit formats round.
@@ -109,7 +110,7 @@ def train(case: Case, steps: int, job: Any) -> tuple[list[float], torch.Tensor]:
         wrap = lambda built: wrap_ddp(built, device)  # noqa: E731
     # One batch per optimizer step in both parts: the case's grad_accum is not compared.
     step = make_step(spec, model, device, StepOptions.of(case, grad_accum=1), wrap=wrap)
-    share = case.batch_size // world
+    share = device_batch(case.batch_size, world, "strong")  # the one batch, split
     losses = []
     for k in range(steps):
         torch.manual_seed(case.seed + 1000 + k)

@@ -1,13 +1,10 @@
 """Sharded data parallelism (FSDP2) and activation checkpointing of a model's blocks.
 
-**Blocks.** Both work on a transformer's repeated blocks: the ``nn.ModuleList`` whose
-members are all of one class and which holds at least half of the model's parameters
-(GPT-2's ``blocks``, BERT's encoder layers, Llama's ``layers``; not, say, a list of
-parallel branches inside one Inception module); with several such lists, the one holding
-the most parameters. A model without one (the CNNs, a user's network built otherwise)
-cannot be wrapped this way, and a case
-asking for it is refused (``trainperf.case``; a user's network is probed in a child
-process, ``probe_blocks``, so that its code never runs in trainperf's own process).
+**Blocks.** Both work on a transformer's repeated blocks (``trainperf.models.blocks``, which
+the predictor counts too). A model without them (the CNNs, a user's network built
+otherwise) cannot be wrapped this way, and a case asking for it is refused
+(``trainperf.case``; a user's network is probed in a child process, ``probe_blocks``, so
+that its code never runs in trainperf's own process).
 
 **Sharding** (PyTorch FSDP2, ``torch.distributed.fsdp.fully_shard``; the layout of
 torchtitan): each block is sharded on its own, then the root takes the parameters left
@@ -53,63 +50,13 @@ from typing import Any
 import torch
 from torch import nn
 
-CHECKPOINTING = ("none", "full", "selective")
-# The smallest share of a model's parameters its repeated blocks hold (module doc).
-BLOCKS_MIN_SHARE = 0.5
-PROBE_TIMEOUT_S = 120.0
-
-
-class NoBlocks(ValueError):
-    """A model without repeated blocks to shard or checkpoint one by one."""
-
-
-def find_blocks(model: nn.Module) -> tuple[str, nn.ModuleList] | None:
-    """(name, list) of the model's repeated blocks (module doc), or None."""
-
-    def size(module: nn.Module) -> int:
-        return sum(p.numel() for p in module.parameters())
-
-    candidates = [
-        (name, module)
-        for name, module in model.named_modules()
-        if isinstance(module, nn.ModuleList)
-        and len(module) > 0
-        and len({type(block) for block in module}) == 1
-        and size(module) >= BLOCKS_MIN_SHARE * size(model)
-    ]
-    return max(candidates, key=lambda item: size(item[1]), default=None)
-
-
-def blocks_of(model: nn.Module, model_name: str) -> nn.ModuleList:
-    found = find_blocks(model)
-    if found is None:
-        raise NoBlocks(
-            f"{model_name} has no repeated blocks (an nn.ModuleList of modules of one class "
-            "holding most of its weights, as transformers hold their layers): parallel fsdp "
-            "and activation checkpointing wrap those; use parallel ddp and "
-            "activation_checkpointing none"
-        )
-    return found[1]
-
-
-# Operators whose outputs selective checkpointing keeps (aten names): the matrix multiplies
-# and the attention kernels of every backend (recomputing them would cost what
-# checkpointing saves). trainperf.predict.memory counts what they keep from the same list.
-SELECTIVE_SAVED_OPS = (
-    "mm",
-    "addmm",
-    "bmm",
-    "_scaled_dot_product_flash_attention",
-    "_scaled_dot_product_efficient_attention",
-    "_scaled_dot_product_cudnn_attention",
-    "_scaled_dot_product_flash_attention_for_cpu",
+from trainperf.models.blocks import (
+    NoBlocks,
+    blocks_of,
+    kept_op_packets,
 )
 
-
-def kept_op_packets() -> frozenset[Any]:
-    """The aten operators (overload packets) of ``SELECTIVE_SAVED_OPS`` this torch has."""
-    aten = torch.ops.aten
-    return frozenset(getattr(aten, name) for name in SELECTIVE_SAVED_OPS if hasattr(aten, name))
+PROBE_TIMEOUT_S = 120.0
 
 
 def _compute_bound_ops() -> set[Any]:

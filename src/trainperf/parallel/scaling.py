@@ -35,7 +35,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from trainperf.case import label_of, parallel_mode
+from trainperf.case import label_of
 from trainperf.case_result import run_estimates
 from trainperf.measure.hierarchy import (
     MIN_RUNS_FOR_DECISION,
@@ -43,6 +43,7 @@ from trainperf.measure.hierarchy import (
     UNBOUNDED,
     ratio_interval,
 )
+from trainperf.modes import device_count, parallel_mode
 
 # Fields that may differ between the N-device result and its baseline.
 NOT_IN_SETTING = ("devices", "nodes", "parallel", "seed", "timeout_s", "threads", "scaling")
@@ -78,10 +79,6 @@ def ddp_options(case: dict[str, Any]) -> str:
     if case.get("fsdp_reduce", "fp32") != "fp32":
         options.append(f"{case['fsdp_reduce']} reduce")
     return ", ".join(options)
-
-
-def device_count(case: dict[str, Any]) -> int:
-    return case.get("devices", 1) * case.get("nodes", 1)
 
 
 def scaling_rows(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -18,13 +18,20 @@ import os
 import sys
 from collections.abc import Sequence
 
+from trainperf.parallel.group import Ranks
 from trainperf.parallel.lifeline import PARENT_PID_ENV, die_with_parent
 
 LOOPBACK_ENDPOINT = "127.0.0.1:29400"
 
 
 def launched_by_torchrun() -> bool:
+    """Whether torchrun started this process (its agent sets TORCHELASTIC_RUN_ID and RANK)."""
     return "TORCHELASTIC_RUN_ID" in os.environ and "RANK" in os.environ
+
+
+def torchrun_rank() -> int | None:
+    """This process's rank when torchrun started it, else None."""
+    return Ranks.from_env().rank if launched_by_torchrun() else None
 
 
 def torchrun_args(

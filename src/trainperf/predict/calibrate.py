@@ -43,7 +43,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from trainperf import models
-from trainperf.parallel.scaling import device_count
+from trainperf.modes import device_count
 from trainperf.predict.model import PredictError, compute_rate, predict
 from trainperf.predict.terms import NO_NOISE, BusBandwidthCurve, Overhead, StepNoise, fit_overhead
 from trainperf.store import Store, StoreError

@@ -60,8 +60,8 @@ from typing import Any
 
 from trainperf import models
 from trainperf.models.attention import AttentionPlan
+from trainperf.models.blocks import CHECKPOINTING, NoBlocks
 from trainperf.models.custom import CustomModelError
-from trainperf.parallel.fsdp import CHECKPOINTING, NoBlocks
 from trainperf.precision import PRECISIONS
 from trainperf.predict.comm import data_parallel_all_gather_s, data_parallel_reduce_scatter_s
 from trainperf.predict.memory import (

@@ -60,7 +60,7 @@ output and one logsumexp per row, O(L). A CPU training with dropout (BERT, GPT-2
 math path, which saves the L×L probabilities and the dropout mask, O(L²), and is counted so.
 
 Sharded data parallelism needs the model split as FSDP shards it (``block_counts``): the
-repeated blocks (``trainperf.parallel.fsdp.find_blocks``) and the root (every other
+repeated blocks (``trainperf.models.blocks.find_blocks``) and the root (every other
 parameter). One forward pass + loss on the meta device, with module hooks marking which
 block runs, attributes each saved storage to the block (or the root) that saved it first,
 and records what activation checkpointing would keep: the inputs of every block (full),
@@ -95,7 +95,7 @@ from torch.utils.flop_counter import flop_registry
 from trainperf import models
 from trainperf.analysis.flops import count_parameters
 from trainperf.models.attention import AttentionPlan
-from trainperf.parallel.fsdp import SELECTIVE_SAVED_OPS, blocks_of
+from trainperf.models.blocks import blocks_of, kept_op_packets
 
 GIB = 2**30
 WEIGHT_BYTES, GRAD_BYTES = 4, 4
@@ -331,8 +331,7 @@ class _BlockRecorder(TorchDispatchMode):
         self.region: int | None = None
         self.flops: dict[int | None, int] = {}
         self.kept: dict[StorageWeakRef, torch.Tensor] = {}
-        aten = torch.ops.aten
-        self._kept_ops = {getattr(aten, n) for n in SELECTIVE_SAVED_OPS if hasattr(aten, n)}
+        self._kept_ops = kept_op_packets()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -355,7 +354,7 @@ class _BlockRecorder(TorchDispatchMode):
 
 def block_counts(model: str, size: int | None = None, plan: AttentionPlan = GPU) -> BlockCounts:
     """``model`` at ``size`` split into blocks and root (module doc; cached), attention as
-    ``plan`` runs it. Raises ``trainperf.parallel.fsdp.NoBlocks`` for a model without
+    ``plan`` runs it. Raises ``trainperf.models.blocks.NoBlocks`` for a model without
     repeated blocks."""
     spec = models.get(model)
     return _count_blocks(model, spec.resolve_size(size), plan)

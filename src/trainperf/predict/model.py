@@ -50,6 +50,7 @@ from trainperf.limits import (
     first_bad_number,
 )
 from trainperf.models.custom import CustomModelError
+from trainperf.modes import SCALINGS, device_batch, splits_evenly
 from trainperf.precision import PRECISIONS  # what a case trains in
 from trainperf.predict.comm import LinkCost, bucket_sizes, data_parallel_allreduce_s
 from trainperf.predict.memory import (
@@ -70,7 +71,6 @@ from trainperf.predict.terms import NO_NOISE, NO_OVERHEAD, Overhead, StepNoise
 # Bytes per gradient element all-reduced: fp32 (AMP keeps fp32 parameters and gradients)
 # unless a 16-bit communication hook compresses them.
 COMPRESSION_BYTES = {"none": 4, "fp16": 2, "bf16": 2}
-SCALINGS = ("weak", "strong")
 MIB = 2**20
 FORWARD_SHARE = 1 / 3  # forward : backward = 1 : 2
 
@@ -252,15 +252,13 @@ def device_batches(batch_size: int, counts: Sequence[int], scaling: str) -> dict
         raise PredictError(f"unknown scaling '{scaling}': allowed {', '.join(SCALINGS)}")
     if batch_size < 1:
         raise PredictError(f"batch size must be >= 1, got {batch_size}")
-    if scaling == "weak":
-        return {c: batch_size for c in counts}
     for c in counts:
-        if batch_size % c:
+        if not splits_evenly(batch_size, c, scaling):
             raise PredictError(
                 f"strong scaling: batch {batch_size} does not split evenly over {c} devices"
                 + (" (fewer than 1 sample each)" if batch_size < c else "")
             )
-    return {c: batch_size // c for c in counts}
+    return {c: device_batch(batch_size, c, scaling) for c in counts}
 
 
 def predict(

@@ -33,6 +33,7 @@ from matplotlib.figure import Figure as MplFigure
 from matplotlib.patches import Patch
 
 from trainperf.case import label_of, parallel_mode
+from trainperf.modes import RANK_MODES
 from trainperf.parallel.scaling import (
     DDP_OPTIONS,
     FSDP_OPTIONS,
@@ -72,7 +73,7 @@ AS_WORKLOAD = {
     "reshard_after_forward": True,
     "fsdp_reduce": "fp32",
 }
-MODES = ("none", "ddp", "fsdp")  # the order of the methods on the axes
+MODES = ("none", *RANK_MODES)  # the order of the methods on the axes
 CHECKPOINTING = ("none", "selective", "full")
 MEMORY_PARTS = {
     "mem_params_bytes": "parameters",
