@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+from trainperf import fileio
 
 Rows = list[dict]
 
@@ -103,13 +103,6 @@ def _read(path: Path, key: str) -> Rows | None:
 def _write(path: Path, key: str, rows: Rows) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".zoo-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as file:
-                json.dump({"key": key, "rows": rows}, file)
-            os.replace(temporary, path)
-        except BaseException:
-            os.unlink(temporary)
-            raise
-    except OSError:
+        fileio.write_atomic(path, json.dumps({"key": key, "rows": rows}))
+    except OSError:  # fileio.FileKindError included: a cache path that is not a file
         pass  # a read-only or full cache: the rows were counted, just not kept
