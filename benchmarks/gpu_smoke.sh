@@ -37,6 +37,7 @@ STEPS=()   # name|limit seconds|condition|command (run with the database appende
 step() { STEPS+=("$1|$2|$3|$4"); }
 
 CASE="run --runs 1 --steps fixed:2:6 --device cuda --json"
+step "doctor" 60 gpu "doctor --strict --json"
 step "case resnet50 fp32" 120 gpu "$CASE -m resnet50 -b 64 --precision fp32"
 step "case resnet50 tf32" 90 gpu "$CASE -m resnet50 -b 64 --precision tf32"
 step "case resnet50 bf16" 90 gpu "$CASE -m resnet50 -b 128 --precision bf16"
@@ -50,9 +51,9 @@ step "llama 8192 tokens" 180 gpu "$CASE -m llama3.2-1b -b 1 --seq-len 8192 --pre
 step "micro gemm" 120 gpu "micro gemm --dtype fp32,tf32,bf16,fp8 --shapes square --limit 4 --device cuda --json"
 step "micro conv" 90 gpu "micro conv --dtype bf16 --model resnet50 --limit 6 --device cuda --json"
 step "micro memory" 60 gpu "micro memory --device cuda --json"
-step "micro p2p" 120 two "micro p2p --size 64M --json"
-step "micro collective" 120 gpu "micro collective --nprocs $RANKS --ops all_reduce,all_gather --max-bytes 256M --device cuda --json"
-step "profile" 120 gpu "profile resnet50 -b 64 --precision bf16 --device cuda --steps 5 --json"
+step "micro p2p" 120 two "micro p2p --bytes 64M --json"
+step "micro collective" 120 gpu "micro collective --devices $RANKS --ops all_reduce,all_gather --max-bytes 256M --device cuda --json"
+step "profile" 120 gpu "profile resnet50 -b 64 --precision bf16 --device cuda --steps fixed:3:5 --json"
 step "maxbatch" 180 gpu "maxbatch resnet18 --precision bf16 --image-size 112 --limit 2048 --device cuda --json"
 
 if [ "$LIST" = 1 ]; then

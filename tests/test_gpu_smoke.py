@@ -33,3 +33,18 @@ def test_the_script_parses_and_lists_every_gpu_path():
     ):
         assert path in listed, path
     assert all("--db gpu-smoke.db" in line for line in listed.splitlines())
+
+
+def test_every_step_parses_against_the_cli():
+    """A renamed flag (micro p2p --bytes, collective --devices) must not break the first run
+    on a GPU machine: every step's command line parses as trainperf's own."""
+    import shlex
+
+    from test_docs_examples import parse
+
+    listed = subprocess.run(
+        ["bash", str(SCRIPT), "--list"], capture_output=True, text=True, check=True
+    ).stdout
+    for line in listed.splitlines():
+        command = line[line.index("trainperf ") :]
+        parse(shlex.split(command)[1:])  # raises click's error naming the bad flag
