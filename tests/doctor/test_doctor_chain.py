@@ -39,8 +39,8 @@ def real_chain():
 # ------------------------------------------------------------------ the real chain
 
 
-def test_the_real_chain_on_this_cpu_reports_measured_errors_in_seconds(real_chain):
-    checks, seconds = real_chain
+def test_the_real_chain_on_this_cpu_reports_measured_errors(real_chain):
+    checks, _ = real_chain  # its time: benchmarks/doctor_time.py
     assert list(checks) == [
         "chain.step_timer",
         "chain.allocator_peak",
@@ -48,7 +48,6 @@ def test_the_real_chain_on_this_cpu_reports_measured_errors_in_seconds(real_chai
         "chain.energy",
         "chain.all_reduce",
     ]
-    assert seconds < 10
     timer = checks["chain.step_timer"]
     assert timer.status == "ok", timer.seen
     assert abs(timer.value["error_relative"]) <= 0.01
@@ -69,9 +68,7 @@ def test_the_real_chain_on_this_cpu_reports_measured_errors_in_seconds(real_chai
 
 
 def test_a_sweep_runs_the_timer_and_allocator_and_says_why_not_the_rest():
-    started = time.monotonic()
     checks = {c.name: c for c in chain_checks(full=False, device="cpu")}
-    assert time.monotonic() - started < 5  # no ranks, no GEMM: a fraction of a second
     assert checks["chain.step_timer"].status == "ok" and checks["chain.step_timer"].value
     for name in ("chain.gemm_rate", "chain.energy", "chain.all_reduce"):
         assert checks[name].status == "absent" and checks[name].seen == AT_SWEEP_START
@@ -351,7 +348,7 @@ def test_a_hang_is_killed_and_fails():
     started = time.monotonic()
     launch = RanksLaunch(command=sleeper, start_timeout_s=0.5)
     check = all_reduce_check(launch.collect())
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # killed after its 0.5 s, not left to sleep 60 s
     assert all(proc.poll() is not None for proc in launch.procs)  # killed
     assert check.status == "fail" and check.value["hung"]
     assert "did not start within 0.5 s" in check.seen

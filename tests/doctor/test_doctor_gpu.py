@@ -2,7 +2,6 @@
 
 import json
 import os
-import time
 from types import SimpleNamespace
 
 import pynvml
@@ -464,9 +463,7 @@ def test_without_nvml_every_gpu_line_is_absent_with_the_reason():
         def nvmlInit(self):
             raise pynvml.NVMLError_LibraryNotFound()
 
-    started = time.perf_counter()
     checks = gpu_checks(nvml=NoLibrary(), environ={})
-    assert time.perf_counter() - started < 0.3
     assert [c.name for c in checks] == [f"gpu.{kind}" for kind in KINDS]
     for check in checks:
         assert check.status == ABSENT
@@ -481,10 +478,8 @@ def test_without_gpus_the_gpu_lines_are_absent():
     assert checks["gpu.nvlink"].seen == "NVML sees no GPU that CUDA may use"
 
 
-def test_on_this_machine_it_is_fast_and_says_why():
-    started = time.perf_counter()
-    checks = gpu_checks()
+def test_on_this_machine_it_says_why():
+    checks = gpu_checks()  # its time: benchmarks/doctor_time.py
     assert checks and all(c.status in (OK, WARN, FAIL, ABSENT) for c in checks)
     if all(c.status == ABSENT for c in checks):  # no NVML here
-        assert time.perf_counter() - started < 0.3
         assert checks[0].seen.startswith("no NVML: ")

@@ -3,7 +3,6 @@ its ok branch, its warning branch where it has one, and its absent branch."""
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -418,14 +417,10 @@ def test_host_checks_on_a_fake_machine(tmp_path):
     assert {c.name for c in empty if c.status == ABSENT} >= {f"host.{n}" for n in from_files}
 
 
-def test_host_checks_on_this_machine_are_valid_and_fast():
-    host_checks()  # imports torch's version modules once
-    started = time.perf_counter()
-    checks = host_checks()
-    elapsed = time.perf_counter() - started
+def test_host_checks_on_this_machine_are_valid():
+    checks = host_checks()  # its time: benchmarks/doctor_time.py
     _valid(checks)
     assert len(checks) >= 20
-    assert elapsed < 0.5, f"host_checks took {elapsed:.3f} s"
 
 
 @pytest.mark.parametrize(
