@@ -213,8 +213,8 @@ def doctor_verdicts(db: sqlite3.Connection, sweep_ids: Iterable[str]) -> dict[st
     before trainperf examined machines, schema 9), by sweep id, each decoded once."""
     wanted = list(dict.fromkeys(sweep_ids))
     found: dict[str, Any] = {}
-    for start in range(0, len(wanted), 500):  # SQLite's bound on parameters is 999 or more
-        chunk = wanted[start : start + 500]
+    for start in range(0, len(wanted), CHUNK):
+        chunk = wanted[start : start + CHUNK]
         rows = db.execute(
             f"SELECT sweep_id, doctor_json FROM sweeps WHERE sweep_id IN ({_marks(len(chunk))})",
             chunk,

@@ -101,9 +101,8 @@ def compare(
         raise BadInput(str(exc)) from None
     from trainperf.doctor.conditions import differences
 
-    document["conditions_differ"] = [
-        {"check": d.name, "values": d.values} for d in differences(measured)
-    ]
+    differ = differences(measured)
+    document["conditions_differ"] = [{"check": d.name, "values": d.values} for d in differ]
     if as_json:
         emit_json(document)
         return
@@ -112,7 +111,7 @@ def compare(
 
     width = table_width(table_format)
     show_table(compare_table(document, width), table_format)
-    for line in difference_lines(differences(measured)):
+    for line in difference_lines(differ):
         stderr.print(line, markup=False, soft_wrap=True)
     if len(document["systems"]) < 2:  # one database of one system
         stderr.print(
