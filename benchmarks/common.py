@@ -10,8 +10,8 @@ import argparse
 import torch
 
 from trainperf import models
-from trainperf.case import make_case
-from trainperf.training_step import TrainingStep, build_training_step
+from trainperf.case.spec import make_case
+from trainperf.step.training_step import TrainingStep, build_training_step
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:

@@ -27,7 +27,7 @@ from trainperf.measure.probes import CaseProbes
 from trainperf.measure.stats import summarize
 from trainperf.measure.timed_steps import measure_steps
 from trainperf.measure.timer import make_timer
-from trainperf.training_step import TrainingStep
+from trainperf.step.training_step import TrainingStep
 
 MAX_OVERHEAD = 0.01
 

@@ -1,8 +1,8 @@
 """Does the harness cost anything? trainperf's measured throughput vs a bare hand-written loop.
 
-One model, optimizer and batch are built once (trainperf.training_step.build_training_step); then
-blocks of N steps alternate, ABBA, between:
-- trainperf: as a case measures (trainperf.benchmark.run_case): ``measure_steps`` with
+One model, optimizer and batch are built once (trainperf.step.training_step.build_training_step);
+then blocks of N steps alternate, ABBA, between:
+- trainperf: as a case measures (trainperf.step.benchmark.run_case): ``measure_steps`` with
   ``fixed:0:N``, the device's step timer (CUDA events or the host clock), each step's loss
   kept by a ``LossWatch`` and checked after the window, the case's probes (energy meters,
   contexts) around it; summarized by ``trainperf.measure.stats`` as a case is (its
@@ -45,7 +45,7 @@ from trainperf.measure.probes import CaseProbes
 from trainperf.measure.stats import summarize
 from trainperf.measure.timed_steps import measure_steps
 from trainperf.measure.timer import make_timer
-from trainperf.training_step import TrainingStep
+from trainperf.step.training_step import TrainingStep
 
 THRESHOLD = 0.99
 

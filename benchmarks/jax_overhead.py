@@ -32,14 +32,14 @@ from flax import nnx
 
 from common import add_model_arguments
 from trainperf import models
-from trainperf.case import make_case
-from trainperf.jax import models as flax_models
+from trainperf.case.spec import make_case
 from trainperf.jax import tasks
 from trainperf.jax.step import JaxTrainingStep, build_jax_step, optimizer_of
 from trainperf.measure.policy import FixedPolicy
 from trainperf.measure.stats import summarize
 from trainperf.measure.timed_steps import measure_steps
 from trainperf.measure.timer import InFlightTimer
+from trainperf.models import flax_zoo as flax_models
 
 THRESHOLD = 0.97
 

@@ -27,7 +27,7 @@ not of thread scaling. Gloo's own threads and the memory bus are still shared, w
 predictor does not model; the second table shows it as the compute time of a rank
 growing from 1 to 2 processes.
 
-The networks, at the ratio that sets data-parallel scaling (trainperf.analysis.flops): training
+The networks, at the ratio that sets data-parallel scaling (trainperf.models.flops): training
 FLOPs per sample / parameters, i.e. compute per sample over the all-reduce volume per step.
 - comm-heavy: AlexNet at 64×64, batch 16: 0.578 GFLOP/sample over 61.1 M parameters =
   9.5 FLOPs/param; 233 MiB of fp32 gradients a step against a 0.31 s step on one core
@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from trainperf import models
-from trainperf.analysis.flops import analyse
+from trainperf.models.flops import analyse
 
 MISMATCH_POINTS = 10.0
 # Predicted terms added to the synchronized step: stragglers and per-step DDP overhead.

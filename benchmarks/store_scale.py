@@ -56,10 +56,9 @@ VERBS = {
 
 def seed_export(folder: Path) -> dict[str, Any]:
     """An export of the seed measurements, stored and exported by trainperf."""
-    from trainperf import exchange
-    from trainperf.case_result import combine
+    from trainperf.case.result import combine
     from trainperf.measure.runs import parse_runs
-    from trainperf.store import Store
+    from trainperf.store.database import Store, exchange
 
     seed = json.loads(SEED.read_text())
     with Store(folder / "seed.db") as store:
@@ -122,8 +121,7 @@ def _scaled(row: dict[str, Any], factor: float) -> dict[str, Any]:
 
 def grow(db: Path, results: int, systems: int) -> None:
     """Write a store of ``results`` results over ``systems`` systems at ``db``."""
-    from trainperf import exchange
-    from trainperf.store import Store
+    from trainperf.store.database import Store, exchange
 
     with tempfile.TemporaryDirectory() as tmp:
         source = seed_export(Path(tmp))

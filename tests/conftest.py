@@ -7,7 +7,7 @@ import pytest
 
 from flaky_nets import FLAKY_NETS
 
-# A NaN or infinity about to be written fails loudly in tests (trainperf.strict_json),
+# A NaN or infinity about to be written fails loudly in tests (trainperf.core.strict_json),
 # in this process and in the workers it starts.
 os.environ["TRAINPERF_STRICT_JSON"] = "1"
 

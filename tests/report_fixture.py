@@ -18,9 +18,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trainperf.case_result import RESULT_SCHEMA, combine
+from trainperf.case.result import RESULT_SCHEMA, combine
 from trainperf.measure.runs import parse_runs
-from trainperf.store import Store
+from trainperf.store.database import Store
 
 SEED = Path(__file__).parent / "data" / "cpu_measurements.json"
 SPEEDUP = 4.0  # system B's step times are system A's divided by this

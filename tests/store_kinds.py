@@ -25,17 +25,18 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from trainperf import benchmark, models
-from trainperf.analysis.flops import count_flops
-from trainperf.case import make_case
-from trainperf.case_result import combine
+from trainperf import models
+from trainperf.case.outcome import Outcome
+from trainperf.case.result import combine
+from trainperf.case.spec import make_case
 from trainperf.convergence.trainer import TrainConfig
 from trainperf.measure.divergence import Diverged
 from trainperf.measure.runs import parse_runs
 from trainperf.measure.timed_steps import StepRecord
-from trainperf.outcome import Outcome
-from trainperf.parallel.rank_case import rank_metrics, slowest_per_step
-from trainperf.store import Store
+from trainperf.models.flops import count_flops
+from trainperf.step import benchmark
+from trainperf.step.rank_case import rank_metrics, slowest_per_step
+from trainperf.store.database import Store
 
 SEED = Path(__file__).parent / "data" / "cpu_measurements.json"
 FAILURES = ("oom", "timeout", "crashed", "error", "diverged")

@@ -1,6 +1,6 @@
 import pytest
 
-from trainperf.case import Case, CaseError, DeviceKind, HardwareAbsent, check_case, make_case
+from trainperf.case.spec import Case, CaseError, DeviceKind, HardwareAbsent, check_case, make_case
 
 CPU_ONLY = {"cpu": DeviceKind(1)}
 VOLTA = {"cpu": DeviceKind(1), "cuda": DeviceKind(2, (7, 0))}
@@ -94,8 +94,8 @@ def test_data_field_defaults_to_synthetic_and_is_validated():
 def test_one_list_of_parallel_modes_for_the_case_and_the_cli():
     import click
 
+    from trainperf.case.modes import PARALLEL_MODES, RANK_MODES
     from trainperf.cli import COMMANDS
-    from trainperf.modes import PARALLEL_MODES, RANK_MODES
 
     for mode in PARALLEL_MODES:
         assert Case(model="resnet50", batch_size=8, parallel=mode).parallel == mode
@@ -156,7 +156,7 @@ def test_cpu_engine_options():
         check_case(make_case(model="resnet18", batch_size=8, mkldnn=False, device="cuda"), HOPPER)
 
 
-# --- numbers every reader can handle (trainperf.limits) ---------------------------------
+# --- numbers every reader can handle (trainperf.core.limits) ---------------------------------
 
 
 @pytest.mark.parametrize(
@@ -178,7 +178,7 @@ def test_numbers_beyond_what_torch_and_the_store_hold_are_refused(fields, messag
 
 
 def test_every_count_of_a_case_is_bounded_and_the_bound_is_accepted():
-    from trainperf.limits import COUNT_FIELDS, MAX_COUNT
+    from trainperf.core.limits import COUNT_FIELDS, MAX_COUNT
 
     for name in COUNT_FIELDS:
         bounds = [getattr(m, "le", None) for m in Case.model_fields[name].metadata]
@@ -208,7 +208,7 @@ def test_a_huge_batch_flag_is_bad_input_and_writes_nothing(tmp_path, run_cli):
     ],
 )
 def test_one_rule_decides_how_a_case_is_launched(fields, launch):
-    from trainperf.modes import launch_kind
+    from trainperf.case.modes import launch_kind
 
     case = make_case(model="resnet50", batch_size=8, **fields)
     assert case.launch == launch_kind(case.model_dump()) == launch
@@ -216,7 +216,7 @@ def test_one_rule_decides_how_a_case_is_launched(fields, launch):
 
 
 def test_one_batch_per_device_rule_for_the_case_and_the_predictor():
-    from trainperf.modes import device_batch, splits_evenly
+    from trainperf.case.modes import device_batch, splits_evenly
     from trainperf.predict.model import device_batches
 
     assert (device_batch(32, 4, "weak"), device_batch(32, 4, "strong")) == (32, 8)

@@ -1,13 +1,13 @@
-"""A case's result from its runs (trainperf.case_result), on synthetic run documents."""
+"""A case's result from its runs (trainperf.case.result), on synthetic run documents."""
 
 import statistics
 
 import pytest
 
-from trainperf import case_result
+from trainperf.case import result as case_result
+from trainperf.case.outcome import Outcome
 from trainperf.measure.hierarchy import mean_interval
 from trainperf.measure.runs import AdaptiveRuns, FixedRuns
-from trainperf.outcome import Outcome
 
 CASE = {"model": "cifarnet", "batch_size": 8, "steps": "fixed:1:30", "runs": 3}
 

@@ -86,9 +86,9 @@ def sides(fixture_db, tmp_path_factory):
     db, known = fixture_db
     directory = tmp_path_factory.mktemp("sides")
     a, b_file, b_db = directory / "a.json", directory / "b.json", directory / "b.db"
-    from trainperf import exchange
-    from trainperf.store import Store
-    from trainperf.store_query import ResultFilter
+    from trainperf.store import exchange
+    from trainperf.store.database import Store
+    from trainperf.store.query import ResultFilter
 
     with Store(db) as store:
         for path, system in ((a, known["systems"]["a"]), (b_file, known["systems"]["b"])):

@@ -6,8 +6,8 @@ import pytest
 
 from trainperf.cli import COMMANDS
 from trainperf.cli.common import FiniteFloat
-from trainperf.limits import INT64_MAX, MAX_COUNT
-from trainperf.store import Store
+from trainperf.core.limits import INT64_MAX, MAX_COUNT
+from trainperf.store.database import Store
 
 HUGE = "1" + "0" * 23  # 10^23: above every 64-bit integer
 PREDICT = "predict --model resnet50 --device v100-sxm2-16gb --devices 1,8 --intra nvlink2"

@@ -46,7 +46,7 @@ def test_scaling_and_pareto_print_markup_in_host_names_as_text(tmp_path, run_cli
 
 
 def test_a_sweep_prints_suite_and_host_names_with_markup_as_text(tmp_path, run_cli, monkeypatch):
-    from trainperf import system
+    from trainperf.system import inventory as system
 
     collect = system.collect
     monkeypatch.setattr(system, "collect", lambda *a, **k: collect(*a, **k) | {"hostname": HOST})

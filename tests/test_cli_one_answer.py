@@ -15,8 +15,8 @@ import pytest
 
 import trainperf
 from trainperf.cli.common import BadInput, store_errors
-from trainperf.store import StoreError, StoreUnavailable
-from trainperf.store_query import FilterError
+from trainperf.store.database import StoreError, StoreUnavailable
+from trainperf.store.query import FilterError
 
 SRC = Path(trainperf.__file__).parent
 CLI = SRC / "cli"
@@ -107,17 +107,17 @@ NOT_JOB_FOLDERS = {"datasets/sample.py"}
 
 def test_job_folders_are_made_only_by_job_directory():
     made = _hits(r"\b(mkdtemp|TemporaryDirectory)\(", SRC)
-    assert _files(made) - NOT_JOB_FOLDERS == {"runner.py"}, made
-    assert len([hit for hit in made if hit.startswith("runner.py")]) == 1, made
-    users = _files(_hits(r"\bjob_directory\(\)", SRC)) - {"runner.py"}
+    assert _files(made) - NOT_JOB_FOLDERS == {"launch/runner.py"}, made
+    assert len([hit for hit in made if hit.startswith("launch/runner.py")]) == 1, made
+    users = _files(_hits(r"\bjob_directory\(\)", SRC)) - {"launch/runner.py"}
     assert users >= {
         "cli/micro.py",
         "cli/inspect.py",
         "cli/train.py",
-        "maxbatch.py",
-        "parallel/equivalence.py",
+        "launch/maxbatch.py",
+        "launch/equivalence.py",
         "convergence/mllog.py",
-        "sweep.py",
+        "launch/sweep.py",
     }, users
 
 
@@ -125,7 +125,12 @@ def test_a_job_folder_names_its_owner_and_is_removed_at_the_end(tmp_path, monkey
     import json
     import tempfile
 
-    from trainperf.runner import OWNER_FILE, TEMP_PREFIX, job_directory, remove_stale_directories
+    from trainperf.launch.runner import (
+        OWNER_FILE,
+        TEMP_PREFIX,
+        job_directory,
+        remove_stale_directories,
+    )
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with job_directory() as folder:
@@ -143,7 +148,7 @@ def test_the_folder_of_a_killed_trainperf_is_removed_by_the_next_one(tmp_path, m
     import sys
     import tempfile
 
-    from trainperf.runner import OWNER_FILE, TEMP_PREFIX, job_directory
+    from trainperf.launch.runner import OWNER_FILE, TEMP_PREFIX, job_directory
 
     ended = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from trainperf.strict_json import loads
+from trainperf.core.strict_json import loads
 
 
 def _stored_texts(db):

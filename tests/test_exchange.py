@@ -1,4 +1,4 @@
-"""Export and import of results (trainperf.exchange, `trainperf export` / `trainperf import`)."""
+"""Export and import of results (trainperf.store.exchange, `trainperf export` and `import`)."""
 
 import copy
 import csv
@@ -13,13 +13,13 @@ import stat
 import pytest
 
 from report_fixture import build
-from trainperf import exchange
-from trainperf.case import make_case
+from trainperf.case.spec import make_case
 from trainperf.convergence import records
 from trainperf.convergence.trainer import TrainConfig
-from trainperf.exchange_format import FORMAT_VERSION
 from trainperf.report.tables import CSV_COLUMNS
-from trainperf.store import Store
+from trainperf.store import exchange
+from trainperf.store.database import Store
+from trainperf.store.exchange_format import FORMAT_VERSION
 
 
 @pytest.fixture(scope="module")

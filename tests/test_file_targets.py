@@ -20,10 +20,11 @@ import sys
 import pytest
 
 from report_fixture import build
-from trainperf import exchange, strict_json
 from trainperf.convergence.mllog import MLPerfLogger
-from trainperf.fileio import FileKindError
-from trainperf.store import Store, StoreError, check_writable
+from trainperf.core import strict_json
+from trainperf.core.fileio import FileKindError
+from trainperf.store import exchange
+from trainperf.store.database import Store, StoreError, check_writable
 
 TIMEOUT_S = 20
 

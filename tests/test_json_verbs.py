@@ -8,7 +8,7 @@ import io
 import pytest
 
 import store_kinds
-from trainperf.strict_json import loads
+from trainperf.core.strict_json import loads
 
 # Each verb's arguments; "{db}" and "{out}" are filled in. `models --json` (half a minute
 # over the whole zoo) is run by tests/test_cli.py, under the same strict encoder: the tests

@@ -11,7 +11,7 @@
 - trainperf.cli: shared helpers are public in trainperf.cli.common, which imports no verb
   module, and every verb module imports only common.
 - No module uses a private (``_``-prefixed) name of another, whether imported by name
-  (``from trainperf.store import _write``) or reached through a module (``store._write``).
+  (``from trainperf.store.database import _write``) or reached through a module (``store._write``).
 """
 
 from __future__ import annotations
@@ -29,26 +29,26 @@ SRC = Path(trainperf.__file__).parent
 LOW_LEVEL = (
     "trainperf.models",
     "trainperf.measure",
-    "trainperf.store",
-    "trainperf.store_rows",
-    "trainperf.store_schema",
+    "trainperf.store.database",
+    "trainperf.store.rows",
+    "trainperf.store.schema",
     "trainperf.datasets",
     "trainperf.analysis",
-    "trainperf.limits",
-    "trainperf.precision",
-    "trainperf.modes",
-    "trainperf.fileio",
-    "trainperf.outcome",
-    "trainperf.case",
-    "trainperf.case_result",
+    "trainperf.core.limits",
+    "trainperf.case.precision",
+    "trainperf.case.modes",
+    "trainperf.core.fileio",
+    "trainperf.case.outcome",
+    "trainperf.case.spec",
+    "trainperf.case.result",
 )
 # What low-level code must not import: the command line, reports, process launching.
 LAUNCH_AND_UP = (
     "trainperf.cli",
     "trainperf.report",
-    "trainperf.runner",
-    "trainperf.sweep",
-    "trainperf.worker",
+    "trainperf.launch.runner",
+    "trainperf.launch.sweep",
+    "trainperf.launch.worker",
     "trainperf.parallel.torchrun",
 )
 
@@ -144,7 +144,7 @@ def test_reports_never_import_the_cli_or_the_runner():
         f"{a} -> {b}"
         for a, b in graph.edges
         if _within(a, ("trainperf.report",))
-        and _within(b, ("trainperf.cli", "trainperf.runner", "trainperf.sweep"))
+        and _within(b, ("trainperf.cli", "trainperf.launch.runner", "trainperf.launch.sweep"))
     ]
     assert offences == []
 
@@ -152,10 +152,10 @@ def test_reports_never_import_the_cli_or_the_runner():
 # The runtime of a case: what launches, wraps and runs a training step.
 RUNTIME = (
     "trainperf.parallel",
-    "trainperf.runner",
-    "trainperf.worker",
-    "trainperf.benchmark",
-    "trainperf.training_step",
+    "trainperf.launch.runner",
+    "trainperf.launch.worker",
+    "trainperf.step.benchmark",
+    "trainperf.step.training_step",
 )
 
 

@@ -1,4 +1,4 @@
-"""Leases of suite cases (trainperf.lease, ``Store.claim``): who holds one, and when a
+"""Leases of suite cases (trainperf.store.lease, ``Store.claim``): who holds one, and when a
 lease is taken over."""
 
 import os
@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from trainperf import lease
-from trainperf.lease import Owner
-from trainperf.store import Store
+from trainperf.store import lease
+from trainperf.store.database import Store
+from trainperf.store.lease import Owner
 
 CASE = ("system0", "v1", "case-a")
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from trainperf.case import make_case
-from trainperf.maxbatch import (
+from trainperf.case.spec import make_case
+from trainperf.launch.maxbatch import (
     PROBE_STEPS,
     Probe,
     SearchFailed,
@@ -81,7 +81,7 @@ def test_probe_case_and_memory_key():
 
 
 def test_search_limit_of_a_batch_and_of_a_sequence_length():
-    from trainperf.maxbatch import DEFAULT_LIMIT, NotALanguageModel, search_limit
+    from trainperf.launch.maxbatch import DEFAULT_LIMIT, NotALanguageModel, search_limit
     from trainperf.models import look_up
 
     image = make_case(model="resnet18", batch_size=1, image_size=32)
@@ -97,8 +97,8 @@ def test_search_limit_of_a_batch_and_of_a_sequence_length():
 
 
 def test_a_batch_answer_is_stored_and_a_sequence_answer_names_its_probes(tmp_path):
-    from trainperf.maxbatch import MaxBatch, longest_sequence, store_answer
-    from trainperf.store import Store
+    from trainperf.launch.maxbatch import MaxBatch, longest_sequence, store_answer
+    from trainperf.store.database import Store
 
     template = make_case(model="resnet18", batch_size=1, image_size=32)
     found = MaxBatch(8, [Probe(8, True, "ok"), Probe(16, False, "oom")])

@@ -1,6 +1,6 @@
 """Nothing measured is lost when the results database stays locked or the disk is full: the
 sweep waits, says so, then stops and saves what it could not store in a recovery file that
-`trainperf import` adds later (trainperf.recovery).
+`trainperf import` adds later (trainperf.store.recovery).
 
 The worker process is replaced by a fake (as in test_runs_sweep.py) that, on a chosen run,
 makes the database unwritable the way it happens for real: another connection holding the
@@ -12,11 +12,11 @@ import threading
 
 import pytest
 
-from trainperf import exchange
-from trainperf import sweep as sweep_module
-from trainperf.case import make_case
-from trainperf.store import FULL, LOCKED, Store, StoreUnavailable
-from trainperf.sweep import SweepItem, run_sweep
+from trainperf.case.spec import make_case
+from trainperf.launch import sweep as sweep_module
+from trainperf.launch.sweep import SweepItem, run_sweep
+from trainperf.store import exchange
+from trainperf.store.database import FULL, LOCKED, Store, StoreUnavailable
 
 SYSTEM = {"fingerprint": "s" * 16, "hostname": "box"}
 SUITE = ("grid", "v1")
@@ -227,7 +227,7 @@ def test_a_sweep_that_cannot_start_measures_nothing(tmp_path, sweep):
 
 
 def test_when_no_place_takes_the_file_the_line_says_so(tmp_path, monkeypatch):
-    from trainperf import recovery
+    from trainperf.store import recovery
 
     def no_room(path, data):
         raise OSError(28, "No space left on device")
@@ -242,7 +242,7 @@ def test_when_no_place_takes_the_file_the_line_says_so(tmp_path, monkeypatch):
 
 
 def test_a_recovery_file_never_replaces_another(tmp_path):
-    from trainperf import recovery
+    from trainperf.store import recovery
 
     first, _ = recovery.save_file({"n": 1}, tmp_path / "r.db", "abc")
     second, _ = recovery.save_file({"n": 2}, tmp_path / "r.db", "abc")

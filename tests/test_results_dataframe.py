@@ -1,12 +1,12 @@
-"""Stored results as pandas DataFrames (trainperf.results)."""
+"""Stored results as pandas DataFrames (trainperf.report.results)."""
 
 import pandas as pd
 import pytest
 
 from report_fixture import build
+from trainperf.report.results import dataframe, micro_dataframe, runs_dataframe
 from trainperf.report.tables import CSV_COLUMNS
-from trainperf.results import dataframe, micro_dataframe, runs_dataframe
-from trainperf.store import Store
+from trainperf.store.database import Store
 
 
 @pytest.fixture(scope="module")

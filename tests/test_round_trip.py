@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import store_kinds
-from trainperf import exchange
-from trainperf.store import Store
-from trainperf.strict_json import dumps, loads
+from trainperf.core.strict_json import dumps, loads
+from trainperf.store import exchange
+from trainperf.store.database import Store
 
 
 def _export(db) -> dict:

@@ -8,10 +8,10 @@ import tempfile
 
 import psutil
 
-from trainperf.case import make_case
-from trainperf.runner import ChildJob, child_environment, run_in_child
-from trainperf.store import Store
-from trainperf.sweep import SweepEvents, run_cases
+from trainperf.case.spec import make_case
+from trainperf.launch.runner import ChildJob, child_environment, run_in_child
+from trainperf.launch.sweep import SweepEvents, run_cases
+from trainperf.store.database import Store
 
 
 def test_abort_is_recorded_as_crashed(tmp_path, user_nets):

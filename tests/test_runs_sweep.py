@@ -11,13 +11,13 @@ import time
 
 import pytest
 
-from trainperf import lease
-from trainperf import sweep as sweep_module
-from trainperf.case import make_case
-from trainperf.lease import Owner
-from trainperf.runner import Interrupted
-from trainperf.store import Store
-from trainperf.sweep import SweepEvents, SweepItem, interleave, run_sweep
+from trainperf.case.spec import make_case
+from trainperf.launch import sweep as sweep_module
+from trainperf.launch.runner import Interrupted
+from trainperf.launch.sweep import SweepEvents, SweepItem, interleave, run_sweep
+from trainperf.store import lease
+from trainperf.store.database import Store
+from trainperf.store.lease import Owner
 
 SYSTEM = {"fingerprint": "s" * 16, "hostname": "box"}
 SUITE = ("grid", "v1")
@@ -213,7 +213,7 @@ def test_events_tell_each_run_and_the_runs_left(store, monkeypatch):
     assert sorted(runs) == [(0, 1), (0, 2), (1, 1), (1, 2)]
 
 
-# --- concurrent sweeps of one suite on one database (trainperf.lease) ---------------------
+# --- concurrent sweeps of one suite on one database (trainperf.store.lease) ---------------------
 
 
 def test_two_sweeps_of_one_suite_at_once_measure_each_case_once(tmp_path, monkeypatch):

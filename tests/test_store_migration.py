@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from trainperf import exchange, store_schema
-from trainperf.store import SCHEMA_VERSION, Store
-from trainperf.store_rows import ADDED_CASE_FIELDS
+from trainperf.store import exchange
+from trainperf.store import schema as store_schema
+from trainperf.store.database import SCHEMA_VERSION, Store
+from trainperf.store.rows import ADDED_CASE_FIELDS
 
 SEED = Path(__file__).parent / "data" / "cpu_measurements.json"
 
@@ -178,6 +179,6 @@ def test_schema_8_turns_stored_nan_and_infinity_into_null_with_the_reason(tmp_pa
     assert stored["ci95_relative"] is None and stored["final_loss"] is None
     assert "not a finite number (inf)" in stored["ci95_relative_absent_reason"]
     assert "not a finite number (nan)" in stored["final_loss_absent_reason"]
-    from trainperf.strict_json import dumps, loads
+    from trainperf.core.strict_json import dumps, loads
 
     loads(dumps(document))

@@ -1,4 +1,4 @@
-"""Results read by one filter, in SQL, streamed (trainperf.store_query; issue 34, items 1-3):
+"""Results read by one filter, in SQL, streamed (trainperf.store.query; issue 34, items 1-3):
 every flag selects what it says in every verb, bad values are one line, `results --json`
 lists each system once and per-step lists only with --steps, the documents are read as
 they are consumed, and an import looks up only the keys it refers to."""
@@ -10,9 +10,11 @@ from datetime import datetime
 import pytest
 
 from report_fixture import build
-from trainperf import exchange, store_query, store_rows
-from trainperf.store import Store
-from trainperf.store_query import STEP_LISTS, FilterError, ResultFilter
+from trainperf.store import exchange
+from trainperf.store import query as store_query
+from trainperf.store import rows as store_rows
+from trainperf.store.database import Store
+from trainperf.store.query import STEP_LISTS, FilterError, ResultFilter
 
 DAYS = ("2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04", "2026-11-05")
 VERBS = ("results", "compare", "scaling", "pareto", "report", "export")
@@ -249,7 +251,7 @@ def test_documents_are_read_as_they_are_consumed(lab, run_cli, monkeypatch):
         def write(self, text):
             written.append(('"runs":' in text, len(reads)))  # a result, or other text
 
-    from trainperf.results_json import write_results
+    from trainperf.store.results_json import write_results
 
     with Store.read_only(path) as store:
         selection = store.select(runs=True)

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from report_fixture import build
-from trainperf.store import Store, StoreError, read_only_uri
+from trainperf.store.database import Store, StoreError, read_only_uri
 
 READERS = [
     ["results"],

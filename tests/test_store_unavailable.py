@@ -1,5 +1,5 @@
 """A database locked by another process, or on a full disk: the store waits, says so, tries
-again for a bounded time, then raises one StoreUnavailable (trainperf.store)."""
+again for a bounded time, then raises one StoreUnavailable (trainperf.store.database)."""
 
 import sqlite3
 import threading
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from trainperf.store import FULL, LOCKED, Store, StoreError, StoreUnavailable, duration
+from trainperf.store.database import FULL, LOCKED, Store, StoreError, StoreUnavailable, duration
 
 SYSTEM = {"fingerprint": "abc123", "hostname": "node1"}
 

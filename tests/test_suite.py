@@ -4,8 +4,8 @@ import textwrap
 
 import pytest
 
-from trainperf.case import DeviceKind
-from trainperf.suite import BUILTIN, SuiteError, builtin_path, load, parse, resolve
+from trainperf.case.spec import DeviceKind
+from trainperf.case.suite import BUILTIN, SuiteError, builtin_path, load, parse, resolve
 
 CPU_ONLY = {"cpu": DeviceKind(1)}
 ONE_HOPPER = {"cpu": DeviceKind(1), "cuda": DeviceKind(1, (9, 0))}

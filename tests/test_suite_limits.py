@@ -1,12 +1,12 @@
 """Suite files are bounded: an alias bomb, a huge grid, deep nesting or a duplicate key is
-one line of error, at once (trainperf.suite's module docstring)."""
+one line of error, at once (trainperf.case.suite's module docstring)."""
 
 import contextlib
 import signal
 
 import pytest
 
-from trainperf.suite import MAX_ALIAS_NODES, MAX_CASES, SuiteError, parse, resolve
+from trainperf.case.suite import MAX_ALIAS_NODES, MAX_CASES, SuiteError, parse, resolve
 
 CASE = "cases: [{model: resnet18, batch_size: 2}]"
 

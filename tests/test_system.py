@@ -7,8 +7,9 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from trainperf import system, system_gpu
 from trainperf.report.system import system_view
+from trainperf.system import gpu as system_gpu
+from trainperf.system import inventory as system
 
 BUS_IDS = ["00000000:18:00.0", "00000000:2A:00.0", "00000000:9A:00.0"]
 SWITCH_BUS_ID = "00000000:C0:00.0"
@@ -30,8 +31,9 @@ class NVMLError_NotSupported(NVMLError):  # noqa: N801 (pynvml's name)
 
 
 class FakeNvml:
-    """The NVML calls trainperf.system makes, answering for ``count`` GPUs: two H200s joined
-    by 18 NVLinks, and a third GPU (no NVLink) in the other NUMA node, reached through SYS."""
+    """The NVML calls trainperf.system.inventory makes, answering for ``count`` GPUs: two H200s
+    joined by 18 NVLinks, and a third GPU (no NVLink) in the other NUMA node, reached
+    through SYS."""
 
     NVML_CLOCK_SM = 1
     NVML_CLOCK_MEM = 2

@@ -4,9 +4,10 @@ import pytest
 import torch
 
 from test_system import FakeNvml
-from trainperf import system, system_gpu
-from trainperf.case import DeviceKind, HardwareAbsent, check_case, make_case
+from trainperf.case.spec import DeviceKind, HardwareAbsent, check_case, make_case
 from trainperf.measure import energy_nvml
+from trainperf.system import gpu as system_gpu
+from trainperf.system import inventory as system
 
 
 class UuidNvml(FakeNvml):

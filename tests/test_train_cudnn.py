@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from trainperf import models
-from trainperf.case import CaseError, check_case, make_case
-from trainperf.system import device_capabilities
-from trainperf.training_step import set_cudnn_benchmark
+from trainperf.case.spec import CaseError, check_case, make_case
+from trainperf.step.training_step import set_cudnn_benchmark
+from trainperf.system.inventory import device_capabilities
 
 
 @pytest.fixture(autouse=True)

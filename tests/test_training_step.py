@@ -4,11 +4,11 @@ import pytest
 import torch
 
 from trainperf import models
-from trainperf.benchmark import derive_metrics, run_case
-from trainperf.case import make_case
+from trainperf.case.spec import make_case
 from trainperf.measure.timed_steps import StepRecord
 from trainperf.predict.catalog import load_catalog
-from trainperf.training_step import (
+from trainperf.step.benchmark import derive_metrics, run_case
+from trainperf.step.training_step import (
     StepOptions,
     build_model,
     build_training_step,

@@ -1,7 +1,7 @@
 import torch
 
-from trainperf.outcome import is_out_of_memory
-from trainperf.worker import measure
+from trainperf.case.outcome import is_out_of_memory
+from trainperf.launch.worker import measure
 
 
 def test_out_of_memory_is_recognised():
@@ -23,14 +23,14 @@ def test_exception_becomes_error_result():
 
 
 def test_every_document_kind_has_one_job():
+    from trainperf.launch.worker import JOBS
     from trainperf.micro import KINDS
-    from trainperf.worker import JOBS
 
     assert set(JOBS) == {*KINDS, "profile", "train", "equivalence"}
 
 
 def test_a_micro_document_runs_through_the_worker(tmp_path):
-    from trainperf.worker import run_document
+    from trainperf.launch.worker import run_document
 
     document = {"kind": "memory", "device": "cpu", "size_bytes": 1024, "warmup": 0, "iters": 1}
     result = run_document(document, tmp_path)
@@ -39,7 +39,7 @@ def test_a_micro_document_runs_through_the_worker(tmp_path):
 
 
 def test_an_unknown_document_kind_is_an_error_naming_the_valid_ones(tmp_path):
-    from trainperf.worker import run_document
+    from trainperf.launch.worker import run_document
 
     result = run_document({"kind": "gemv"}, tmp_path)
     assert result["status"] == "error" and result["case"] == {"kind": "gemv"}

@@ -3,10 +3,10 @@
 The public Python API for notebooks and scripts:
 - ``trainperf.models``: the zoo (``names()``, ``get(name)`` -> spec with ``build``,
   ``example_batch`` and ``loss``);
-- ``trainperf.case.make_case`` and ``trainperf.benchmark.run_case``: measure one case in
+- ``trainperf.case.spec.make_case`` and ``trainperf.step.benchmark.run_case``: measure one case in
   this process;
-- ``trainperf.analysis.flops.analyse``: parameters, FLOPs and gradient bytes of a model;
-- ``trainperf.store.Store``: the SQLite results database.
+- ``trainperf.models.flops.analyse``: parameters, FLOPs and gradient bytes of a model;
+- ``trainperf.store.database.Store``: the SQLite results database.
 
 Submodules are imported on use, so ``import trainperf`` stays cheap (no torch import).
 """

@@ -15,7 +15,7 @@ from trainperf.analysis.compare import (
     geomean,
     significance,
 )
-from trainperf.store import Store
+from trainperf.store.database import Store
 
 _ids = count(1)
 

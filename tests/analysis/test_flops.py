@@ -2,8 +2,8 @@ import pytest
 from torch import nn
 
 from trainperf import models
-from trainperf.analysis.flops import analyse, count_flops
 from trainperf.analysis.peaks import peak_flops
+from trainperf.models.flops import analyse, count_flops
 from trainperf.models.spec import ImageClassification, ModelSpec
 
 

@@ -5,11 +5,11 @@ import json
 import pytest
 from rich.console import Console
 
-from trainperf.benchmark import data_metrics, run_case
-from trainperf.case import CaseError, DeviceKind, check_case, make_case
+from trainperf.case.spec import CaseError, DeviceKind, check_case, make_case
+from trainperf.case.suite import resolve
 from trainperf.measure.timed_steps import per_step
 from trainperf.report.tables import results_table
-from trainperf.suite import resolve
+from trainperf.step.benchmark import data_metrics, run_case
 
 CPU = {"cpu": DeviceKind(2)}
 
@@ -106,7 +106,7 @@ def test_the_loader_workers_sweep_runs_with_0_and_2_workers(tmp_path, run_cli, m
 
     import yaml
 
-    from trainperf.suite import builtin_path
+    from trainperf.case.suite import builtin_path
 
     monkeypatch.setenv("TRAINPERF_CACHE", str(tmp_path / "cache"))
     builtin = yaml.safe_load(builtin_path("loader-workers").read_text())

@@ -427,6 +427,6 @@ def test_host_checks_on_this_machine_are_valid():
     "text, cpus", [("0-3,8,10-11", {0, 1, 2, 3, 8, 10, 11}), ("", set()), ("5", {5})]
 )
 def test_parse_cpulist(text, cpus):
-    from trainperf.system_files import parse_cpulist
+    from trainperf.system.files import parse_cpulist
 
     assert parse_cpulist(text) == cpus

@@ -1,4 +1,4 @@
-"""The Flax zoo (trainperf.jax.models) against the PyTorch zoo it mirrors: parameter counts,
+"""The Flax zoo (trainperf.models.flax_zoo) against the PyTorch zoo it mirrors: parameter counts,
 forward FLOPs, output shapes, the torch layers it reimplements, and the tasks' losses."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from trainperf import models
-from trainperf.analysis.flops import count_flops, count_parameters
-from trainperf.jax import models as flax_models
 from trainperf.jax import tasks
 from trainperf.jax.flops import forward_flops
-from trainperf.jax.models import layers
+from trainperf.models import flax_zoo as flax_models
+from trainperf.models.flax_zoo import layers
+from trainperf.models.flops import count_flops, count_parameters
 from trainperf.models.spec import (
     CausalLM,
     ImageClassification,

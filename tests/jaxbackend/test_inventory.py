@@ -5,9 +5,9 @@ import io
 
 from rich.console import Console
 
-from trainperf import system
 from trainperf.jax.inventory import NO_NCCL, cuda_versions
 from trainperf.report.system import system_view
+from trainperf.system import inventory as system
 
 
 class FakeVersions:

@@ -6,13 +6,17 @@ import sqlite3
 
 import pytest
 
-from trainperf.case import CaseError, DeviceKind, check_case, make_case
-from trainperf.jax.environment import CPU_DEVICES_FLAG, allocator_settings, worker_environment
-from trainperf.maxbatch import memory_key
-from trainperf.runner import ChildJob
-from trainperf.store import Store
-from trainperf.suite import PlannedCase, resolve
-from trainperf.system import collect, jax_devices
+from trainperf.case.spec import CaseError, DeviceKind, check_case, make_case
+from trainperf.case.suite import PlannedCase, resolve
+from trainperf.launch.maxbatch import memory_key
+from trainperf.launch.runner import ChildJob
+from trainperf.store.database import Store
+from trainperf.system.inventory import collect, jax_devices
+from trainperf.system.jax_environment import (
+    CPU_DEVICES_FLAG,
+    allocator_settings,
+    worker_environment,
+)
 
 CPU_ONLY = {"cpu": DeviceKind(2)}
 

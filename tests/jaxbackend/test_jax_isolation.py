@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from trainperf.case import make_case
-from trainperf.runner import ChildJob, child_environment, worker_command
+from trainperf.case.spec import make_case
+from trainperf.launch.runner import ChildJob, child_environment, worker_command
 
-# Runs trainperf.worker, noting at torch's first import whether JAX's backends had started
+# Runs trainperf.launch.worker, noting at torch's first import whether JAX's backends had started
 # (jax._src.xla_bridge.backends_are_initialized, what jax.distributed checks), and at exit
 # whether torch's CUDA was initialised and whether jax was imported.
 WATCHER = """
@@ -38,7 +38,7 @@ def report():
     with open(watch_path, "w") as f:
         json.dump(seen, f)
 
-runpy.run_module("trainperf.worker", run_name="__main__", alter_sys=True)
+runpy.run_module("trainperf.launch.worker", run_name="__main__", alter_sys=True)
 """
 
 TINY = {"model": "cifarnet", "batch_size": 2, "image_size": 16, "steps": "fixed:1:2"}

@@ -9,10 +9,10 @@ import jax.numpy as jnp
 import pytest
 
 from trainperf import models
-from trainperf.benchmark import run_case
-from trainperf.case import make_case
+from trainperf.case.spec import make_case
 from trainperf.jax.benchmark import run_jax_case
 from trainperf.jax.step import DevicesMissing, build_jax_step, program_fp32_math
+from trainperf.step.benchmark import run_case
 
 FAST = {"model": "cifarnet", "batch_size": 8, "image_size": 32, "steps": "fixed:2:4"}
 

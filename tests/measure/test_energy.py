@@ -236,8 +236,8 @@ def test_open_nvml_pairs_and_names_what_is_missing(monkeypatch):
 
 
 def test_every_nvml_user_says_the_same_without_pynvml(monkeypatch, tmp_path):
-    from trainperf import system_gpu
     from trainperf.measure.gpu_context import WindowSampler, gpu_context
+    from trainperf.system import gpu as system_gpu
 
     monkeypatch.setitem(sys.modules, "pynvml", None)
     with pytest.raises(NvmlUnavailable) as missing:

@@ -6,11 +6,11 @@ import pynvml
 import pytest
 import torch
 
-from trainperf import benchmark
-from trainperf.case import make_case
+from trainperf.case.spec import make_case
 from trainperf.measure import probes as probes_module
 from trainperf.measure.energy_rapl import RaplEnergy
 from trainperf.measure.probes import probe_metrics
+from trainperf.step import benchmark
 
 
 def fake_rapl(root):

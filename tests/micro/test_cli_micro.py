@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from trainperf import runner
-from trainperf.case import DeviceKind
+from trainperf.case.spec import DeviceKind
 from trainperf.cli import micro as micro_cli
-from trainperf.store import Store
+from trainperf.launch import runner
+from trainperf.store.database import Store
 
 
 def test_gemm_is_stored_and_feeds_utilization_of_benchmark_cases(tmp_path, run_cli):

@@ -263,7 +263,7 @@ def torchrun(tmp_path, nproc, doc):
     doc_path, out_path = tmp_path / "doc.json", tmp_path / "out.json"
     doc_path.write_text(json.dumps(doc))
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    command += ["--nproc-per-node", str(nproc), "-m", "trainperf.worker"]
+    command += ["--nproc-per-node", str(nproc), "-m", "trainperf.launch.worker"]
     done = subprocess.run(
         [*command, str(doc_path), str(out_path)], capture_output=True, text=True, timeout=120
     )

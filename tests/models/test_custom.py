@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from trainperf.case import CaseError, DeviceKind, check_case, make_case
+from trainperf.case.spec import CaseError, DeviceKind, check_case, make_case
 from trainperf.models.custom import load_custom
 
 CPU = {"cpu": DeviceKind(2)}

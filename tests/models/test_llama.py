@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from trainperf import models
-from trainperf.analysis.flops import count_flops, count_parameters
+from trainperf.models.flops import count_flops, count_parameters
 from trainperf.models.llama import CONFIGS, palm_flops_per_token
 
 # Totals Meta published (model cards; Hugging Face's safetensors index of each model).

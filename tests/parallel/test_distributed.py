@@ -102,7 +102,7 @@ def test_a_rank_that_dies_or_hangs_is_named_and_nothing_is_left(tmp_path, run_cl
     leftovers = [
         p
         for p in psutil.process_iter(["cmdline"])
-        if "trainperf.worker" in (p.info["cmdline"] or [])
+        if "trainperf.launch.worker" in (p.info["cmdline"] or [])
     ]
     assert children_now() <= before and leftovers == []
 

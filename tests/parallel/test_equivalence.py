@@ -4,8 +4,8 @@ tests/test_distributed.py)."""
 import pytest
 import torch
 
-from trainperf.case import make_case
-from trainperf.parallel import equivalence
+from trainperf.case.spec import make_case
+from trainperf.launch import equivalence
 
 
 @pytest.mark.parametrize(("precision", "scalers"), [("fp32", 0), ("fp16", 1)])

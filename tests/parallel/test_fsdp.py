@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from trainperf import models
-from trainperf.case import CaseError, DeviceKind, check_case, make_case
-from trainperf.maxbatch import memory_key
+from trainperf.case.spec import CaseError, DeviceKind, check_case, make_case
+from trainperf.launch.maxbatch import memory_key
 from trainperf.models.attention import AttentionPlan
 from trainperf.models.blocks import find_blocks
 from trainperf.parallel.fsdp import apply_checkpointing, has_dropout, probe_blocks

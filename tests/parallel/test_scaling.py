@@ -5,8 +5,8 @@ from itertools import count
 import numpy as np
 import pytest
 
+from trainperf.analysis.scaling import scaling_rows
 from trainperf.measure.hierarchy import ratio_interval
-from trainperf.parallel.scaling import scaling_rows
 
 _ids = count(1)
 

@@ -3,8 +3,8 @@ script are refused as one line with exit code 2, and nothing is written."""
 
 import pytest
 
-from trainperf.parallel.slurm import SlurmError, case_sets, sbatch_script
-from trainperf.suite import resolve
+from trainperf.case.suite import resolve
+from trainperf.launch.slurm import SlurmError, case_sets, sbatch_script
 
 
 @pytest.mark.parametrize(

@@ -5,12 +5,12 @@ import sys
 
 import pytest
 
-from trainperf.case import make_case
+from trainperf.analysis.scaling import NO_BASELINE, scaling_rows, speedup_efficiency
+from trainperf.case.spec import make_case
+from trainperf.launch.runner import ChildJob, _torchrun_root_cause, _where_stuck, child_command
+from trainperf.launch.slurm import SlurmError, sbatch_script
 from trainperf.parallel import group, torchrun
-from trainperf.parallel.rank_case import rank_metrics, slowest_per_step
-from trainperf.parallel.scaling import NO_BASELINE, scaling_rows, speedup_efficiency
-from trainperf.parallel.slurm import SlurmError, sbatch_script
-from trainperf.runner import ChildJob, _torchrun_root_cause, _where_stuck, child_command
+from trainperf.step.rank_case import rank_metrics, slowest_per_step
 
 
 def test_efficiency_arithmetic_on_known_inputs():
@@ -28,14 +28,14 @@ def test_torchrun_lines():
     assert "10.0.0.1:29500" in given and "job1" in given
     command = torchrun.torchrun_command(["c.json", "r.json"], 2)
     assert command[:3] == [sys.executable, "-m", "trainperf.parallel.torchrun"]
-    assert command[-4:] == ["-m", "trainperf.worker", "c.json", "r.json"]
+    assert command[-4:] == ["-m", "trainperf.launch.worker", "c.json", "r.json"]
 
 
 def test_child_command_by_mode(tmp_path):
     single = child_command(
         ChildJob.of_case(make_case(model="cifarnet", batch_size=2)), tmp_path / "c", tmp_path / "r"
     )
-    assert single[1:3] == ["-m", "trainperf.worker"]
+    assert single[1:3] == ["-m", "trainperf.launch.worker"]
     ddp = make_case(model="cifarnet", batch_size=2, devices=2)
     ddp_command = child_command(ChildJob.of_case(ddp), tmp_path / "c", tmp_path / "r")
     assert "trainperf.parallel.torchrun" in ddp_command

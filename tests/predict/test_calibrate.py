@@ -6,11 +6,11 @@ import pytest
 
 import report_fixture
 from trainperf import models
-from trainperf.analysis.flops import count_flops
+from trainperf.models.flops import count_flops
 from trainperf.predict.calibrate import CalibrationError, calibrate, fit_alpha_beta
 from trainperf.predict.comm import LinkCost, ring_allreduce_s
 from trainperf.predict.model import compute_rate, predict
-from trainperf.store import Store
+from trainperf.store.database import Store
 
 ALPHA, BETA = 20e-6, 5e9
 FRACTION, PEAK = 0.42, 15e12

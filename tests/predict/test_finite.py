@@ -1,15 +1,15 @@
 """The predictor answers every input its bounds let through with finite numbers, and
-refuses the rest (trainperf.limits) with PredictError, NaN included."""
+refuses the rest (trainperf.core.limits) with PredictError, NaN included."""
 
 import math
 
 import pytest
 
-from trainperf.limits import ACHIEVED_FRACTION_MIN, MAX_COUNT, THROUGHPUT_MAX, THROUGHPUT_MIN
+from trainperf.core.limits import ACHIEVED_FRACTION_MIN, MAX_COUNT, THROUGHPUT_MAX, THROUGHPUT_MIN
+from trainperf.core.strict_json import dumps
 from trainperf.predict.catalog import load_catalog
 from trainperf.predict.fsdp import predict_fsdp
 from trainperf.predict.model import PredictError, finite_prediction, predict
-from trainperf.strict_json import dumps
 
 CATALOG = load_catalog()
 ARGS = dict(

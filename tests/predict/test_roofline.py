@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from trainperf import models
-from trainperf.analysis.flops import count_flops
+from trainperf.models.flops import count_flops
 from trainperf.predict.roofline import (
     WINOGRAD_SPEEDUP,
     op_profile,

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from trainperf import models
-from trainperf.case import make_case
+from trainperf.case.spec import make_case
 from trainperf.profile.breakdown import profile_case
 from trainperf.profile.layers import leaf_modules, out_of_place_activations
 

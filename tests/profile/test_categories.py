@@ -8,7 +8,7 @@ from torch.autograd import DeviceType
 from torch.autograd.profiler_util import Kernel
 
 from trainperf import models
-from trainperf.case import make_case
+from trainperf.case.spec import make_case
 from trainperf.profile import categories as cat
 from trainperf.profile.categories import (
     CATEGORIES,
@@ -20,7 +20,7 @@ from trainperf.profile.categories import (
     profile_categories,
     summarize,
 )
-from trainperf.training_step import build_training_step
+from trainperf.step.training_step import build_training_step
 
 KNOWN = {
     "aten::convolution": "convolution",

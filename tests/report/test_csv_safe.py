@@ -7,7 +7,7 @@ import io
 import pytest
 
 from trainperf.report.csv_safe import FORMULA_STARTS, csv_text, safe_cell
-from trainperf.store import Store
+from trainperf.store.database import Store
 
 INJECTION = "=cmd|' /C calc'!A0"
 

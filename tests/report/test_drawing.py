@@ -11,7 +11,7 @@ import report_fixture
 from trainperf.report import drawing
 from trainperf.report.figures import Drawing
 from trainperf.report.html import Report, read, write_report
-from trainperf.store import Store
+from trainperf.store.database import Store
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from report_fixture import HOSTILE_MODEL, build
 from trainperf.report.figure_set import all_figures
 from trainperf.report.figures import Drawing, Figure, plain, slug, unique_keys
-from trainperf.store import Store
+from trainperf.store.database import Store
 
 KINDS = (
     "throughput-per-case",

@@ -8,10 +8,10 @@ from statistics import mean
 
 import pytest
 
-from trainperf.case_result import RESULT_SCHEMA
+from trainperf.case.result import RESULT_SCHEMA
 from trainperf.report.figures_frameworks import comparisons, framework_figures
 from trainperf.report.html import render
-from trainperf.store import Store
+from trainperf.store.database import Store
 
 ENGINE_CASE = {
     "PyTorch": {"framework": "pytorch", "compile": False},

@@ -11,7 +11,7 @@ import pytest
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.patches import Rectangle
 
-from trainperf.case_result import RESULT_SCHEMA
+from trainperf.case.result import RESULT_SCHEMA
 from trainperf.report.figures import STYLE
 from trainperf.report.figures_llm import (
     comm_parts,
@@ -23,7 +23,7 @@ from trainperf.report.figures_llm import (
     workloads,
 )
 from trainperf.report.html import render
-from trainperf.store import Store
+from trainperf.store.database import Store
 
 MIB = 2**20
 METHODS = {  # method -> its case fields

@@ -11,9 +11,9 @@ import xml.etree.ElementTree as ET
 import pytest
 
 import report_fixture
-from trainperf import sweep as sweep_module
+from trainperf.launch import sweep as sweep_module
 from trainperf.report.figures_cases import case_figures
-from trainperf.store import Store
+from trainperf.store.database import Store
 
 QUICK_CPU = ("cifarnet b64", "resnet18 b16 @64", "resnet50 b8 @64", "bert-squad b2 @32")
 

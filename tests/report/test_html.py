@@ -8,7 +8,7 @@ import re
 import pytest
 
 import report_fixture
-from trainperf.store import Store
+from trainperf.store.database import Store
 
 
 @pytest.fixture(scope="module")

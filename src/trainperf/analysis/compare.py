@@ -7,7 +7,7 @@ default, and ``parallel: auto`` is resolved (ddp above one device), so equal wor
 written differently still meet. Per case and column (a system of one database, or one of
 two files) the newest result counts, ok or not.
 
-A result's throughput is the mean of its runs' estimates (trainperf.case_result). The
+A result's throughput is the mean of its runs' estimates (trainperf.case.result). The
 ratio of a column to the baseline is of those means; whether it differs from 1 is decided
 from how the runs vary, never from the step times of one process: Fieller's 95% interval
 of the ratio of two means from independent runs (trainperf.measure.hierarchy.ratio_interval),
@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 
 from trainperf.analysis.system_labels import system_labels
-from trainperf.case import Case, label_of, parallel_mode
-from trainperf.case_result import run_estimates
+from trainperf.case.result import run_estimates
+from trainperf.case.spec import Case, label_of, parallel_mode
 from trainperf.measure.hierarchy import MIN_RUNS_FOR_DECISION, UNBOUNDED, ratio_interval
 
 NOT_WORKLOAD = ("seed", "timeout_s", "steps", "runs", "threads")

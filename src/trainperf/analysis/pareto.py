@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from trainperf.parallel.scaling import device_count
+from trainperf.analysis.scaling import device_count
 
 NO_ENERGY = "no average power recorded (no energy reading on that machine)"
 

@@ -1,6 +1,6 @@
 """The zoo's analytics kept on disk, so ``trainperf models`` neither imports torch nor counts.
 
-Counting the FLOPs of every model (trainperf.analysis.flops) takes about 20 CPU seconds
+Counting the FLOPs of every model (trainperf.models.flops) takes about 20 CPU seconds
 and importing torch 1.5 more; the rows depend only on the model definitions, the counter
 and the versions. They are kept in the user's cache directory (``$TRAINPERF_CACHE`` or
 ``~/.cache/trainperf``, trainperf.datasets.cache_dir) as ``zoo-analytics/KEY.json``, where
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from trainperf import fileio
+from trainperf.core import fileio
 
 Rows = list[dict]
 
@@ -37,7 +37,7 @@ def zoo_rows() -> Rows:
 
 def _count_zoo() -> Rows:
     from trainperf import models
-    from trainperf.analysis.flops import analyse
+    from trainperf.models.flops import analyse
 
     return [analyse(models.get(name)).as_dict() for name in models.names()]
 

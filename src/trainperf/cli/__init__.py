@@ -2,8 +2,8 @@
 
 Exit codes: 0 success (every case ok or skipped); 1 a run finished but some cases failed,
 ``doctor --strict`` found a check that failed, or the results database could not be
-written (locked by another process or a full disk, after waiting: trainperf.store; a
-sweep's unstored results are then in a recovery file, trainperf.recovery); 2 bad input
+written (locked by another process or a full disk, after waiting: trainperf.store.database; a
+sweep's unstored results are then in a recovery file, trainperf.store.recovery); 2 bad input
 (one line on stderr, nothing written); 128 + N a sweep stopped by signal N (130 Ctrl-C,
 143 SIGTERM) after ending its running case, its finished results kept.
 The library is imported inside the verbs, so ``--help`` and bad flags answer without
@@ -71,7 +71,7 @@ for _command in COMMANDS:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: click's usage errors become one line and exit code 2; a
     database that stays locked or full, one line and exit code 1."""
-    from trainperf.store import StoreError, StoreUnavailable
+    from trainperf.store.database import StoreError, StoreUnavailable
 
     try:
         cli.main(args=argv, prog_name="trainperf", standalone_mode=False)

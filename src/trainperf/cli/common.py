@@ -21,10 +21,10 @@ from typing import Any, NoReturn
 import click
 from rich.console import Console
 
-from trainperf.limits import BUCKET_MB_MAX, BUCKET_MB_MIN, INT64_MAX, MAX_COUNT
-from trainperf.modes import PARALLEL_MODES, SCALINGS
-from trainperf.precision import PRECISIONS
-from trainperf.store_schema import DEFAULT_DB
+from trainperf.case.modes import PARALLEL_MODES, SCALINGS
+from trainperf.case.precision import PRECISIONS
+from trainperf.core.limits import BUCKET_MB_MAX, BUCKET_MB_MIN, INT64_MAX, MAX_COUNT
+from trainperf.store.schema import DEFAULT_DB
 
 EXIT_OK, EXIT_FAILED_CASES, EXIT_BAD_INPUT = 0, 1, 2
 REPORT_DIR = "trainperf-report"  # where `trainperf report` writes by default
@@ -206,7 +206,7 @@ class CountList(click.ParamType):
 
 
 class PrecisionChoice(click.Choice):
-    """A precision of a case (trainperf.precision.PRECISIONS), refused in the words a case
+    """A precision of a case (trainperf.case.precision.PRECISIONS), refused in the words a case
     uses for it, so that ``run`` answers as it did when the case checked it."""
 
     def __init__(self) -> None:
@@ -263,8 +263,8 @@ def fixed_steps(text: str, verb: str, warmup_allowed: bool = True) -> tuple[int 
 
 
 def emit_json(document: Any) -> None:
-    """Print one strict JSON document on stdout (trainperf.strict_json)."""
-    from trainperf.strict_json import dumps
+    """Print one strict JSON document on stdout (trainperf.core.strict_json)."""
+    from trainperf.core.strict_json import dumps
 
     sys.stdout.write(dumps(document, indent=2) + "\n")
 
@@ -507,7 +507,7 @@ def check_out_file(
     """The file to write for ``path`` (``fileio.check_output``: absent or a regular file,
     never a directory, device, FIFO or a symlink unless the user asked with ``follow_flag``),
     or bad input naming ``flag``; checked before anything runs."""
-    from trainperf.fileio import FileKindError, check_output
+    from trainperf.core.fileio import FileKindError, check_output
 
     try:
         return check_output(path, flag, follow_symlinks=follow_symlinks, follow_flag=follow_flag)
@@ -519,7 +519,7 @@ def check_db_readable(db: Path, made_by: str = "run") -> None:
     """Bad input unless ``--db`` is a results database to read (``store.check_readable``):
     one line, and nothing opened but a regular file. ``made_by``: the verb that would have
     made it."""
-    from trainperf.store import check_readable
+    from trainperf.store.database import check_readable
 
     if not db.exists() and not db.is_symlink():
         raise BadInput(f"no results database at {db}: run `trainperf {made_by}` first or give --db")
@@ -534,8 +534,8 @@ def store_errors(prefix: str | None = None) -> Iterator[None]:
     damaged (``StoreError``, ``sqlite3.DatabaseError``: ``PREFIX: why``, or just why
     without a prefix). The one place a verb turns a store's error into its message; a
     store that stays locked or full (``StoreUnavailable``) passes on to ``main``."""
-    from trainperf.store import StoreError
-    from trainperf.store_query import FilterError
+    from trainperf.store.database import StoreError
+    from trainperf.store.query import FilterError
 
     try:
         yield
@@ -549,7 +549,7 @@ def check_db_writable(db: Path) -> None:
     """Bad input unless ``--db`` can hold the results (``store.check_writable``, nothing
     written) and how long to wait for it (``TRAINPERF_STORE_WAIT_S``) is a number: what
     every verb that stores checks before anything runs."""
-    from trainperf.store import check_writable, wait_from_environment
+    from trainperf.store.database import check_writable, wait_from_environment
 
     with store_errors():
         check_writable(db)
@@ -562,7 +562,7 @@ def writing_store(db: Path, on_wait: Callable[[str], None] | None = None) -> Ite
     what it measured, once ``check_db_writable`` (or ``open_machine``) has checked the
     path. ``on_wait``: told while another process holds the database; one that stays
     locked or full raises ``StoreUnavailable``, which ``main`` makes exit code 1."""
-    from trainperf.store import Store
+    from trainperf.store.database import Store
 
     with Store(db, on_wait=on_wait) as store:
         yield store
@@ -571,7 +571,7 @@ def writing_store(db: Path, on_wait: Callable[[str], None] | None = None) -> Ite
 def open_machine(db: Path) -> tuple[dict, dict]:
     """Check the database path and how long to wait for it first (nothing written), then
     read this machine."""
-    from trainperf import system
+    from trainperf.system import inventory as system
 
     check_db_writable(db)
     record = system.collect()
@@ -588,7 +588,7 @@ def resolve_device(device: str, capabilities: dict) -> str:
 def case_from_flags(capabilities: dict, **fields: Any) -> Any:
     """A checked case from the flags of a verb (``compile_`` is the field ``compile``;
     ``device`` may be auto), or bad input naming the field and what is allowed."""
-    from trainperf.case import CaseError, check_case, make_case
+    from trainperf.case.spec import CaseError, check_case, make_case
 
     fields = {name.rstrip("_"): value for name, value in fields.items()}
     fields["device"] = resolve_device(fields.get("device", "cpu"), capabilities)
@@ -605,14 +605,14 @@ def reading_store(db: Path, made_by: str = "run") -> Iterator[Any]:
     """The store at ``--db`` opened to read in place, writing nothing (``Store.read_only``),
     or bad input when it is missing or unreadable (``check_db_readable``), when a filter
     names a system it does not hold, or when it turns out damaged while it is read."""
-    from trainperf.store import Store
+    from trainperf.store.database import Store
 
     check_db_readable(db, made_by)
     with store_errors(f"cannot read {db}"), Store.read_only(db) as store:
         yield store
 
 
-# --sort's keys, for its help (trainperf.store_query.SORT_KEYS)
+# --sort's keys, for its help (trainperf.store.query.SORT_KEYS)
 _SORT_HELP = "created_at (oldest first), model, system, status or samples_per_s; -KEY reverses"
 
 
@@ -620,9 +620,9 @@ def result_filter_options(function: Any) -> Any:
     """The filter of every verb that reads results (``results``, ``compare``, ``scaling``,
     ``pareto``, ``report``, ``export``): --system, --model, --status, --since, --suite,
     --limit and --sort, the same names, help and meaning in each. The verb receives them
-    as one ``result_filter`` (``trainperf.store_query.ResultFilter``), checked here: a bad
+    as one ``result_filter`` (``trainperf.store.query.ResultFilter``), checked here: a bad
     value is bad input, one line."""
-    from trainperf.store_query import DEFAULT_SORT, STATUSES
+    from trainperf.store.query import DEFAULT_SORT, STATUSES
 
     options = (
         click.option(
@@ -676,7 +676,7 @@ def result_filter_options(function: Any) -> Any:
 
     @functools.wraps(function)
     def with_filter(*args: Any, **kwargs: Any) -> Any:
-        from trainperf.store_query import FilterError, ResultFilter
+        from trainperf.store.query import FilterError, ResultFilter
 
         given = {name: kwargs.pop(f"filter_{name}") for name in _FILTER_FIELDS}
         try:

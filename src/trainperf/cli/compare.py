@@ -127,7 +127,7 @@ def compare(
 
 def _source(path: Path, result_filter: Any) -> tuple[str, Any]:
     """(name, what ``exchange.read_results`` read) of one side of `compare A B`."""
-    from trainperf.exchange import ExchangeError, read_results
+    from trainperf.store.exchange import ExchangeError, read_results
 
     try:
         found = read_results(path, result_filter)

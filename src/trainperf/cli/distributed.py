@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from trainperf.case.modes import RANK_MODES
 from trainperf.cli.common import (
     EXIT_FAILED_CASES,
     BadInput,
@@ -29,7 +30,6 @@ from trainperf.cli.common import (
     stdout,
     writing_store,
 )
-from trainperf.modes import RANK_MODES
 
 
 @click.command()
@@ -71,8 +71,8 @@ def equivalence(
     parameter and loss differences and whether they are within the precision's tolerance.
     The verdict is stored in --db as a micro-benchmark run of kind equivalence.
     """
-    from trainperf.parallel import equivalence as equiv
-    from trainperf.runner import Interrupted
+    from trainperf.launch import equivalence as equiv
+    from trainperf.launch.runner import Interrupted
 
     _, steps = fixed_steps(steps_text, "equivalence", warmup_allowed=False)
     record, capabilities = open_machine(db)
@@ -138,9 +138,9 @@ def slurm(
     out: Path | None,
 ) -> None:
     """Write an sbatch script that runs SUITE across the nodes of a Slurm allocation."""
-    from trainperf.fileio import write_atomic
-    from trainperf.parallel.slurm import SlurmError, case_sets, safe_name, sbatch_script
-    from trainperf.suite import SuiteError, resolve
+    from trainperf.case.suite import SuiteError, resolve
+    from trainperf.core.fileio import write_atomic
+    from trainperf.launch.slurm import SlurmError, case_sets, safe_name, sbatch_script
 
     try:
         suite = resolve(suite_name)

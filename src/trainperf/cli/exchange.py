@@ -1,5 +1,5 @@
 """The verbs that move results between databases: ``export`` (the JSON format of
-``trainperf.exchange``, or CSV) and ``import`` (registered in trainperf.cli)."""
+``trainperf.store.exchange``, or CSV) and ``import`` (registered in trainperf.cli)."""
 
 from __future__ import annotations
 
@@ -54,8 +54,8 @@ def export(
     directory, device, FIFO or socket is refused, and so is a symlink unless
     --follow-symlinks.
     """
-    from trainperf import exchange
-    from trainperf.fileio import atomic_writer
+    from trainperf.core.fileio import atomic_writer
+    from trainperf.store import exchange
 
     format_ = format_ or _format_of(file)
     target = check_out_file(
@@ -88,7 +88,7 @@ def import_(file: Path, db: Path, as_json: bool) -> None:
     Rows already there are left as they are, so importing a file twice adds nothing. The
     whole file is checked first: one that does not check out writes nothing.
     """
-    from trainperf import exchange
+    from trainperf.store import exchange
 
     try:
         document = exchange.read_file(file)

@@ -47,7 +47,7 @@ def scaling(db: Path, result_filter: Any, as_json: bool, table_format: str, wide
     """Speedup, efficiency and exposed communication per model, setting and device count
     (of the ok results the filters select); a speed-up above linear is flagged unstable
     with the reason."""
-    from trainperf.parallel.scaling import scaling_rows
+    from trainperf.analysis.scaling import scaling_rows
 
     one_output(as_json, table_format)
     with reading_store(db) as store:
@@ -91,7 +91,7 @@ def profile(
     **flags: Any,
 ) -> None:
     """Where the time of a training step goes: per layer, optimizer, operator categories."""
-    from trainperf.runner import ChildJob, Interrupted, StopFlag, job_directory, run_job
+    from trainperf.launch.runner import ChildJob, Interrupted, StopFlag, job_directory, run_job
 
     steps_warmup, measured = fixed_steps(steps, "profile")
     if warmup is not None:
@@ -159,7 +159,7 @@ def pareto(
 @click.option("--json", "as_json", is_flag=True, help="one JSON document")
 def system_(as_json: bool) -> None:
     """What this machine is: CPU, memory, GPUs and their topology, network, software."""
-    from trainperf import system
+    from trainperf.system import inventory as system
 
     record = system.collect(with_jax_devices=True)
     if as_json:

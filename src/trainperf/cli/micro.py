@@ -114,7 +114,7 @@ class _OneDevice:
 
     def measure(self, record: dict, document: dict[str, Any], table: Any) -> None:
         """Run ``document`` with these timings, store it, print it with ``table``."""
-        from trainperf.runner import ChildJob
+        from trainperf.launch.runner import ChildJob
 
         document = document | {"warmup": self.warmup, "iters": self.iters}
         result = _execute(document, self.db, record, ChildJob(timeout_s=self.timeout_s))
@@ -155,7 +155,7 @@ def _execute(
 ) -> dict[str, Any]:
     """Run the document in a child (or torchrun job), store it, return the result.
     ``where`` says where it runs (default: on the document's device)."""
-    from trainperf.runner import Interrupted, StopFlag, job_directory, run_job
+    from trainperf.launch.runner import Interrupted, StopFlag, job_directory, run_job
 
     where = where or f"on {document['device']}"
     stderr.print(f"running micro {document['kind']} {where}", markup=False)
@@ -342,8 +342,8 @@ def p2p(
 ) -> None:
     """GPU pairs: connectivity, uni/bidirectional bandwidth and latency matrices (device
     time, copies queued behind a spin kernel as in p2pBandwidthLatencyTest)."""
+    from trainperf.launch.runner import ChildJob
     from trainperf.report.micro import p2p_text
-    from trainperf.runner import ChildJob
 
     size_bytes = _buffer_bytes(bytes_text, old_size, P2P_BYTES)
     record, capabilities = open_machine(db)
@@ -413,8 +413,8 @@ def collective(
     as_json: bool,
 ) -> None:
     """Collectives over torch.distributed with nccl-tests' algbw and busbw definitions."""
+    from trainperf.launch.runner import ChildJob
     from trainperf.micro import collective as coll
-    from trainperf.runner import ChildJob
 
     if nprocs is not None:
         warn_deprecated("--nprocs", "--devices")

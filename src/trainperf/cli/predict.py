@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from trainperf.case.modes import RANK_MODES, SCALINGS
 from trainperf.cli.common import (
     BadInput,
     CountList,
@@ -34,14 +35,13 @@ from trainperf.cli.common import (
     warn_deprecated,
     wide_option,
 )
-from trainperf.limits import (
+from trainperf.core.limits import (
     ACHIEVED_FRACTION_MIN,
     BUCKET_MB_MAX,
     BUCKET_MB_MIN,
     THROUGHPUT_MAX,
     THROUGHPUT_MIN,
 )
-from trainperf.modes import RANK_MODES, SCALINGS
 
 GIB = 2**30
 # Options of one parallel mode only: their flag and the value that leaves them unused.

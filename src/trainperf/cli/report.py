@@ -38,7 +38,7 @@ def report(db: Path, result_filter: Any, out: Path, as_json: bool) -> None:
     """Write a self-contained HTML report (tables, figures, failures) of the database, or
     of the results the filters select (micro-benchmarks and training runs: of the systems
     and time of --system and --since)."""
-    from trainperf.fileio import kind
+    from trainperf.core.fileio import kind
     from trainperf.report.html import write_report
 
     check_db_readable(db)

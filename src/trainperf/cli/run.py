@@ -12,6 +12,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
+from trainperf.case.modes import RANK_MODES
 from trainperf.cli.common import (
     EXIT_FAILED_CASES,
     BadInput,
@@ -43,7 +44,6 @@ from trainperf.cli.common import (
     workers_option,
     writing_store,
 )
-from trainperf.modes import RANK_MODES
 
 # Flags that describe one case; a suite sets these in its file instead.
 CASE_FLAGS = (
@@ -149,9 +149,9 @@ def run(
     database resumes: cases with an ok result for this system and suite version are not
     measured again, and a case cut short keeps its finished runs (--fresh measures all).
     """
-    from trainperf.store import StoreUnavailable
-    from trainperf.suite import SuiteError, resolve
-    from trainperf.sweep import SweepItem, planned_item
+    from trainperf.case.suite import SuiteError, resolve
+    from trainperf.launch.sweep import SweepItem, planned_item
+    from trainperf.store.database import StoreUnavailable
 
     given = [
         param.opts[0]
@@ -194,7 +194,7 @@ def run(
     order_seed = _tell_other_nodes(items, rdzv_endpoint, order_seed)
     try:
         outcome = _sweep(items, db, record, suite, fresh, rdzv_endpoint, order_seed)
-    except StoreUnavailable as exc:  # before the first run: see trainperf.sweep
+    except StoreUnavailable as exc:  # before the first run: see trainperf.launch.sweep
         fail(f"{exc}: the sweep could not start; nothing was measured", EXIT_FAILED_CASES)
     not_stored = outcome.not_stored
     if as_json:
@@ -222,7 +222,7 @@ def run(
                 markup=False,
             )
             stderr.print(f"figures of what is stored: {report_command(db)}", markup=False)
-    if not_stored:  # what it measured is in a recovery file (trainperf.recovery)
+    if not_stored:  # what it measured is in a recovery file (trainperf.store.recovery)
         fail(not_stored.line(outcome.not_run), EXIT_FAILED_CASES)
     if outcome.interrupted:
         stderr.print(
@@ -281,8 +281,8 @@ def _sweep(
     order_seed: int | None = None,
 ) -> Any:
     from trainperf.doctor import summary_line, sweep_verdict
+    from trainperf.launch.sweep import SweepEvents, run_sweep
     from trainperf.report.sweep import SweepDisplay
-    from trainperf.sweep import SweepEvents, run_sweep
 
     doctor = sweep_verdict(db)  # stored with the sweep; `trainperf doctor` says more
     stderr.print(summary_line(doctor) + " (trainperf doctor for details)", markup=False)
@@ -312,7 +312,7 @@ def _sweep(
 @format_option
 def suites(as_json: bool, table_format: str) -> None:
     """List the built-in suites (run one with `trainperf run NAME`)."""
-    from trainperf.suite import BUILTIN, builtin_path, load
+    from trainperf.case.suite import BUILTIN, builtin_path, load
 
     one_output(as_json, table_format)
     rows = [load(builtin_path(name)).summary() | {"source": "built-in"} for name in BUILTIN]
@@ -379,8 +379,8 @@ def maxbatch(
     and 2 measured steps). A batch answer is stored; suites use it through
     `batch_size: max`. A sequence-length answer is printed only.
     """
-    from trainperf import maxbatch as search
-    from trainperf.runner import Interrupted
+    from trainperf.launch import maxbatch as search
+    from trainperf.launch.runner import Interrupted
 
     dimension = "seq_len" if find == "seq-len" else "batch_size"
     if dimension == "seq_len":
@@ -491,7 +491,7 @@ def results(
         raise BadInput(f"{flag} goes with --json: tables and CSV show no per-step lists")
     with reading_store(db) as store:
         if as_json:
-            from trainperf.results_json import write_results
+            from trainperf.store.results_json import write_results
 
             write_results(store.select(result_filter, runs=True, steps=with_steps), sys.stdout)
         elif as_csv:

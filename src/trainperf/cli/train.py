@@ -38,7 +38,7 @@ from trainperf.cli.common import (
     workers_option,
     writing_store,
 )
-from trainperf.limits import INT64_MAX
+from trainperf.core.limits import INT64_MAX
 
 
 def parse_target(text: str) -> tuple[str, float]:
@@ -165,7 +165,7 @@ def _train_once(
 ) -> dict[str, Any]:
     from trainperf.convergence.job import PROGRESS_FILE
     from trainperf.convergence.records import start_run
-    from trainperf.runner import ChildJob, Interrupted, StopFlag, job_directory, run_job
+    from trainperf.launch.runner import ChildJob, Interrupted, StopFlag, job_directory, run_job
 
     run_id = start_run(store, record, config)
     devices = config["devices"]

@@ -21,7 +21,7 @@ from trainperf.convergence.schedule import Schedule
 from trainperf.measure.divergence import Diverged, LossWatch
 from trainperf.models.spec import ModelSpec
 from trainperf.parallel.peers import Peers
-from trainperf.training_step import Step
+from trainperf.step.training_step import Step
 
 if TYPE_CHECKING:
     from trainperf.convergence.trainer import Listener, ProgressFile, TrainConfig

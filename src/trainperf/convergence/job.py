@@ -1,7 +1,7 @@
 """One ``trainperf train`` run inside its child process (or on each torchrun rank).
 
-The parent (``trainperf.cli.train``) starts this through ``trainperf.worker`` with a document of
-kind ``train``; under torchrun every rank joins the process group here and trains its
+The parent (``trainperf.cli.train``) starts this through ``trainperf.launch.worker`` with a document
+of kind ``train``; under torchrun every rank joins the process group here and trains its
 shard. Rank 0 writes the progress file (one JSON line per evaluation, which the parent
 stores as it arrives) and, when asked, the MLPerf log.
 """

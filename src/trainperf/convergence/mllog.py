@@ -31,8 +31,8 @@ from typing import Any
 from mlperf_logging.mllog import constants as c
 from mlperf_logging.mllog.mllog import MLLogger
 
-from trainperf import fileio
 from trainperf.convergence.evaluation import HIGHER_IS_BETTER
+from trainperf.core import fileio
 
 RULESET = "trainperf_common.yaml"
 _LOGGER_IDS = itertools.count()  # a fresh logging.Logger per run, never shared
@@ -82,7 +82,7 @@ def check_log(path: Path | str) -> tuple[bool, str]:
     ``SUCCESS`` line: it exits 1 after ``FAILED`` and also when it crashes (a traceback).
     The checker's own log file goes to a temporary folder, not the working directory.
     """
-    from trainperf.runner import job_directory
+    from trainperf.launch.runner import job_directory
 
     with job_directory() as tmp:
         command = [

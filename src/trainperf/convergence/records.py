@@ -8,8 +8,8 @@ an interrupted or killed run keeps what it reached; the final status replaces ``
 
 ``config_key`` groups the runs that repeat one configuration (every field except the seed
 and the logging paths): the olympic mean of ``trainperf train --runs`` is taken over them.
-The SQL lives in ``trainperf.store`` (``Store.add_train_run`` and its siblings), like that of
-every other table; this module says what a run is and how runs are grouped.
+The SQL lives in ``trainperf.store.database`` (``Store.add_train_run`` and its siblings),
+like that of every other table; this module says what a run is and how runs are grouped.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import hashlib
 import json
 from typing import Any
 
-from trainperf.store import Store
+from trainperf.store.database import Store
 
 NOT_IN_KEY = ("seed", "mllog")
 

@@ -9,7 +9,7 @@ run that never reaches the target still yields its accuracy curve.
 The optimizer is the spec's (SGD with momentum and weight decay, or AdamW; momentum is
 SGD's only), its lr set before every step from the schedule at the fractional epoch.
 Model, optimizer, precision (autocast to bf16/fp16, fp16 with a GradScaler) and DDP
-wrapping come from the one training step of ``trainperf.training_step`` (``build_model``,
+wrapping come from the one training step of ``trainperf.step.training_step`` (``build_model``,
 ``make_step``), as the benchmark's and the equivalence check's do. The rest of data
 parallelism (DDP under torchrun) lives in ``trainperf.parallel.peers``; only rank 0
 calls listeners and writes the progress file.
@@ -35,10 +35,12 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from trainperf import models, strict_json
+from trainperf import models
+from trainperf.case.precision import PRECISIONS  # what a case trains in
 from trainperf.convergence.epochs import Loaders, Run
 from trainperf.convergence.evaluation import HIGHER_IS_BETTER
 from trainperf.convergence.schedule import parse_schedule
+from trainperf.core import strict_json
 from trainperf.models.spec import (
     CausalLM,
     ImageClassification,
@@ -48,8 +50,7 @@ from trainperf.models.spec import (
 )
 from trainperf.parallel.peers import Peers
 from trainperf.parallel.wrap import wrap_ddp
-from trainperf.precision import PRECISIONS  # what a case trains in
-from trainperf.training_step import StepOptions, build_model, make_step
+from trainperf.step.training_step import StepOptions, build_model, make_step
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def stored_config_problem(config: object) -> str | None:
     file), checked as ``trainperf train`` checks its own: the fields of ``TrainConfig`` with
     their types and ranges, a model of the zoo or a ``module:function`` reference, and
     printable names. None when nothing is."""
-    from trainperf.limits import control_problem, count_problem
+    from trainperf.core.limits import control_problem, count_problem
     from trainperf.models.custom import is_well_formed
 
     if not isinstance(config, dict):

@@ -1,7 +1,7 @@
 """Data loaders for a data source and a model: the one place that turns data into batches.
 
-``make_loaders`` is what benchmark cases (trainperf.training_step) and time-to-accuracy training
-call. Its loaders:
+``make_loaders`` is what benchmark cases (trainperf.step.training_step) and time-to-accuracy
+training call. Its loaders:
 - train: shuffled every epoch, reproducibly given ``seed``: with ``world`` > 1 a
   ``DistributedSampler(num_replicas=world, rank=rank, shuffle=True, seed=seed)`` gives
   each rank its own shard, else a ``RandomSampler`` drawing from a ``torch.Generator``

@@ -368,12 +368,12 @@ def _gemm_dtype(device: Any) -> str:
 
 
 def _device_name(device: Any) -> str:
-    """The name the benchmark looks the peak up by (trainperf.benchmark.device_info)."""
+    """The name the benchmark looks the peak up by (trainperf.step.benchmark.device_info)."""
     if device.type == "cuda":
         import torch
 
         return torch.cuda.get_device_properties(device).name
-    from trainperf.system import cpu_name
+    from trainperf.system.inventory import cpu_name
 
     return cpu_name()
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trainperf import strict_json
+from trainperf.core import strict_json
 
 
 @dataclass(frozen=True)

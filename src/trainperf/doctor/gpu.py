@@ -29,7 +29,7 @@ from trainperf.doctor.gpu_device import (
     text,
 )
 from trainperf.measure.energy_nvml import NvmlUnavailable, close_nvml, open_nvml
-from trainperf.system_gpu import visible_handles
+from trainperf.system.gpu import visible_handles
 
 __all__ = ["GPU_CHECKS", "MACHINE_CHECKS", "gpu_checks"]
 

@@ -16,7 +16,7 @@ from typing import Any
 from trainperf.doctor.checks import FAIL, OK, WARN
 from trainperf.measure.clock_events import IDLE, POWER_CAP, SLOWDOWNS, decode_throttle_reasons
 from trainperf.measure.gpu_context import clocks_event_mask
-from trainperf.system_gpu import nvlink_states
+from trainperf.system.gpu import nvlink_states
 
 # nvml.h values, for fakes of the module that do not define the constants.
 NVML_DEFAULTS = {

@@ -24,8 +24,8 @@ from trainperf.doctor.host_limits import (
     thp_check,
 )
 from trainperf.doctor.host_software import env_check, threads_check, version_checks
-from trainperf.system import numa_nodes
-from trainperf.system_files import parse_cpulist, read_file
+from trainperf.system.files import parse_cpulist, read_file
+from trainperf.system.inventory import numa_nodes
 
 CPU = "sys/devices/system/cpu"
 # /proc/<pid>/stat flags: a kernel thread (include/linux/sched.h)

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from trainperf.doctor.checks import OK, WARN, Check, absent
-from trainperf.store_schema import DEFAULT_DB
-from trainperf.system_files import read_file, read_int
+from trainperf.store.schema import DEFAULT_DB
+from trainperf.system.files import read_file, read_int
 
 GIB = 2**30
 # Room the store's disk should have: a sweep stores its results and runs (kilobytes each),

@@ -2,7 +2,7 @@
 that MLPerf's system description asks for (os, framework, other software stack), the
 environment variables that change results, and thread counts against the CPUs at hand.
 
-The versions are trainperf.system's (torch's own CUDA, cuDNN and NCCL; JAX's packages by
+The versions are trainperf.system.inventory's (torch's own CUDA, cuDNN and NCCL; JAX's packages by
 importlib.metadata: importing jax here would load its CUDA libraries beside torch's).
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainperf.doctor.checks import OK, WARN, Check, absent
-from trainperf.system import environment, software_versions
+from trainperf.system.inventory import environment, software_versions
 
 _VERSION_WHY = {
     "os": "the kernel and its drivers decide scheduling, memory and I/O paths",

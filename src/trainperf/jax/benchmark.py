@@ -1,8 +1,8 @@
-"""One JAX case, measured in this process, with the method of trainperf.benchmark.
+"""One JAX case, measured in this process, with the method of trainperf.step.benchmark.
 
 The worker calls ``run_jax_case`` for a case whose framework is ``jax``, in the same fresh
 child process a PyTorch case gets, under the same step policy; the metrics come from the
-same functions (``trainperf.benchmark.case_metrics``), so a JAX result has the shape of a
+same functions (``trainperf.step.benchmark.case_metrics``), so a JAX result has the shape of a
 PyTorch one (throughput with its interval, MFU, energy, memory, final loss). What it adds:
 
 - ``compile_s``: seconds to trace, lower and compile the step, before the warm-up (never in
@@ -20,17 +20,17 @@ later steps are queued behind it, so the device never idles for the host's round
 each step's time runs from the end of the step before it to its own end, as the PyTorch
 path's CUDA events time the device's steps back to back (docs/jax.md, "Timing").
 
-Device record, beside the keys of trainperf.benchmark.device_info: ``fp32_matmul`` and
+Device record, beside the keys of trainperf.step.benchmark.device_info: ``fp32_matmul`` and
 ``fp32_conv`` (the math of the compiled program's float32 dots and convolutions, read from
 it: trainperf.jax.step), ``xla_preallocate`` and ``xla_allocator`` (how XLA's GPU client
-allocated: on demand in every JAX worker, trainperf.jax.environment).
+allocated: on demand in every JAX worker, trainperf.system.jax_environment).
 
 Memory: on a GPU the largest ``peak_bytes_in_use`` of the case's devices (XLA's allocator,
 over the process's life, compilation's autotuning included) and ``xla_mem_limit_bytes``, the
 allocator's limit (the smallest ``bytes_limit`` of the devices); on a CPU the process's peak
 RSS, as for PyTorch.
 
-torch's CUDA is never initialised here (trainperf.jax.environment): the probes find the
+torch's CUDA is never initialised here (trainperf.system.jax_environment): the probes find the
 GPUs' NVML handles through ``CUDA_VISIBLE_DEVICES`` rather than torch's device list, and do
 not synchronise torch's devices (the timer waits for JAX's).
 """
@@ -45,9 +45,8 @@ import jax
 import jaxlib
 import torch
 
-from trainperf.benchmark import case_metrics
-from trainperf.case import Case, model_of
-from trainperf.jax.environment import allocator_settings
+from trainperf.case.precision import fp32_math_record
+from trainperf.case.spec import Case, model_of
 from trainperf.jax.step import JaxTrainingStep, build_jax_step
 from trainperf.measure.divergence import LossWatch
 from trainperf.measure.memory import read_peak
@@ -55,8 +54,9 @@ from trainperf.measure.policy import parse_policy
 from trainperf.measure.probes import CaseProbes
 from trainperf.measure.timed_steps import measure_steps
 from trainperf.measure.timer import InFlightTimer
-from trainperf.precision import fp32_math_record
-from trainperf.system import cpu_name
+from trainperf.step.benchmark import case_metrics
+from trainperf.system.inventory import cpu_name
+from trainperf.system.jax_environment import allocator_settings
 
 # jax.monitoring's event for one XLA backend compilation (jax._src.dispatch).
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
@@ -79,7 +79,7 @@ _COMPILATIONS = CompileCounter()
 
 
 def device_info(case: Case, training: JaxTrainingStep) -> dict[str, Any]:
-    """What the case ran on, in the keys of trainperf.benchmark.device_info, with how its
+    """What the case ran on, in the keys of trainperf.step.benchmark.device_info, with how its
     float32 math ran and how XLA allocated (module doc)."""
     first = training.devices[0]
     info: dict[str, Any] = {

@@ -9,7 +9,7 @@ backend would make (the compiled CPU program counts bfloat16 converts as FLOPs, 
 Where jax cannot analyse a lowered program (it answers None for backends behind the PJRT
 C API, such as the CUDA plugin), the compiled program's analysis is used instead.
 
-What XLA counts, against trainperf.analysis.flops (torch's FlopCounterMode, the
+What XLA counts, against trainperf.models.flops (torch's FlopCounterMode, the
 convention of MFU):
 
 - matmuls (``dot``, attention's two included): 2 x multiply-accumulates, as torch;
@@ -23,7 +23,7 @@ convention of MFU):
   max or compare (ReLU, biases, residuals, batch and layer norm ~7 per element, pooling
   windows, dropout's threefry bits ~39, BERT's exact GELU 66 as XLA expands erf into a
   polynomial), transcendentals (exp, tanh, pow) apart, not in ``flops``; and the small
-  matmuls of trainperf.jax.models.layers.adaptive_avg_pool. Embedding lookups count 0.
+  matmuls of trainperf.models.flax_zoo.layers.adaptive_avg_pool. Embedding lookups count 0.
 
 So XLA's count of a zoo model is torch's, less the convolutions' padding taps, plus the
 element-wise work: 0.1% (VGG) to 2.1% (BERT) more at small sizes (checked for every model
@@ -39,8 +39,8 @@ import jax
 from flax import nnx
 
 from trainperf import models as torch_zoo
-from trainperf.jax import models as flax_models
 from trainperf.jax.tasks import example_batch
+from trainperf.models import flax_zoo as flax_models
 
 
 def forward_flops(name: str, batch_size: int, size: int) -> float | None:

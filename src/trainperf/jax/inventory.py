@@ -1,7 +1,7 @@
 """What JAX sees, printed as JSON by a child process: ``python -m trainperf.jax.inventory``.
 
-`trainperf system` (trainperf.system.jax_devices) runs this module in a child process of
-its own, with XLA's on-demand allocation (trainperf.jax.environment.ON_DEMAND): starting
+`trainperf system` (trainperf.system.inventory.jax_devices) runs this module in a child process of
+its own, with XLA's on-demand allocation (trainperf.system.jax_environment.ON_DEMAND): starting
 JAX's backends in trainperf's process would load JAX's CUDA libraries beside torch's, and
 take GPU memory. It prints ``{"devices": [...], "cuda": {...}}``:
 
@@ -87,6 +87,6 @@ def inventory() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    from trainperf import strict_json
+    from trainperf.core import strict_json
 
     print(strict_json.dumps(inventory()))

@@ -1,7 +1,7 @@
 """The JAX training step: a Flax model, optax, one ``jax.jit``-compiled update.
 
-The step mirrors trainperf.training_step for PyTorch, so the two frameworks train the same
-thing: the zoo's network (trainperf.jax.models, parameter counts equal to PyTorch's), the
+The step mirrors trainperf.step.training_step for PyTorch, so the two frameworks train the same
+thing: the zoo's network (trainperf.models.flax_zoo, parameter counts equal to PyTorch's), the
 optimizer the literature uses (SGD with momentum 0.9 for the CNNs, AdamW for the language
 models, the same learning rates and torch's AdamW weight decay 0.01), one synthetic batch
 made on the device(s) at build time and reused every step, ``grad_accum`` micro-batches
@@ -14,13 +14,13 @@ maps ``(params, rest, opt_state, inputs, targets)`` to the updated three and the
 donating the old buffers so that XLA updates them in place. This is Flax's own
 recommendation for speed (``nnx.jit`` re-walks the module graph on every call).
 
-Precision (trainperf.precision.JAX_PRECISIONS):
+Precision (trainperf.case.precision.JAX_PRECISIONS):
 - fp32: float32 everywhere;
 - tf32: float32 storage, TF32 tensor-core math for matmuls and convolutions;
 - bf16: Flax's mixed precision: parameters and optimizer state in float32, the forward
   and backward computed in bfloat16 (the modules' ``dtype``), the loss in float32.
 fp16 is not offered: it needs loss scaling, which neither jax nor optax provides.
-Float32 math follows trainperf.precision.fp32_math, as PyTorch's step does: the step is
+Float32 math follows trainperf.case.precision.fp32_math, as PyTorch's step does: the step is
 lowered under ``jax.default_matmul_precision("float32")`` (every dot and convolution of
 the program at precision HIGHEST: IEEE), or ``"tensorfloat32"`` (HIGH: TF32) for tf32,
 whatever JAX's default is (XLA's own runs float32 dots and convolutions in TF32 on GPUs of
@@ -56,17 +56,17 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from trainperf.case import Case
-from trainperf.jax import models as flax_models
+from trainperf.case.precision import fp32_math
+from trainperf.case.spec import Case
 from trainperf.jax import tasks
 from trainperf.jax.flops import xla_flops
+from trainperf.models import flax_zoo as flax_models
 from trainperf.models.spec import ModelSpec
-from trainperf.precision import fp32_math
-from trainperf.training_step import ADAMW_LR, SGD_LR, SGD_MOMENTUM
+from trainperf.step.training_step import ADAMW_LR, SGD_LR, SGD_MOMENTUM
 
 # torch.optim.AdamW's default weight decay (optax's default is 1e-4).
 ADAMW_WEIGHT_DECAY = 0.01
-# jax.default_matmul_precision for each float32 math (trainperf.precision.fp32_math), and
+# jax.default_matmul_precision for each float32 math (trainperf.case.precision.fp32_math), and
 # back: the precision that the lowered program's dots and convolutions then carry.
 MATMUL_PRECISION = {"ieee": "float32", "tf32": "tensorfloat32"}
 PROGRAM_FP32_MATH = {"HIGHEST": "ieee", "HIGH": "tf32"}

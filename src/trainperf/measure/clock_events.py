@@ -105,7 +105,7 @@ IDLE = "gpu_idle"
 # An SM clock whose coefficient of variation over the window's busy samples exceeds this
 # makes a case unstable. Why 2%: a compute-bound step's time follows the SM clock, so a
 # clock that varies by more than 2% moves throughput by about as much as the precision
-# the runs aim at by default (trainperf.case_result.DEFAULT_PRECISION, 2%); and a GPU
+# the runs aim at by default (trainperf.case.result.DEFAULT_PRECISION, 2%); and a GPU
 # that holds its clock changes it in 15 MHz steps (the SM clocks nvidia-smi lists as
 # supported, ~0.8% of an H100's 1980 MHz), so a power cap dithering between neighbouring
 # steps stays well below it. The CV and not the max/min spread: one sample taken as the

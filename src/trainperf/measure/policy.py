@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainperf.limits import MAX_COUNT
+from trainperf.core.limits import MAX_COUNT
 from trainperf.measure.stats import MIN_STEPS_FOR_CI, mean_ci95
 
 STOP_FIXED = "fixed_steps"

@@ -82,7 +82,7 @@ class CaseProbes:
     ``device_ids``); by default ``device`` alone. ``nvml`` is pynvml (None) or a fake.
     ``torch_cuda``: the case runs on torch's CUDA, whose devices are synchronized at the
     window's edges and matched to NVML's by their UUIDs. False for a framework whose process
-    must never initialise torch's CUDA (JAX, trainperf.jax.environment): no synchronization
+    must never initialise torch's CUDA (JAX, trainperf.system.jax_environment): no synchronization
     (the step timer waits for the device itself), and the indices are mapped to NVML's
     through ``CUDA_VISIBLE_DEVICES``, as CUDA numbers them (with MIG, or a batch system that
     hides GPUs without setting it, that mapping cannot see the hiding).

@@ -31,7 +31,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trainperf.limits import MAX_COUNT
+from trainperf.core.limits import MAX_COUNT
 from trainperf.measure.hierarchy import MIN_RUNS_FOR_DECISION, mean_interval
 from trainperf.measure.policy import AdaptivePolicy, FixedPolicy, parse_policy
 from trainperf.measure.stats import MIN_STEPS_FOR_CI

@@ -48,7 +48,7 @@ integer the dtype holds exactly (at most 2**24 in fp32, 2**11 in fp16, 2**8 in b
 any order of reduction; the expected result is computed on the CPU in float64, chunk by
 chunk, and compared exactly after casting to the dtype.
 
-Run alone as any job: ``torchrun ... -m trainperf.worker DOC.json OUT.json`` with a document
+Run alone as any job: ``torchrun ... -m trainperf.launch.worker DOC.json OUT.json`` with a document
 of kind ``collective``; rank 0 writes OUT.json (``format_table`` prints its rows).
 """
 
@@ -298,7 +298,7 @@ def run_document(document: dict[str, Any], workdir: Path) -> dict[str, Any] | No
         gathered = job.gather(rows)
         if gathered is None:
             return None
-        from trainperf.benchmark import device_info
+        from trainperf.step.benchmark import device_info
 
         combined = combine(gathered)
         device = device_info(job.device) | {

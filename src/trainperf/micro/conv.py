@@ -34,8 +34,8 @@ import torch
 from torch import nn
 
 from trainperf import models
+from trainperf.case.outcome import is_out_of_memory
 from trainperf.micro.harness import CacheFlusher, Timing, dtype_of, measured_on, time_op
-from trainperf.outcome import is_out_of_memory
 
 PASSES = ("fwd", "bwd_data", "bwd_filter")
 
@@ -271,7 +271,7 @@ def document_shapes(document: dict[str, Any]) -> list[ConvShape]:
 
 def run_document(document: dict[str, Any], workdir: Path) -> dict[str, Any]:
     """The micro-benchmark kinds' entry point (see trainperf.micro): the document's sweep."""
-    from trainperf.training_step import set_fp32_math
+    from trainperf.step.training_step import set_fp32_math
 
     device = torch.device(document["device"])
     rows: list[dict[str, Any]] = []

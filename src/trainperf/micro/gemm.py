@@ -45,7 +45,7 @@ from typing import Any
 import torch
 
 from trainperf.micro.harness import CacheFlusher, dtype_of, measured_on, time_op
-from trainperf.training_step import set_fp32_math
+from trainperf.step.training_step import set_fp32_math
 
 CPU_SQUARE_SIZES = (128, 256, 512, 1024)
 GPU_SQUARE_SIZES = (256, 512, 1024, 2048, 4096, 8192, 16384)

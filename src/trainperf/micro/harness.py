@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from trainperf.limits import INT64_MAX
+from trainperf.core.limits import INT64_MAX
 from trainperf.measure.timer import make_timer
 
 # Larger than the L2 of current GPUs (H100/H200: 50 MB) and the L3 of most CPU sockets.
@@ -146,7 +146,7 @@ def held_window_s(enqueue: Callable[[], object], streams: Sequence[Any], repeats
 
 def measured_on(device: torch.device, metrics: dict[str, Any]) -> dict[str, Any]:
     """What a kind's ``run_document`` returns: the device's description and the metrics."""
-    from trainperf.benchmark import device_info  # the benchmark stack, loaded when run
+    from trainperf.step.benchmark import device_info  # the benchmark stack, loaded when run
 
     return {"device": device_info(device), "metrics": metrics}
 

@@ -6,7 +6,7 @@ a batch and compute the loss) or an ``nn.Module`` that takes a float image batch
 read from one forward pass on the meta device, which allocates no memory.
 
 The user's code (their module, their function, that forward pass) runs only where the case
-runs, in its worker process (trainperf.runner): a function that hangs, exits the process,
+runs, in its worker process (trainperf.launch.runner): a function that hangs, exits the process,
 raises or fills the memory then ends its case as ``timeout``, ``crashed``, ``error`` or
 ``oom``, and trainperf goes on. Before a sweep, ``check_reference`` only finds the module,
 as the import system would, without running any of its code.

@@ -13,6 +13,6 @@ From the parent to the ranks and back to the numbers:
 - ``slurm``: an sbatch script that runs a suite across nodes;
 - ``scaling``: speed-up and efficiency against the one-device result, with intervals.
 
-Which process runs where is the runner's business (trainperf.runner: one worker process,
-or torchrun over them); what one training step is, trainperf.training_step's.
+Which process runs where is the runner's business (trainperf.launch.runner: one worker process,
+or torchrun over them); what one training step is, trainperf.step.training_step's.
 """

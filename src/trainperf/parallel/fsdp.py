@@ -3,7 +3,7 @@
 **Blocks.** Both work on a transformer's repeated blocks (``trainperf.models.blocks``, which
 the predictor counts too). A model without them (the CNNs, a user's network built
 otherwise) cannot be wrapped this way, and a case asking for it is refused
-(``trainperf.case``; a user's network is probed in a child process, ``probe_blocks``, so
+(``trainperf.case.spec``; a user's network is probed in a child process, ``probe_blocks``, so
 that its code never runs in trainperf's own process).
 
 **Sharding** (PyTorch FSDP2, ``torch.distributed.fsdp.fully_shard``; the layout of
@@ -32,7 +32,7 @@ cost"), ``torch.utils.checkpoint`` non-reentrant, per block:
   policy follows).
 
 **Exposed communication** of a sharded step is measured as DDP's is (step time minus the
-same step without communication, ``trainperf.parallel.rank_case``): ``local_collectives``
+same step without communication, ``trainperf.step.rank_case``): ``local_collectives``
 swaps FSDP's all-gather (then its reduce-scatter) for a local copy of the same bytes, so
 every shape, kernel and allocation of the step stays and only the network is gone. The
 copy fills every rank's slot with this rank's shard, which keeps the weights finite but

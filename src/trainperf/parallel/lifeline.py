@@ -16,7 +16,7 @@ import sys
 
 PARENT_PID_ENV = "TRAINPERF_PARENT_PID"
 # The signal by which a parent asks its children for their Python stacks (a child that ran
-# out of time says where it was stuck before it is killed; trainperf.worker).
+# out of time says where it was stuck before it is killed; trainperf.launch.worker).
 STACK_SIGNAL = signal.SIGUSR1
 # prctl option from <linux/prctl.h>: signal to deliver when the parent process dies.
 PR_SET_PDEATHSIG = 1

@@ -1,7 +1,7 @@
 """torchrun for trainperf: its command line, and ``python -m trainperf.parallel.torchrun``.
 
 A case (or job) with more than one process runs as
-``python -m trainperf.parallel.torchrun TORCHRUN_ARGS -m trainperf.worker CASE RESULT``.
+``python -m trainperf.parallel.torchrun TORCHRUN_ARGS -m trainperf.launch.worker CASE RESULT``.
 That module makes itself die with the trainperf parent (trainperf.parallel.lifeline),
 names itself as the parent of the ranks, and replaces itself with torchrun (same pid: the
 death signal survives ``exec``). The ranks, started by torchrun in sessions of their own,
@@ -61,14 +61,14 @@ def torchrun_command(
     rdzv_endpoint: str | None = None,
     rdzv_id: str = "trainperf",
 ) -> list[str]:
-    """The child command line that runs ``trainperf.worker WORKER_ARGS`` under torchrun."""
+    """The child command line that runs ``trainperf.launch.worker WORKER_ARGS`` under torchrun."""
     return [
         sys.executable,
         "-m",
         "trainperf.parallel.torchrun",
         *torchrun_args(nproc_per_node, nnodes, rdzv_endpoint, rdzv_id),
         "-m",
-        "trainperf.worker",
+        "trainperf.launch.worker",
         *worker_args,
     ]
 

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainperf.case import Case
+from trainperf.case.spec import Case
 
 
 def dp_device_ids(case: Case) -> list[int]:

@@ -1,6 +1,6 @@
 """Fit the performance model's free parameters to what this machine measured, and check it.
 
-From a results database (``trainperf.store``):
+From a results database (``trainperf.store.database``):
 
 (a) compute: the newest ok single-device result of the model (preferring the batch size and
     model size asked for) gives the measured throughput X (samples/s at that batch; the
@@ -43,11 +43,11 @@ import numpy as np
 from scipy.optimize import brentq
 
 from trainperf import models
-from trainperf.modes import device_count
+from trainperf.case.modes import device_count
 from trainperf.predict.model import PredictError, compute_rate, predict
 from trainperf.predict.terms import NO_NOISE, BusBandwidthCurve, Overhead, StepNoise, fit_overhead
-from trainperf.store import Store, StoreError
-from trainperf.store_query import ResultFilter
+from trainperf.store.database import Store, StoreError
+from trainperf.store.query import ResultFilter
 
 
 class CalibrationError(ValueError):

@@ -59,10 +59,10 @@ from functools import lru_cache
 from typing import Any
 
 from trainperf import models
+from trainperf.case.precision import PRECISIONS
 from trainperf.models.attention import AttentionPlan
 from trainperf.models.blocks import CHECKPOINTING, NoBlocks
 from trainperf.models.custom import CustomModelError
-from trainperf.precision import PRECISIONS
 from trainperf.predict.comm import data_parallel_all_gather_s, data_parallel_reduce_scatter_s
 from trainperf.predict.memory import (
     ACTIVATION_BYTES,

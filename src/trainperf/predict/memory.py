@@ -93,9 +93,9 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
 from trainperf import models
-from trainperf.analysis.flops import count_parameters
 from trainperf.models.attention import AttentionPlan
 from trainperf.models.blocks import blocks_of, kept_op_packets
+from trainperf.models.flops import count_parameters
 
 GIB = 2**30
 WEIGHT_BYTES, GRAD_BYTES = 4, 4

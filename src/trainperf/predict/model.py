@@ -3,7 +3,7 @@
 Per step and device, with B the batch per device:
 
 1. **Compute**: t_compute = B × training FLOPs per sample / (peak FLOP/s × achieved
-   fraction), the FLOPs counted by ``trainperf.analysis.flops`` and the fraction measured
+   fraction), the FLOPs counted by ``trainperf.models.flops`` and the fraction measured
    (``trainperf.predict.calibrate``), given, or the catalog's default for the device; or,
    from a measured single-device throughput X (samples/s at that batch), t_compute = B / X.
    Forward and backward take 1/3 and 2/3 of it (the backward computes the gradients of both
@@ -41,7 +41,9 @@ from functools import partial
 from typing import Any
 
 from trainperf import models
-from trainperf.limits import (
+from trainperf.case.modes import SCALINGS, device_batch, splits_evenly
+from trainperf.case.precision import PRECISIONS  # what a case trains in
+from trainperf.core.limits import (
     ACHIEVED_FRACTION_MIN,
     BUCKET_MB_MAX,
     BUCKET_MB_MIN,
@@ -50,8 +52,6 @@ from trainperf.limits import (
     first_bad_number,
 )
 from trainperf.models.custom import CustomModelError
-from trainperf.modes import SCALINGS, device_batch, splits_evenly
-from trainperf.precision import PRECISIONS  # what a case trains in
 from trainperf.predict.comm import LinkCost, bucket_sizes, data_parallel_allreduce_s
 from trainperf.predict.memory import (
     ACTIVATION_BYTES,
@@ -397,7 +397,7 @@ def predict(
 
 def finite_prediction(prediction: dict[str, Any]) -> dict[str, Any]:
     """``prediction`` as it is, or PredictError naming its first number that is not finite
-    (or not a 64-bit integer). The inputs are bounded (``trainperf.limits``) so that none
+    (or not a 64-bit integer). The inputs are bounded (``trainperf.core.limits``) so that none
     overflows; this check makes sure that no input the bounds let through is answered
     with an infinite or NaN time or rate."""
     found = first_bad_number(prediction)

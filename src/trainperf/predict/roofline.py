@@ -19,7 +19,7 @@ FLOPs / peak alone predicts it 2-2.7x too fast.
 Weights move once per step whatever the batch, activations once per sample, so each op is
 counted at two batches and fitted as x(B) = x_fixed + x_per_sample · B (exact for both FLOPs
 and bytes: the shapes are linear in the batch). The optimizer step is not counted, as in
-``trainperf.analysis.flops``.
+``trainperf.models.flops``.
 """
 
 from __future__ import annotations

@@ -25,9 +25,9 @@ from typing import Any
 import torch
 
 from trainperf import models
-from trainperf.case import Case
+from trainperf.case.spec import Case
 from trainperf.profile.layers import LayerTimer, out_of_place_activations
-from trainperf.training_step import build_training_step
+from trainperf.step.training_step import build_training_step
 
 DEFAULT_STEPS, DEFAULT_WARMUP = 10, 3
 
@@ -63,8 +63,8 @@ def profile_case(
     case: Case, steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP
 ) -> dict[str, Any]:
     """The breakdown of one training step of ``case`` (see the module docstring)."""
-    from trainperf.benchmark import device_info
     from trainperf.profile.categories import profile_categories
+    from trainperf.step.benchmark import device_info
 
     if case.threads:
         torch.set_num_threads(case.threads)

@@ -33,7 +33,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from trainperf.case import label_options, parallel_mode
+from trainperf.case.spec import label_options, parallel_mode
 from trainperf.measure.hierarchy import MIN_RUNS_FOR_DECISION
 
 # Text columns (a status, a reason, a label) are given at least this many characters when
@@ -173,5 +173,5 @@ def devices_text(case: dict[str, Any]) -> str:
 
 
 def options_text(case: dict[str, Any]) -> str:
-    """What else sets a case apart (its label's end, trainperf.case.label_options), or ''."""
+    """What else sets a case apart (its label's end, trainperf.case.spec.label_options), or ''."""
     return " ".join(label_options(case))

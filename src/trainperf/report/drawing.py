@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
-from trainperf.fileio import write_atomic
+from trainperf.core.fileio import write_atomic
 from trainperf.report.figures import Drawing, Figure
 
 CACHE_DIR = ".figure-cache"

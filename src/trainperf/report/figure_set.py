@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trainperf.parallel.scaling import scaling_rows
+from trainperf.analysis.scaling import scaling_rows
 from trainperf.report import figures_micro
 from trainperf.report.figures import (
     Figure,

@@ -36,8 +36,8 @@ from matplotlib.ticker import FuncFormatter, NullLocator
 from matplotlib.transforms import blended_transform_factory
 
 from trainperf.analysis.pareto import pareto_fronts
-from trainperf.case import label_of
-from trainperf.parallel.scaling import device_count, scaling_rows
+from trainperf.analysis.scaling import device_count, scaling_rows
+from trainperf.case.spec import label_of
 from trainperf.report import cap
 
 STYLE: dict[str, Any] = {

@@ -11,7 +11,7 @@ figures; weak and strong scaling are figures of their own, sharing the 1-device 
 Left: throughput against devices, one line per engine, its runs and 95% interval drawn as
 in the other figures. Right: each engine's speed-up over its own 1-device result,
 speedup(N) = throughput(N) / throughput(1), with Fieller's 95% interval, both taken from
-``trainperf.parallel.scaling`` (its setting keeps framework and compile, so each engine is
+``trainperf.analysis.scaling`` (its setting keeps framework and compile, so each engine is
 its own baseline), and the ideal speed-up N. A failed case is an ``x`` on the axis at its
 device count, named in the caption.
 """
@@ -25,14 +25,14 @@ from typing import Any
 
 from matplotlib.figure import Figure as MplFigure
 
-from trainperf.case import label_of, parallel_mode
-from trainperf.parallel.scaling import (
+from trainperf.analysis.scaling import (
     DDP_OPTIONS,
     ddp_options,
     device_count,
     scaling_rows,
     setting_key,
 )
+from trainperf.case.spec import label_of, parallel_mode
 from trainperf.report.figures import (
     CI_NOTE,
     Drawing,

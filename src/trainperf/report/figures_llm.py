@@ -15,7 +15,7 @@ on each axis and named in the caption, never drawn as if measured. Panels:
 (b) memory per rank (the largest rank's): parameters, gradients and optimizer state counted
     from the rank's tensors (its shards under fsdp), stacked, and on CUDA the activations
     one forward pass holds (``trainperf.measure.memory``); the measured peak a marker.
-(c) communication per step the compute did not hide (``trainperf.parallel.rank_case``):
+(c) communication per step the compute did not hide (``trainperf.step.rank_case``):
     ddp's all-reduce = median step - median step without gradient sync; fsdp's all-gather
     and reduce-scatter from steps with those collectives replaced by local copies.
 
@@ -32,15 +32,15 @@ from typing import Any
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.patches import Patch
 
-from trainperf.case import label_of, parallel_mode
-from trainperf.modes import RANK_MODES
-from trainperf.parallel.scaling import (
+from trainperf.analysis.scaling import (
     DDP_OPTIONS,
     FSDP_OPTIONS,
     ddp_options,
     device_count,
     setting_key,
 )
+from trainperf.case.modes import RANK_MODES
+from trainperf.case.spec import label_of, parallel_mode
 from trainperf.report.figures import (
     Drawing,
     Figure,

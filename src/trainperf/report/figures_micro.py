@@ -12,7 +12,7 @@ from typing import Any
 
 from matplotlib.figure import Figure as MplFigure
 
-from trainperf.case import label_of
+from trainperf.case.spec import label_of
 from trainperf.report import cap
 from trainperf.report.figures import (
     FAILED_COLOR,

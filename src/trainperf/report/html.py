@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 
 from trainperf import __version__
-from trainperf.fileio import check_output, write_atomic
+from trainperf.core.fileio import check_output, write_atomic
 from trainperf.report import cap
-from trainperf.store_query import EVERYTHING, ResultFilter
+from trainperf.store.query import EVERYTHING, ResultFilter
 
 if TYPE_CHECKING:
     from trainperf.report.figures import Figure
@@ -127,7 +127,7 @@ def read(db_path: Path, result_filter: ResultFilter = EVERYTHING) -> ReportData:
     nothing: the one place where the report reads the store. The results are those
     ``result_filter`` selects, oldest first, without their runs (the report reads their
     metrics only); micro-benchmarks and training runs those of its systems and time."""
-    from trainperf.store import Store
+    from trainperf.store.database import Store
 
     with Store.read_only(db_path) as store:
         return ReportData(
@@ -194,8 +194,8 @@ def system_row(record: dict[str, Any]) -> dict[str, str]:
 
 def result_row(result: dict[str, Any]) -> dict[str, Any]:
     """One results-table row; failed cases keep their status and reason."""
-    from trainperf.case import label_of
-    from trainperf.parallel.scaling import device_count
+    from trainperf.analysis.scaling import device_count
+    from trainperf.case.spec import label_of
 
     m, case = result.get("metrics") or {}, result["case"]
     ok = result["status"] == "ok"

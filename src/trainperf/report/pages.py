@@ -17,7 +17,7 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainperf.fileio import write_atomic
+from trainperf.core.fileio import write_atomic
 from trainperf.report import cap
 from trainperf.report.figures import slug
 

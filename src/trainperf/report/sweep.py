@@ -104,7 +104,7 @@ class SweepDisplay:
         self.progress.console.print(line, markup=False, highlight=False)
 
     def on_store_wait(self, line: str) -> None:
-        """Say that the results database keeps the sweep waiting (trainperf.store)."""
+        """Say that the results database keeps the sweep waiting (trainperf.store.database)."""
         self.progress.console.print(line, markup=False, highlight=False)
 
     def on_result(self, index: int, result: dict[str, Any]) -> None:
@@ -115,7 +115,7 @@ class SweepDisplay:
 
 
 def _run_line(run: dict[str, Any]) -> str:
-    from trainperf.case import label_of
+    from trainperf.case.spec import label_of
 
     head = f"{label_of(run['case'])} run {run.get('run_number', '?')}"
     if run["status"] == "ok":
@@ -124,7 +124,7 @@ def _run_line(run: dict[str, Any]) -> str:
 
 
 def _one_line(result: dict[str, Any]) -> str:
-    from trainperf.case import label_of
+    from trainperf.case.spec import label_of
 
     label, metrics = label_of(result["case"]), result.get("metrics") or {}
     earlier = " (from an earlier sweep)" if result.get("reused") else ""
@@ -152,7 +152,7 @@ def summary_table(results: Iterable[dict[str, Any]], title: str = "summary") -> 
     """Cases grouped by status, each failure and skip with its reason in full: wrapped at
     spaces on the terminal (a word longer than the column folded, never cut), whole in
     ``--format md``."""
-    from trainperf.case import label_of
+    from trainperf.case.spec import label_of
 
     groups: dict[str, list[dict[str, Any]]] = {}
     for result in results:

@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trainperf.analysis.system_labels import system_labels
-from trainperf.case import parallel_mode
+from trainperf.case.spec import parallel_mode
 from trainperf.report.cells import (
     WIDE,
     Column,
@@ -342,7 +342,7 @@ def models_table(rows: Iterable[dict[str, Any]], width: int | None = None) -> Ta
 def scaling_table(
     rows: Iterable[dict[str, Any]], *, wide: bool = False, width: int | None = None
 ) -> Table:
-    """One row per ``trainperf.parallel.scaling`` row, its columns chosen to fit ``width``
+    """One row per ``trainperf.analysis.scaling`` row, its columns chosen to fit ``width``
     (trainperf.report.cells): the system where there are several, the setting, devices
     and parallel mode, weak or strong, samples/s, speed-up, efficiency and its 95% interval
     ("n/a (2 runs)" below 3 runs a side), and the status: "unstable" with the reason for a

@@ -1,0 +1,106 @@
+"""An sbatch script that runs a suite across the nodes of a Slurm allocation.
+
+Slurm starts one trainperf per node (``srun --ntasks-per-node=1``); each sets every case to
+span all the allocated nodes (``--set nodes=$SLURM_NNODES``) and meets the others at a
+torchrun rendezvous on the first node of the allocation. ``--gpus-per-node G`` allocates G
+GPUs on each node and, where the cases of the suite all ask for one device count, sets
+``devices=G`` in every case so that each uses them all (``case_sets``). A suite whose cases
+differ in their devices (``scaling``: 1, 2, 4 and 8 per node) keeps them, each case over
+every node: one count for all would make its cases equal. A case asking for more devices
+than a node has is skipped there, as ``trainperf run`` skips it on one machine.
+
+Every node must run the same cases in the same order, so the script measures every case
+again (``--fresh``) instead of resuming: a node resuming on its own would wait at a
+rendezvous the others never join; and every node shuffles the runs of the cases with the
+same seed, the job id (``--order-seed $SLURM_JOB_ID``).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from collections.abc import Sequence
+
+from trainperf.case.suite import Suite
+
+RDZV_PORT = 29400
+_TIME = re.compile(r"^(\d+-)?\d{1,2}(:\d{2}){0,2}$")
+# Slurm partition names, one or a comma list; nothing that could end the #SBATCH line.
+_PARTITION = re.compile(r"[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*")
+
+
+class SlurmError(ValueError):
+    """A bad option for the script; the message is one line."""
+
+
+def safe_name(name: str) -> str:
+    """``name`` with every character but letters, digits, ``_.-`` made ``_``: fit for a job
+    name and a file name (a suite's name is user text)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def case_sets(suite: Suite, gpus_per_node: int | None, overrides: Sequence[str] = ()) -> list[str]:
+    """The case fields the script sets beyond the nodes: the user's ``overrides`` (``--set``,
+    already applied to ``suite``), preceded by ``devices=G`` when ``--gpus-per-node G`` is
+    given, the user sets no ``devices`` and the cases all ask for one device count."""
+    if gpus_per_node is None:
+        return list(overrides)
+    if any(text.partition("=")[0].strip() == "devices" for text in overrides):
+        return list(overrides)
+    if len({planned.fields["devices"] for planned in suite.planned}) > 1:
+        return list(overrides)  # a scaling suite: its device counts are what it measures
+    return [f"devices={gpus_per_node}", *overrides]
+
+
+def sbatch_script(
+    suite: str,
+    nodes: int,
+    gpus_per_node: int | None = None,
+    time_limit: str = "02:00:00",
+    partition: str | None = None,
+    db: str = "trainperf.db",
+    overrides: tuple[str, ...] = (),
+    port: int = RDZV_PORT,
+) -> str:
+    """The text of the sbatch script (``suite``: a built-in name or a file path), which sets
+    ``nodes`` and ``overrides`` (``case_sets``) in every case."""
+    if not _TIME.fullmatch(time_limit):  # match() would let a trailing newline through
+        raise SlurmError(f"--time '{time_limit}' is not a Slurm time: use HH:MM:SS or D-HH:MM")
+    if partition is not None and not _PARTITION.fullmatch(partition):
+        raise SlurmError(
+            f"--partition {partition!r} is not a Slurm partition: use letters, digits, "
+            "'_', '.' and '-' (several separated by commas)"
+        )
+    directives = [
+        f"--job-name=trainperf-{safe_name(suite)}",
+        f"--nodes={nodes}",
+        "--ntasks-per-node=1",
+        f"--time={time_limit}",
+        "--output=trainperf-%j.out",
+    ]
+    if gpus_per_node:
+        directives.append(f"--gpus-per-node={gpus_per_node}")
+    if partition:
+        directives.append(f"--partition={partition}")
+    sets = ["--set", "nodes=$SLURM_NNODES"]
+    for override in overrides:
+        sets += ["--set", shlex.quote(override)]
+    trainperf = f"{shlex.quote(sys.executable)} -m trainperf"
+    command = " ".join(
+        [trainperf, "run", shlex.quote(suite), *sets]
+        + ['--rdzv-endpoint "$HEAD:$RDZV_PORT"', "--db", shlex.quote(db), "--fresh"]
+        + ['--order-seed "$SLURM_JOB_ID"']
+    )
+    lines = ["#!/bin/bash", *(f"#SBATCH {d}" for d in directives)]
+    lines += [
+        "# Written by `trainperf slurm`. The result of each case is stored by the node that",
+        "# holds rank 0. The database should be on a file system with working SQLite locks",
+        "# (or give each node its own --db and merge them later).",
+        "set -euo pipefail",
+        'HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        f"RDZV_PORT={port}",
+        f"srun --ntasks-per-node=1 --nodes=$SLURM_NNODES {command}",
+        "",
+    ]
+    return "\n".join(lines)
