@@ -123,8 +123,8 @@ def _ddp(template: dict[str, Any], devices: int, factor: float) -> dict[str, Any
 
 def _training_runs(store: Store, system_a: dict[str, Any], system_b: dict[str, Any]) -> None:
     """One made-up time-to-accuracy run per system: the same curve, B four times faster."""
+    from trainperf.case.training import TrainConfig
     from trainperf.convergence import records
-    from trainperf.convergence.trainer import TrainConfig
 
     config = TrainConfig(
         model="cifarnet",

@@ -29,7 +29,7 @@ from trainperf import models
 from trainperf.case.outcome import Outcome
 from trainperf.case.result import combine
 from trainperf.case.spec import make_case
-from trainperf.convergence.trainer import TrainConfig
+from trainperf.case.training import TrainConfig
 from trainperf.measure.divergence import Diverged
 from trainperf.measure.runs import parse_runs
 from trainperf.measure.timed_steps import StepRecord

@@ -116,7 +116,6 @@ def test_job_folders_are_made_only_by_job_directory():
         "cli/train.py",
         "launch/maxbatch.py",
         "launch/equivalence.py",
-        "convergence/mllog.py",
         "launch/sweep.py",
     }, users
 

@@ -14,8 +14,8 @@ import pytest
 
 from report_fixture import build
 from trainperf.case.spec import make_case
+from trainperf.case.training import TrainConfig
 from trainperf.convergence import records
-from trainperf.convergence.trainer import TrainConfig
 from trainperf.report.tables import CSV_COLUMNS
 from trainperf.store import exchange
 from trainperf.store.database import Store

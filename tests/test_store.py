@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from trainperf.case.stored import ADDED_CASE_FIELDS
 from trainperf.store import database as store_module
 from trainperf.store.database import SCHEMA_VERSION, Store, StoreError, check_writable
-from trainperf.store.rows import ADDED_CASE_FIELDS
 
 SYSTEM = {"fingerprint": "abc123", "hostname": "node1", "cpu": {"model": "X"}, "gpus": []}
 
@@ -160,7 +160,9 @@ def test_only_the_store_speaks_sql():
     the migrations, store_query the queries of its readers, on the connection Store gives
     them): no other module runs SQL on its connection or opens its transactions."""
     root = Path(store_module.__file__).parent.parent
-    pattern = re.compile(r"\.db\.execute\(|\._write\(\)|from trainperf\.store\.database import .*\b_\w")
+    pattern = re.compile(
+        r"\.db\.execute\(|\._write\(\)|from trainperf\.store\.database import .*\b_\w"
+    )
     speakers = sorted(
         str(path.relative_to(root))
         for path in root.rglob("*.py")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from trainperf.case.stored import ADDED_CASE_FIELDS
 from trainperf.store import exchange
 from trainperf.store import schema as store_schema
 from trainperf.store.database import SCHEMA_VERSION, Store
-from trainperf.store.rows import ADDED_CASE_FIELDS
 
 SEED = Path(__file__).parent / "data" / "cpu_measurements.json"
 

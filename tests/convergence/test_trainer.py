@@ -16,9 +16,10 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from trainperf.case.schedule import ScheduleError
+from trainperf.case.training import TrainConfig
 from trainperf.convergence.evaluation import evaluate, reached
-from trainperf.convergence.schedule import ScheduleError
-from trainperf.convergence.trainer import TrainConfig, train
+from trainperf.convergence.trainer import train
 from trainperf.datasets import write_cifar10
 from trainperf.models.spec import CausalLM, ModelSpec, SpanExtraction
 from trainperf.parallel.peers import Peers

@@ -13,8 +13,8 @@ from trainperf import models
 from trainperf.case.spec import CaseError, DeviceKind, check_case, make_case
 from trainperf.launch.maxbatch import memory_key
 from trainperf.models.attention import AttentionPlan
-from trainperf.models.blocks import find_blocks
-from trainperf.parallel.fsdp import apply_checkpointing, has_dropout, probe_blocks
+from trainperf.models.blocks import find_blocks, probe_blocks
+from trainperf.parallel.fsdp import apply_checkpointing, has_dropout
 from trainperf.predict.memory import block_counts
 
 CPU = {"cpu": DeviceKind(2)}

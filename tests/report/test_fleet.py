@@ -12,7 +12,7 @@ import pytest
 
 import report_fixture
 from trainperf.report import cap
-from trainperf.report.html import write_report
+from trainperf.report.site import write_report
 
 SYSTEMS = 30
 FIGURE = re.compile(r'<figure id="([^"]+)" class="chart">(.*?)</figure>', re.S)

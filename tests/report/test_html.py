@@ -16,7 +16,7 @@ def site(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
     db = root / "two.db"
     facts = report_fixture.build(db)
-    from trainperf.report.html import write_report
+    from trainperf.report.site import write_report
 
     summary = write_report(db, root / "site")
     return facts, summary, summary.path.read_text()

@@ -401,12 +401,12 @@ def _check_model(case: Case, spec: ModelSpec) -> None:
 
 def _check_blocks(case: Case) -> None:
     """parallel fsdp and activation checkpointing wrap a transformer's repeated blocks: a
-    model without them is refused (trainperf.parallel.fsdp.blocks_refusal)."""
+    model without them is refused (trainperf.models.blocks.blocks_refusal)."""
     if case.framework != "pytorch":
         return
     if case.mode != "fsdp" and case.activation_checkpointing == "none":
         return
-    from trainperf.parallel.fsdp import blocks_refusal
+    from trainperf.models.blocks import blocks_refusal
 
     if refusal := blocks_refusal(case.model):
         raise CaseError(refusal)

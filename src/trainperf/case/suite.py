@@ -50,8 +50,8 @@ from pydantic import ValidationError
 
 from trainperf.case.spec import Case, CaseError, DeviceKind, HardwareAbsent, check_case, label_of
 from trainperf.case.spec import describe_validation_error as describe_case_error
+from trainperf.case.stored import ADDED_CASE_FIELDS
 from trainperf.core import fileio
-from trainperf.store.rows import ADDED_CASE_FIELDS
 
 MAX_BATCH = "max"
 SUITE_FIELDS = ("name", "description", "defaults", "cases", "matrix", "exclude")

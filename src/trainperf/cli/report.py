@@ -39,7 +39,7 @@ def report(db: Path, result_filter: Any, out: Path, as_json: bool) -> None:
     of the results the filters select (micro-benchmarks and training runs: of the systems
     and time of --system and --since)."""
     from trainperf.core.fileio import kind
-    from trainperf.report.html import write_report
+    from trainperf.report.site import write_report
 
     check_db_readable(db)
     if out.is_dir():

@@ -43,7 +43,7 @@ from trainperf.core.limits import INT64_MAX
 
 def parse_target(text: str) -> tuple[str, float]:
     """``top1=0.80`` -> ("top1", 0.8); bad text is bad input."""
-    from trainperf.convergence.evaluation import HIGHER_IS_BETTER
+    from trainperf.case.training import HIGHER_IS_BETTER
 
     metric, _, value = text.partition("=")
     allowed = ", ".join(f"{m}=VALUE" for m in HIGHER_IS_BETTER)
@@ -66,7 +66,8 @@ def _check_config(config: dict[str, Any], capabilities: dict) -> None:
     """Everything that can be refused before a process starts: the run's own checks
     (``TrainConfig``: schedule, sizes; ``check_metric``), and the model and data."""
     from trainperf import models
-    from trainperf.convergence.trainer import TrainConfig, check_metric, requested_size
+    from trainperf.case.training import TrainConfig
+    from trainperf.convergence.trainer import check_metric, requested_size
     from trainperf.datasets import check_source, parse_data
 
     try:

@@ -9,26 +9,55 @@ excluded), the mean training loss over all ranks and the time spent blocked in
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
+from trainperf.case.schedule import Schedule
 from trainperf.convergence.evaluation import evaluate, reached
-from trainperf.convergence.schedule import Schedule
+from trainperf.core import strict_json
 from trainperf.measure.divergence import Diverged, LossWatch
 from trainperf.models.spec import ModelSpec
 from trainperf.parallel.peers import Peers
 from trainperf.step.training_step import Step
 
 if TYPE_CHECKING:
-    from trainperf.convergence.trainer import Listener, ProgressFile, TrainConfig
+    from trainperf.case.training import TrainConfig
 
 # Under DDP, ranks agree on a stop request every this many steps (one small gloo
 # all-reduce): every rank must leave the loop after the same step.
 STOP_AGREE_STEPS = 10
+
+
+class Listener(Protocol):
+    """Told of a run's phases (rank 0 only), e.g. to write an MLPerf log. Epochs from 1."""
+
+    def init_start(self, info: dict) -> None: ...  # the config and world_size
+    def init_stop(self) -> None: ...
+    def run_start(self, info: dict) -> None: ...  # see run_info() for the keys
+    def epoch_start(self, epoch: int, samples_seen: int) -> None: ...
+    def epoch_stop(self, epoch: int, samples_seen: int) -> None: ...
+    def eval_start(self, epoch: int, samples_seen: int) -> None: ...
+    def eval_stop(self, epoch: int, samples_seen: int, evaluation: dict) -> None: ...
+    def run_stop(self, status: str, reached: bool) -> None: ...  # "success" or "aborted"
+
+
+class ProgressFile:
+    """Appends JSON lines to ``path``, each flushed to disk before the run goes on."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def write(self, record: dict[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as out:
+            out.write(strict_json.dumps(record) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
 
 
 class Loaders(Protocol):

@@ -19,10 +19,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from trainperf.case.training import HIGHER_IS_BETTER
 from trainperf.models.spec import ModelSpec
 from trainperf.parallel.peers import Peers
-
-HIGHER_IS_BETTER = {"top1": True, "top5": True, "eval_loss": False}
 
 
 def reached(evaluation: dict[str, Any], metric: str, target: float) -> bool:

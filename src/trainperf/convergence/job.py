@@ -22,7 +22,8 @@ PROGRESS_FILE = "progress.jsonl"
 
 def run_training(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
     """Train as ``document["config"]`` says; rank 0 returns ``{"metrics": outcome}``."""
-    from trainperf.convergence.trainer import TrainConfig, train
+    from trainperf.case.training import TrainConfig
+    from trainperf.convergence.trainer import train
 
     config = TrainConfig(**document["config"])
     distributed = launched_by_torchrun()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +32,7 @@ from typing import Any
 from mlperf_logging.mllog import constants as c
 from mlperf_logging.mllog.mllog import MLLogger
 
-from trainperf.convergence.evaluation import HIGHER_IS_BETTER
+from trainperf.case.training import HIGHER_IS_BETTER
 from trainperf.core import fileio
 
 RULESET = "trainperf_common.yaml"
@@ -80,22 +81,20 @@ def check_log(path: Path | str) -> tuple[bool, str]:
 
     Returns (passed, the checker's output). Passed means exit code 0 *and* its final
     ``SUCCESS`` line: it exits 1 after ``FAILED`` and also when it crashes (a traceback).
-    The checker's own log file goes to a temporary folder, not the working directory.
+    The checker's own copy of its output (``--log_output``) is not written anywhere: it
+    would land in the working directory.
     """
-    from trainperf.launch.runner import job_directory
-
-    with job_directory() as tmp:
-        command = [
-            sys.executable,
-            "-m",
-            "mlperf_logging.compliance_checker",
-            "--config",
-            str(ruleset_path()),
-            "--log_output",
-            str(tmp / "compliance_checker.log"),
-            str(path),
-        ]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    command = [
+        sys.executable,
+        "-m",
+        "mlperf_logging.compliance_checker",
+        "--config",
+        str(ruleset_path()),
+        "--log_output",
+        os.devnull,  # a copy of what it prints, which we keep from its stdout
+        str(path),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
     output = done.stdout + done.stderr
     return done.returncode == 0 and "SUCCESS" in output, output
 

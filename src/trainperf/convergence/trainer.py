@@ -23,24 +23,18 @@ included), then ``{"event": "stop", "status": ..., "reached": ...}``.
 
 from __future__ import annotations
 
-import dataclasses
-import os
 import random
-import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
 
 from trainperf import models
-from trainperf.case.precision import PRECISIONS  # what a case trains in
-from trainperf.convergence.epochs import Loaders, Run
-from trainperf.convergence.evaluation import HIGHER_IS_BETTER
-from trainperf.convergence.schedule import parse_schedule
-from trainperf.core import strict_json
+from trainperf.case.schedule import parse_schedule
+from trainperf.case.training import TrainConfig
+from trainperf.convergence.epochs import Listener, Loaders, ProgressFile, Run
 from trainperf.models.spec import (
     CausalLM,
     ImageClassification,
@@ -51,124 +45,6 @@ from trainperf.models.spec import (
 from trainperf.parallel.peers import Peers
 from trainperf.parallel.wrap import wrap_ddp
 from trainperf.step.training_step import StepOptions, build_model, make_step
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """One time-to-accuracy run. ``batch_size`` is per device; ``eval_every`` in epochs."""
-
-    model: str
-    data: str  # data source text, e.g. "cifar10:/path"
-    target_metric: str  # "top1" | "top5" (higher is better) | "eval_loss" (lower)
-    target_value: float
-    max_epochs: int
-    batch_size: int
-    lr_schedule: str = "piecewise:0.1@0"
-    warmup_epochs: float = 0.0
-    momentum: float = 0.9
-    weight_decay: float = 5e-4
-    precision: str = "fp32"
-    device: str = "cpu"
-    devices: int = 1
-    workers: int = 0
-    seed: int = 0
-    image_size: int | None = None
-    seq_len: int | None = None
-    eval_every: int = 1
-
-    def __post_init__(self) -> None:
-        if self.target_metric not in HIGHER_IS_BETTER:
-            allowed = ", ".join(HIGHER_IS_BETTER)
-            raise ValueError(f"target_metric '{self.target_metric}' is not one of {allowed}")
-        if self.precision not in PRECISIONS:
-            allowed = ", ".join(PRECISIONS)
-            raise ValueError(f"precision '{self.precision}' is not one of {allowed}")
-        for name in ("max_epochs", "batch_size", "devices", "eval_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if HIGHER_IS_BETTER[self.target_metric] and not 0 < self.target_value <= 1:
-            raise ValueError(
-                f"target_value {self.target_value} for {self.target_metric} is not an "
-                "accuracy: allowed 0 < value <= 1"
-            )
-        if self.workers < 0:
-            raise ValueError(f"workers must be 0 or more, got {self.workers}")
-        parse_schedule(self.lr_schedule, self.warmup_epochs)  # ScheduleError if malformed
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-def stored_config_problem(config: object) -> str | None:
-    """What is wrong with a training run's configuration read from elsewhere (an imported
-    file), checked as ``trainperf train`` checks its own: the fields of ``TrainConfig`` with
-    their types and ranges, a model of the zoo or a ``module:function`` reference, and
-    printable names. None when nothing is."""
-    from trainperf.core.limits import control_problem, count_problem
-    from trainperf.models.custom import is_well_formed
-
-    if not isinstance(config, dict):
-        return "expected an object"
-    hints = typing.get_type_hints(TrainConfig)
-    if unknown := sorted(set(config) - set(hints) - set(LOGGING_FIELDS)):
-        return f"unknown field '{unknown[0]}': allowed {', '.join(sorted(hints))}"
-    for key, value in config.items():
-        if key in hints and not _has_type(value, hints[key]):
-            kind = getattr(hints[key], "__name__", str(hints[key]))
-            return f"{key}: {value!r} is not of type {kind}"
-        if isinstance(value, str) and (problem := control_problem(value)):
-            return f"{key}: {problem}"
-    if bad := count_problem(config):
-        return f"{bad[0]}: {bad[1]}"
-    try:
-        run = TrainConfig(**{k: v for k, v in config.items() if k in hints})
-    except (TypeError, ValueError) as exc:  # a missing field, the run's own checks
-        return str(exc)
-    if run.model not in models.names() and not is_well_formed(run.model):
-        return f"model {run.model!r} is neither of this trainperf's zoo nor module:function"
-    return None
-
-
-# Fields a stored configuration may hold beside TrainConfig's: where the run logged.
-LOGGING_FIELDS = ("mllog",)
-
-
-def _has_type(value: object, hint: object) -> bool:
-    """Whether a JSON value fits a field's type: an int is no bool, a float may be an int."""
-    allowed = typing.get_args(hint) or (hint,)
-    if value is None:
-        return type(None) in allowed
-    if isinstance(value, bool):
-        return bool in allowed
-    if isinstance(value, int):
-        return int in allowed or float in allowed
-    return any(isinstance(value, kind) for kind in allowed if kind in (float, str))
-
-
-class Listener(Protocol):
-    """Told of a run's phases (rank 0 only), e.g. to write an MLPerf log. Epochs from 1."""
-
-    def init_start(self, info: dict) -> None: ...  # the config and world_size
-    def init_stop(self) -> None: ...
-    def run_start(self, info: dict) -> None: ...  # see run_info() for the keys
-    def epoch_start(self, epoch: int, samples_seen: int) -> None: ...
-    def epoch_stop(self, epoch: int, samples_seen: int) -> None: ...
-    def eval_start(self, epoch: int, samples_seen: int) -> None: ...
-    def eval_stop(self, epoch: int, samples_seen: int, evaluation: dict) -> None: ...
-    def run_stop(self, status: str, reached: bool) -> None: ...  # "success" or "aborted"
-
-
-class ProgressFile:
-    """Appends JSON lines to ``path``, each flushed to disk before the run goes on."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-
-    def write(self, record: dict[str, Any]) -> None:
-        with self.path.open("a", encoding="utf-8") as out:
-            out.write(strict_json.dumps(record) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
 
 
 def train(

@@ -11,6 +11,10 @@ user's network built otherwise) cannot be sharded or checkpointed block by block
 
 from __future__ import annotations
 
+import functools
+import json
+import subprocess
+import sys
 from typing import Any
 
 import torch
@@ -21,6 +25,8 @@ from torch import nn
 CHECKPOINTING = ("none", "full", "selective")
 # The smallest share of a model's parameters its repeated blocks hold (module doc).
 BLOCKS_MIN_SHARE = 0.5
+# How long a user's network may take to be built on the meta device (blocks_refusal).
+PROBE_TIMEOUT_S = 120.0
 
 
 class NoBlocks(ValueError):
@@ -74,3 +80,59 @@ def kept_op_packets() -> frozenset[Any]:
     """The aten operators (overload packets) of ``SELECTIVE_SAVED_OPS`` this torch has."""
     aten = torch.ops.aten
     return frozenset(getattr(aten, name) for name in SELECTIVE_SAVED_OPS if hasattr(aten, name))
+
+
+def blocks_refusal(model_name: str) -> str | None:
+    """Why ``model_name`` cannot be sharded or checkpointed block by block, or None. A zoo
+    model is built on the meta device here (once per name); a user's network is probed."""
+    from trainperf import models
+
+    if models.is_custom_reference(model_name):
+        return probe_blocks(model_name)
+    return _zoo_blocks_refusal(model_name)
+
+
+@functools.lru_cache(maxsize=64)
+def _zoo_blocks_refusal(model_name: str) -> str | None:
+    from trainperf import models
+
+    with torch.device("meta"):
+        model = models.get(model_name).build()
+    try:
+        blocks_of(model, model_name)
+    except NoBlocks as exc:
+        return str(exc)
+    return None
+
+
+def probe_blocks(reference: str) -> str | None:
+    """For a user's network (``module:function``): the refusal line when it has no
+    repeated blocks, else None. The function runs in a child process on the meta device
+    (module doc); when the child fails (the user's code raises, hangs, crashes) nothing is
+    decided here and the case's worker meets the failure and records it."""
+    command = [sys.executable, "-m", "trainperf.models.blocks", reference]
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False
+        )
+        answer = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {}
+    except (subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
+        return None
+    return answer.get("refusal")
+
+
+def _probe_main(reference: str) -> None:
+    from trainperf import models
+
+    with torch.device("meta"):
+        model = models.get(reference).build()
+    try:
+        blocks_of(model, reference)
+        refusal = None
+    except NoBlocks as exc:
+        refusal = str(exc)
+    print(json.dumps({"refusal": refusal}))
+
+
+if __name__ == "__main__":
+    _probe_main(sys.argv[1])

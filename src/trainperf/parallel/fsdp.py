@@ -3,7 +3,8 @@
 **Blocks.** Both work on a transformer's repeated blocks (``trainperf.models.blocks``, which
 the predictor counts too). A model without them (the CNNs, a user's network built
 otherwise) cannot be wrapped this way, and a case asking for it is refused
-(``trainperf.case.spec``; a user's network is probed in a child process, ``probe_blocks``, so
+(``trainperf.case.spec``; a user's network is probed in a child process,
+``trainperf.models.blocks.probe_blocks``, so
 that its code never runs in trainperf's own process).
 
 **Sharding** (PyTorch FSDP2, ``torch.distributed.fsdp.fully_shard``; the layout of
@@ -42,21 +43,15 @@ wrong: it runs after everything else of the case is measured.
 from __future__ import annotations
 
 import functools
-import json
-import subprocess
-import sys
 from typing import Any
 
 import torch
 from torch import nn
 
 from trainperf.models.blocks import (
-    NoBlocks,
     blocks_of,
     kept_op_packets,
 )
-
-PROBE_TIMEOUT_S = 120.0
 
 
 def _compute_bound_ops() -> set[Any]:
@@ -175,59 +170,3 @@ def local_collectives(model: nn.Module, *, all_gather: bool, reduce_scatter: boo
                 module.set_custom_all_gather(_LocalAllGather())
             if reduce_scatter:
                 module.set_custom_reduce_scatter(_LocalReduceScatter())
-
-
-def blocks_refusal(model_name: str) -> str | None:
-    """Why ``model_name`` cannot be sharded or checkpointed block by block, or None. A zoo
-    model is built on the meta device here (once per name); a user's network is probed."""
-    from trainperf import models
-
-    if models.is_custom_reference(model_name):
-        return probe_blocks(model_name)
-    return _zoo_blocks_refusal(model_name)
-
-
-@functools.lru_cache(maxsize=64)
-def _zoo_blocks_refusal(model_name: str) -> str | None:
-    from trainperf import models
-
-    with torch.device("meta"):
-        model = models.get(model_name).build()
-    try:
-        blocks_of(model, model_name)
-    except NoBlocks as exc:
-        return str(exc)
-    return None
-
-
-def probe_blocks(reference: str) -> str | None:
-    """For a user's network (``module:function``): the refusal line when it has no
-    repeated blocks, else None. The function runs in a child process on the meta device
-    (module doc); when the child fails (the user's code raises, hangs, crashes) nothing is
-    decided here and the case's worker meets the failure and records it."""
-    command = [sys.executable, "-m", "trainperf.parallel.fsdp", reference]
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False
-        )
-        answer = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {}
-    except (subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
-        return None
-    return answer.get("refusal")
-
-
-def _probe_main(reference: str) -> None:
-    from trainperf import models
-
-    with torch.device("meta"):
-        model = models.get(reference).build()
-    try:
-        blocks_of(model, reference)
-        refusal = None
-    except NoBlocks as exc:
-        refusal = str(exc)
-    print(json.dumps({"refusal": refusal}))
-
-
-if __name__ == "__main__":
-    _probe_main(sys.argv[1])

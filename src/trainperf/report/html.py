@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 
 from trainperf import __version__
-from trainperf.core.fileio import check_output, write_atomic
 from trainperf.report import cap
 from trainperf.store.query import EVERYTHING, ResultFilter
 
@@ -321,7 +320,7 @@ class Report:
         )
 
 
-def _one_page(report: Report, drawn: Iterator[Figure]) -> str:
+def one_page(report: Report, drawn: Iterator[Figure]) -> str:
     """The whole report as one page, its figures taken from ``drawn`` in report order."""
     sections = [
         section | {"figures": list(islice(drawn, len(section["figures"])))}
@@ -347,39 +346,5 @@ def render(
 
     report = Report(read(db_path, result_filter), db_path.name, generated_at)
     with drawn(report.figures) as figures:
-        page = _one_page(report, figures)
+        page = one_page(report, figures)
     return page, report.summary(Path(), ["index.html"])
-
-
-def write_report(
-    db_path: Path,
-    out_dir: Path,
-    result_filter: ResultFilter = EVERYTHING,
-    *,
-    generated_at: str | None = None,
-    workers: int | None = None,
-) -> ReportSummary:
-    """Write the report of the database at ``db_path`` (the results ``result_filter``
-    selects) into ``out_dir`` (made if needed): ``index.html``, and the other pages of a
-    large store; each file is replaced whole. Figures are drawn in ``workers`` processes
-    (default: the usable CPUs)."""
-    from trainperf.report import pages
-    from trainperf.report.drawing import CACHE_DIR, FigureCache, drawn
-
-    report = Report(read(db_path, result_filter), db_path.name, generated_at)
-    planned = pages.plan(report) if report.large() else {"index.html": None}
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name in planned:  # every file checked before any is written
-        check_output(out_dir / name)
-    cache_dir = out_dir / CACHE_DIR  # a cache only where it is ours to write: not a link
-    ours = not cache_dir.is_symlink() and (cache_dir.is_dir() or not cache_dir.exists())
-    cache = FigureCache(cache_dir) if ours else None
-    with drawn(report.figures, cache, workers) as figures:
-        if report.large():
-            written = pages.write(report, planned, figures, out_dir)
-        else:
-            write_atomic(out_dir / "index.html", _one_page(report, figures))
-            written = ["index.html"]
-    if cache:
-        cache.prune()
-    return report.summary(out_dir / "index.html", written)

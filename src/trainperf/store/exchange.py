@@ -299,7 +299,7 @@ def _check_contents(tables: dict[str, list[Json]]) -> None:
     training configuration as ``trainperf train`` checks its own, and the measured times
     and rates of every ok result and run positive (``measured_problem``)."""
     from trainperf.case.spec import stored_case_problem
-    from trainperf.convergence.trainer import stored_config_problem
+    from trainperf.case.training import stored_config_problem
 
     for table in ("results", "runs", "max_batch"):
         for index, row in enumerate(tables[table]):

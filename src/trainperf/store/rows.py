@@ -11,22 +11,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from trainperf.case.stored import as_stored_now
 from trainperf.core import strict_json
-
-# Case fields added after results were first stored, with the value every result stored
-# before them had (trainperf.case.spec.Case's default): a stored case lacking one reads as that,
-# so old and new results of one workload meet in comparisons and scaling baselines.
-ADDED_CASE_FIELDS: dict[str, Any] = {
-    "framework": "pytorch",
-    "reshard_after_forward": True,
-    "fsdp_reduce": "fp32",
-    "activation_checkpointing": "none",
-}
-
-
-def as_stored_now(case: dict[str, Any]) -> dict[str, Any]:
-    """A stored case with the fields added since it was stored (``ADDED_CASE_FIELDS``)."""
-    return ADDED_CASE_FIELDS | case
 
 
 def now() -> str:

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from trainperf.convergence.schedule import ScheduleError, parse_schedule
+from trainperf.case.schedule import ScheduleError, parse_schedule
 
 
 def test_piecewise_switches_at_each_boundary():
