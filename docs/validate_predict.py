@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 from scipy.optimize import brentq, least_squares
 
+from trainperf import models
 from trainperf.predict.catalog import Catalog, load_catalog
 from trainperf.predict.fsdp import Sharding, predict_fsdp
 from trainperf.predict.model import predict
@@ -192,7 +193,7 @@ def predict_fsdp_point(
     if inter is not None and ports > 1:
         inter = inter.model_copy(update={"bandwidth_gbps": inter.bandwidth_gbps * ports})
     return predict_fsdp(
-        point.model, catalog.device(point.device), [point.gpus], point.per_node,
+        models.get(point.model), catalog.device(point.device), [point.gpus], point.per_node,
         catalog.link(point.intra), inter, point.batch, point.precision, size=point.size,
         achieved_fraction=fraction, sharding=Sharding(point.checkpointing),
         noise=catalog.data_parallel.noise(), overhead=catalog.data_parallel.overhead(),
@@ -267,9 +268,10 @@ def predict_point(point: Point, params: Params, catalog: Catalog) -> Prediction:
         inter = inter.model_copy(update={"efficiency": params.tcp_efficiency})
     common = dict(per_node=point.per_node, intra=intra, inter=inter,
                   batch_size=point.batch, precision=point.precision, size=point.size)
-    alone = predict(point.model, device, [1], **common)["rows"][0]["samples_per_s"]
+    spec = models.get(point.model)
+    alone = predict(spec, device, [1], **common)["rows"][0]["samples_per_s"]
     scaled = predict(
-        point.model, device, [1, point.gpus], **common,
+        spec, device, [1, point.gpus], **common,
         single_device_throughput=point.one_gpu or alone,
         noise=StepNoise(cv=params.step_noise_cv, source="fitted"),
         overhead=Overhead(params.sync_overhead_s, 0.0, "fitted"),

@@ -177,7 +177,7 @@ def test_cli_verbs_import_only_common():
 
 def _module_aliases(module: str, tree: ast.Module, names: set[str]) -> dict[str, str]:
     """Local names bound to trainperf modules: ``import trainperf.x as y``,
-    ``from trainperf import store``."""
+    ``from trainperf.store import database``."""
     aliases = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

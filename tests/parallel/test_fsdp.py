@@ -211,7 +211,7 @@ def test_a_sharded_checkpointed_case_measures_on_two_cpu_ranks(tmp_path, run_cli
     # The activations each rank keeps for its backward, measured on this CPU: with full
     # checkpointing, what is saved outside the blocks and the inputs of every block, as
     # the memory predictor counts them (within 5%; both count the same tensors).
-    counts = block_counts("llama-tiny", 32, AttentionPlan("cpu"))
+    counts = block_counts(models.get("llama-tiny"), 32, AttentionPlan("cpu"))
     predicted = (counts.saved_outside + counts.block_inputs).bytes("fp32")
     assert m["mem_activations_bytes"] == pytest.approx(predicted, rel=0.05)
     assert "checkpointed block" in m["mem_activations_source"]
@@ -234,7 +234,7 @@ def test_each_rank_saves_the_activations_the_predictor_counts(tmp_path, run_cli)
     )
     (result,) = json.loads(out)["results"]
     assert code == 0, result["error"]
-    counts = block_counts("llama-tiny", 32, AttentionPlan("cpu"))
+    counts = block_counts(models.get("llama-tiny"), 32, AttentionPlan("cpu"))
     predicted = (counts.saved_outside + counts.saved_in_blocks).bytes("fp32")
     (run,) = result["runs"]
     for rank in run["metrics"]["ranks"]:

@@ -14,6 +14,7 @@ from trainperf.store.database import Store
 
 ALPHA, BETA = 20e-6, 5e9
 FRACTION, PEAK = 0.42, 15e12
+CIFARNET = models.get("cifarnet")
 SIZES = [1024 * 4**k for k in range(9)]  # 1 KiB .. 64 MiB
 SYSTEM = {"fingerprint": "synthetic00001", "hostname": "synthetic", "memory_bytes": 64 * 2**30}
 
@@ -86,11 +87,11 @@ def synthetic_db(tmp_path_factory):
     link = MeasuredLink()
     with Store(path) as store:
         sweep_id = store.start_sweep(SYSTEM)
-        single = 32 / compute_rate("cifarnet", Device(), "fp32", None, FRACTION, 32).seconds(32)
+        single = 32 / compute_rate(CIFARNET, Device(), "fp32", None, FRACTION, 32).seconds(32)
         store.add_result(sweep_id, SYSTEM["fingerprint"], _result(1, 32, single, flops))
         for devices in (2, 4):
             predicted = predict(
-                "cifarnet",
+                CIFARNET,
                 Device(),
                 [devices],
                 8,
@@ -135,7 +136,7 @@ class MeasuredLink:
 
 
 def test_calibration_recovers_what_made_the_measurements(synthetic_db):
-    cal = calibrate(synthetic_db, "cifarnet", Device())
+    cal = calibrate(synthetic_db, CIFARNET, Device())
     assert cal.achieved_fraction == pytest.approx(FRACTION, rel=1e-7)
     assert cal.alpha_s == pytest.approx(ALPHA, rel=0.01)
     assert cal.beta_bytes_per_s == pytest.approx(BETA, rel=0.01)
@@ -162,30 +163,30 @@ def test_calibration_recovers_what_made_the_measurements(synthetic_db):
 
 
 def test_without_a_catalog_device_the_throughput_is_calibrated(synthetic_db):
-    cal = calibrate(synthetic_db, "cifarnet")
+    cal = calibrate(synthetic_db, CIFARNET)
     assert cal.achieved_fraction is None and "no catalog device" in cal.absent["achieved_fraction"]
-    rate = compute_rate("cifarnet", Device(), "fp32", None, FRACTION, 32)
+    rate = compute_rate(CIFARNET, Device(), "fp32", None, FRACTION, 32)
     assert cal.single_device_throughput == pytest.approx(32 / rate.seconds(32))
     assert all(abs(r["error_pct"]) < 2 for r in cal.fit_rows)  # same batch everywhere
 
 
 def test_nothing_to_calibrate(synthetic_db, tmp_path):
-    cal = calibrate(synthetic_db, "resnet50")
+    cal = calibrate(synthetic_db, models.get("resnet50"))
     assert "no ok single-device result" in cal.absent["compute"]
     assert cal.fit_rows == [] and cal.single_device_throughput is None
     with pytest.raises(CalibrationError, match="no results database"):
-        calibrate(tmp_path / "missing.db", "cifarnet")
+        calibrate(tmp_path / "missing.db", CIFARNET)
     not_sqlite = tmp_path / "results.csv"
     not_sqlite.write_text("id,model\n1,cifarnet\n")
     with pytest.raises(CalibrationError, match="cannot read .* as a results database"):
-        calibrate(not_sqlite, "cifarnet")
+        calibrate(not_sqlite, CIFARNET)
 
 
 def test_real_cpu_measurements(tmp_path):
     """The stored 2-core CPU machine: its throughput, its gloo link, its DDP cases checked."""
     facts = report_fixture.build(tmp_path / "fixture.db")
     system = facts["systems"]["a"]
-    cal = calibrate(tmp_path / "fixture.db", "cifarnet", device_type="cpu", system=system)
+    cal = calibrate(tmp_path / "fixture.db", CIFARNET, device_type="cpu", system=system)
     assert cal.measured_device.kind == "cpu" and cal.single_device_throughput > 0
     assert cal.alpha_s > 0 and cal.beta_bytes_per_s > 0 and cal.link_scope == "intra"
     assert {r["devices"] for r in cal.fit_rows} == {1, 2}

@@ -159,3 +159,48 @@ def test_catalog_lists_devices_and_links(run_cli):
     assert "v100-sxm2-16gb" in out and "nvlink2" in out
     code, out, _ = run_cli("catalog --format md")
     assert code == 0 and "| id |" in out
+
+
+@pytest.fixture
+def resolutions(monkeypatch):
+    """The model names ``trainperf.models.get`` is asked for, in order."""
+    from trainperf import models
+
+    asked, get = [], models.get
+
+    def counting(name):
+        asked.append(name)
+        return get(name)
+
+    monkeypatch.setattr(models, "get", counting)
+    return asked
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        "--model gpt2-small --device v100-sxm2-16gb --devices 1,8 --intra nvlink2 --json",
+        "--model llama-tiny --device h100-sxm --devices 1,8 --intra nvlink4 --parallel fsdp"
+        " --precision bf16 --json",
+        "--model llama-tiny --device h100-sxm --devices min --parallel fsdp --precision bf16",
+    ],
+)
+def test_the_model_is_resolved_once(run_cli, resolutions, args):
+    code, _, err = run_cli("predict " + args)
+    assert code == 0, err
+    assert resolutions == [args.split()[1]]
+
+
+def test_the_model_is_resolved_once_when_calibrated(run_cli, resolutions, tmp_path):
+    db = tmp_path / "fixture.db"
+    report_fixture.build(db)
+    resolutions.clear()
+    code, _, err = run_cli(f"predict --model cifarnet --devices 1,2 --calibrate {db} --json")
+    assert code == 0, err
+    assert resolutions == ["cifarnet"]
+
+
+def test_an_unknown_model_is_refused_at_the_door(run_cli, resolutions):
+    code, _, err = run_cli("predict --model nonet --device v100-sxm2-16gb --devices 1")
+    assert code == 2 and "unknown model 'nonet'" in err
+    assert resolutions == ["nonet"]

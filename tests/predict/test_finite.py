@@ -5,6 +5,7 @@ import math
 
 import pytest
 
+from trainperf import models
 from trainperf.core.limits import ACHIEVED_FRACTION_MIN, MAX_COUNT, THROUGHPUT_MAX, THROUGHPUT_MIN
 from trainperf.core.strict_json import dumps
 from trainperf.predict.catalog import load_catalog
@@ -13,7 +14,7 @@ from trainperf.predict.model import PredictError, finite_prediction, predict
 
 CATALOG = load_catalog()
 ARGS = dict(
-    model="gpt2-small",
+    spec=models.get("gpt2-small"),
     device=CATALOG.device("h100-sxm"),
     devices=[1, 8, MAX_COUNT - MAX_COUNT % 8],
     per_node=8,

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from trainperf import models
 from trainperf.models.attention import AttentionPlan
 from trainperf.predict.memory import (
     GPU_CONTEXT_BYTES,
@@ -123,12 +124,16 @@ def test_grouped_heads_are_priced_as_the_kernel_that_will_run_takes_them(plan, k
 
 
 def test_zoo_counts_cached_and_attention_only_differs_for_transformers():
-    counts = shape_counts("cifarnet", 32)
+    cifarnet, gpt2_small = models.get("cifarnet"), models.get("gpt2-small")
+    counts = shape_counts(cifarnet, 32)
     assert counts.params == counts.trainable_params == 89_578
     assert counts.optimizer == "sgd"
-    assert counts.activations == shape_counts("cifarnet", 32, CPU).activations  # no attention
-    assert shape_counts("cifarnet") is counts  # natural size, cached
-    gpt2, gpt2_cpu = shape_counts("gpt2-small", 64), shape_counts("gpt2-small", 64, CPU)
+    assert counts.activations == shape_counts(cifarnet, 32, CPU).activations  # no attention
+    assert shape_counts(cifarnet) is counts  # natural size, cached
+    gpt2, gpt2_cpu = (
+        shape_counts(gpt2_small, 64),
+        shape_counts(gpt2_small, 64, CPU),
+    )
     assert gpt2.optimizer == "adamw"
     # GPT-2 trains with dropout: a CPU runs the math path, and 12 layers of 12 heads keep
     # at least their 64x64 probabilities there.
@@ -140,7 +145,7 @@ def test_prediction_matches_what_the_cpu_holds_for_backward():
     # Measured and predicted are the same tensors (CifarNet has no batch norm, whose
     # per-channel statistics the count spreads over the batch); what else stays allocated
     # is the 4-byte loss, so 1% is room for a torch that saves one small tensor more.
-    check = check_activations("cifarnet", batch=4, size=32)
+    check = check_activations(models.get("cifarnet"), batch=4, size=32)
     assert check.measured_bytes == pytest.approx(check.predicted_bytes, rel=0.01)
 
 

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from trainperf import models
 from trainperf.predict.comm import LinkCost, data_parallel_allreduce_s
 from trainperf.predict.model import MEMORY_FRACTION, PredictError, ddp_step, predict
 from trainperf.predict.roofline import op_profile, roofline_seconds_per_sample
@@ -53,12 +54,13 @@ def run(**overrides):
         batch_size=32,
         precision="fp32",
     )
-    return predict(**(args | overrides))
+    args |= overrides
+    return predict(models.get(args.pop("model")), **args)
 
 
 def test_compute_from_the_roofline_of_peak_fraction_and_bandwidth():
     (one,) = run(devices=[1])["rows"]
-    profile = op_profile("cifarnet", 32)
+    profile = op_profile(models.get("cifarnet"), 32)
     expected = roofline_seconds_per_sample(
         profile,
         15e12,
@@ -208,7 +210,6 @@ def test_bad_inputs():
         (dict(inter=INTRA), "fast is an intra-node link"),
         (dict(precision="bf16"), "gpu-x has no bf16 peak: allowed fp32, fp16"),
         (dict(precision="fp8"), "unknown precision"),
-        (dict(model="nonet"), "unknown model 'nonet'"),
         (dict(device=Device(fractions={})), "no default achieved fraction"),
         (dict(achieved_fraction=1.5), "achieved fraction"),
         (dict(scaling="sideways"), "unknown scaling"),

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from trainperf import models
 from trainperf.models.attention import AttentionPlan
 from trainperf.predict.catalog import load_catalog
 from trainperf.predict.comm import (
@@ -48,13 +49,15 @@ DEFAULTS = Sharding()
 
 def fsdp(model="llama-tiny", devices=(1, 8, 16), batch=2, sharding=DEFAULTS, **overrides):
     args = dict(per_node=8, intra=NVLINK, inter=IB, batch_size=batch, precision="bf16")
-    return predict_fsdp(model, H100, list(devices), **(args | overrides), sharding=sharding)
+    return predict_fsdp(
+        models.get(model), H100, list(devices), **(args | overrides), sharding=sharding
+    )
 
 
 def test_ddp_predictions_are_those_of_before_fsdp():
     # Pinned from the predictor before sharding was added (same catalog).
     rows = predict(
-        "gpt2-small",
+        models.get("gpt2-small"),
         CATALOG.device("a100-sxm4-80gb"),
         [1, 8, 64],
         8,
@@ -74,7 +77,7 @@ def test_ddp_predictions_are_those_of_before_fsdp():
 
 
 def test_llama_tiny_splits_into_hand_counted_blocks_and_root():
-    counts = block_counts("llama-tiny", 256)
+    counts = block_counts(models.get("llama-tiny"), 256)
     # A block: wq, wo 64x64; wk, wv 64x32 (2 of 4 heads); w1, w2, w3 64x192; two norms.
     assert counts.blocks == 2 and counts.block_params == 2 * 4096 + 2 * 2048 + 3 * 12288 + 128
     assert counts.root_params == 2 * 512 * 64 + 64  # embedding, output, final norm
@@ -105,7 +108,7 @@ def test_grouped_query_attention_goes_to_the_memory_efficient_kernel_repeated():
 
 
 def test_sharded_state_falls_as_one_over_the_ranks():
-    counts = block_counts("llama-tiny", 256)
+    counts = block_counts(models.get("llama-tiny"), 256)
     one, eight = (
         sharded_memory(counts, 2, "bf16", None, ranks=n, param_bytes=2, reduce_bytes=4)
         for n in (1, 8)
@@ -124,7 +127,7 @@ def test_sharded_state_falls_as_one_over_the_ranks():
 def test_traffic_is_three_times_the_parameter_bytes_but_the_roots():
     """ZeRO-3 moves 3Ψ (gather, gather again for the backward, reduce-scatter); FSDP2
     leaves the root gathered after its forward, so the root's parameters travel twice."""
-    counts = block_counts("llama-tiny", 256)
+    counts = block_counts(models.get("llama-tiny"), 256)
     p, root = counts.params, counts.root_params
     assert sum(traffic_bytes(counts, 2, 2, True).values()) == 3 * 2 * p - 2 * root
     assert sum(traffic_bytes(counts, 2, 2, False).values()) == 2 * 2 * p
@@ -203,7 +206,7 @@ def test_checkpointing_trades_activation_memory_for_compute():
     assert compute["none"] < compute["selective"] < compute["full"]
     assert rows["none"]["recompute_s"] == 0.0
     # Full: the blocks' forward once more, a third of their forward + backward.
-    blocks = compute["none"] * block_counts("llama-tiny", 256).block_flops_share
+    blocks = compute["none"] * block_counts(models.get("llama-tiny"), 256).block_flops_share
     assert rows["full"]["recompute_s"] == pytest.approx(FORWARD_SHARE * blocks)
     # MFU counts the model's FLOPs only: recomputation lowers it.
     assert rows["full"]["mfu"] < rows["none"]["mfu"]
@@ -242,20 +245,21 @@ def test_search_visits_powers_of_two_then_whole_nodes():
 
 def test_smallest_count_of_h100s_for_llama3_8b_at_8192_tokens():
     options = dict(param_bytes=2, reduce_bytes=4, checkpointing="full")
-    counts = block_counts("llama3-8b", 8192, AttentionPlan("cuda", True, H100.capability))
-    found = smallest_devices("llama3-8b", H100, 8, 1, "bf16", sharding=Sharding("full"))
+    llama = models.get("llama3-8b")
+    counts = block_counts(llama, 8192, AttentionPlan("cuda", True, H100.capability))
+    found = smallest_devices(llama, H100, 8, 1, "bf16", sharding=Sharding("full"))
     # The fp32 states alone (16 B x 8.03e9 parameters) outgrow one 80 GB device.
     assert found.smallest is not None and 1 < found.smallest <= 8
     at = sharded_memory(counts, 1, "bf16", H100.memory_bytes, ranks=found.smallest, **options)
     assert at.fits and found.memory == at
     below = search_counts(8)[search_counts(8).index(found.smallest) - 1]
     assert not sharded_memory(counts, 1, "bf16", H100.memory_bytes, ranks=below, **options).fits
-    without = smallest_devices("llama3-8b", H100, 8, 1, "bf16")
+    without = smallest_devices(llama, H100, 8, 1, "bf16")
     assert without.smallest > found.smallest  # no checkpointing: more devices
 
 
 def test_no_count_fits_when_the_activations_alone_do_not():
-    found = smallest_devices("llama3-8b", H100, 8, 64, "bf16")
+    found = smallest_devices(models.get("llama3-8b"), H100, 8, 64, "bf16")
     assert found.smallest is None and found.counts_tried == len(search_counts(8))
     assert found.floor_bytes > H100.memory_bytes and found.bound == SEARCH_BOUND
 

@@ -185,11 +185,11 @@ def test_broadcast_dimensions_are_read_once():
 
 
 def test_zoo_profile_flops_equal_the_flop_counter():
-    profile = op_profile("cifarnet", 32)
+    profile = op_profile(models.get("cifarnet"), 32)
     expected = count_flops(models.get("cifarnet"), 32).train_flops_per_sample
     assert profile.flops_per_sample() == expected
-    assert op_profile("cifarnet", 32) is profile  # counted once per model and size
-    assert op_profile("cifarnet").size == models.get("cifarnet").natural_size
+    assert op_profile(models.get("cifarnet"), 32) is profile  # counted once per model and size
+    assert op_profile(models.get("cifarnet")).size == models.get("cifarnet").natural_size
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,10 @@ trainperf.cli."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -42,6 +43,9 @@ from trainperf.core.limits import (
     THROUGHPUT_MAX,
     THROUGHPUT_MIN,
 )
+
+if TYPE_CHECKING:
+    from trainperf.models.spec import ModelSpec
 
 GIB = 2**30
 # Options of one parallel mode only: their flag and the value that leaves them unused.
@@ -199,6 +203,8 @@ def predict(
         spec.resolve_size(options["size"])
     except (models.UnknownModelError, models.SizeError, CustomModelError) as exc:
         raise BadInput(str(exc)) from None
+    if spec.name != model:  # a user's function returning a ModelSpec: labelled as given
+        spec = replace(spec, name=model)
     sharding = _sharding(options)
     if devices == "min" and device_id is None:
         raise BadInput("--devices min needs --device: the catalog device whose memory to fill")
@@ -217,7 +223,7 @@ def predict(
     uplink = _uplink(catalog, options.pop("pcie_uplink"))
     search = None
     if devices == "min":
-        search = _smallest(model, device, per_node, sharding, options)
+        search = _smallest(spec, device, per_node, sharding, options)
         if search.smallest is None:
             _show_none_fits(model, device, search, options, as_json)
             return
@@ -226,7 +232,7 @@ def predict(
     calibration, notes = None, []
     if calibrate_db is not None:
         same = device_id is None or machine_id == device_id
-        calibration, notes = _calibrate(calibrate_db, model, this_machine, same, options)
+        calibration, notes = _calibrate(calibrate_db, spec, this_machine, same, options)
         device = device or calibration.measured_device
         if device is None:
             raise BadInput(f"{calibrate_db} holds no ok single-device result of {model}")
@@ -238,7 +244,7 @@ def predict(
     run_model = predict_ddp if sharding is None else partial(predict_fsdp, sharding=sharding)
     try:
         prediction = run_model(
-            model,
+            spec,
             device,
             devices,
             per_node,
@@ -259,7 +265,7 @@ def predict(
     _show(prediction, as_json, table_format, wide)
 
 
-def _size(spec: Any, options: dict[str, Any]) -> int | None:
+def _size(spec: ModelSpec, options: dict[str, Any]) -> int | None:
     """The image side or sequence length: --image-size or --seq-len, the one the model
     takes, as ``run`` has them; or the deprecated --size, which meant either."""
     image_size, seq_len = options.pop("image_size"), options.pop("seq_len")
@@ -329,7 +335,7 @@ def _sharding(options: dict[str, Any]) -> Any:
         raise BadInput(str(exc)) from None
 
 
-def _smallest(model: str, device: Any, per_node: int, sharding: Any, options: dict) -> Any:
+def _smallest(spec: ModelSpec, device: Any, per_node: int, sharding: Any, options: dict) -> Any:
     """The search of --devices min, which only sharding makes meaningful."""
     from trainperf.predict.fsdp import smallest_devices
     from trainperf.predict.model import PredictError
@@ -343,7 +349,7 @@ def _smallest(model: str, device: Any, per_node: int, sharding: Any, options: di
         raise BadInput("--devices min searches at --batch-size per device: use --scaling weak")
     try:
         return smallest_devices(
-            model,
+            spec,
             device,
             per_node,
             options["batch_size"],
@@ -371,7 +377,7 @@ def _data_parallel_terms(catalog: Any, calibration: Any) -> tuple[dict[str, Any]
 
 
 def _calibrate(
-    db: Path, model: str, this_machine: Any, same: bool, options: dict[str, Any]
+    db: Path, spec: ModelSpec, this_machine: Any, same: bool, options: dict[str, Any]
 ) -> tuple[Any, list[str]]:
     """Fit from ``db``; fill the compute options the user left out; say what was used.
 
@@ -383,7 +389,7 @@ def _calibrate(
     try:
         cal = calibrate(
             db,
-            model,
+            spec,
             this_machine,
             precision=options["precision"],
             batch_size=options["batch_size"],

@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 from scipy.optimize import brentq
 
-from trainperf import models
 from trainperf.case.modes import device_count
+from trainperf.models.spec import ModelSpec
 from trainperf.predict.model import PredictError, compute_rate, predict
 from trainperf.predict.terms import NO_NOISE, BusBandwidthCurve, Overhead, StepNoise, fit_overhead
 from trainperf.store.database import Store, StoreError
@@ -144,8 +144,8 @@ def fit_alpha_beta(rows: list[tuple[int, float, float]]) -> tuple[float, float, 
     return float(alpha), float(1 / inverse_beta), float(np.sqrt(np.mean(residual**2)))
 
 
-def _size(result: dict[str, Any]) -> int | None:
-    spec = models.get(result["case"]["model"])
+def _size(spec: ModelSpec, result: dict[str, Any]) -> int | None:
+    """The image size or sequence length of ``result``, a result of the model ``spec``."""
     return result["metrics"].get(spec.size_name) or result["case"].get(spec.size_name)
 
 
@@ -160,7 +160,7 @@ def _matches(result: dict[str, Any], device_type: str | None, precision: str | N
 
 def calibrate(
     db_path: str | Path,
-    model: str,
+    spec: ModelSpec,
     device: Any | None = None,
     *,
     precision: str | None = None,
@@ -169,13 +169,13 @@ def calibrate(
     size: int | None = None,
     system: str | None = None,
 ) -> Calibration:
-    """Calibrate from the stored results of ``model`` (see the module docstring).
+    """Calibrate from the stored results of the model ``spec`` (see the module docstring).
 
     ``device`` is the catalog device this machine is (for the achieved fraction);
     ``device_type`` ("cpu", "cuda") and ``precision`` filter the stored results; ``system``
     (a fingerprint) defaults to the system of the newest matching single-device result.
     """
-    path = Path(db_path)
+    path, model = Path(db_path), spec.name
     if not path.exists() and not path.is_symlink():  # a FIFO, device or dangling link: below
         raise CalibrationError(f"no results database at {path}")
     try:  # read in place: calibrating never writes to (or migrates) the database
@@ -193,18 +193,19 @@ def calibrate(
     singles = [r for r in singles if r["system"]["fingerprint"] == system]
     cal = Calibration(model=model, precision=precision, system=system)
     if singles:
-        _compute(cal, singles, device, batch_size, size)
+        _compute(cal, spec, singles, device, batch_size, size)
     else:
         cal.absent["compute"] = f"no ok single-device result of {model} in {path}"
         cal.absent["noise"] = "no single-device result to take step times from"
     _link(cal, runs, system, device_type)
-    _overhead(cal, [r for r in results if device_count(r["case"]) > 1], device)
-    _check(cal, results, device)
+    _overhead(cal, spec, [r for r in results if device_count(r["case"]) > 1], device)
+    _check(cal, spec, results, device)
     return cal
 
 
 def _compute(
     cal: Calibration,
+    spec: ModelSpec,
     singles: list[dict[str, Any]],
     device: Any | None,
     batch_size: int | None,
@@ -212,7 +213,7 @@ def _compute(
 ) -> None:
     chosen = max(
         singles,
-        key=lambda r: (r["case"]["batch_size"] == batch_size, _size(r) == size, r["id"]),
+        key=lambda r: (r["case"]["batch_size"] == batch_size, _size(spec, r) == size, r["id"]),
     )
     case, metrics = chosen["case"], chosen["metrics"]
     cal.precision = case["precision"]
@@ -222,7 +223,7 @@ def _compute(
         "result_id": chosen["id"],
         "created_at": chosen["created_at"],
         "batch_size": case["batch_size"],
-        "size": _size(chosen),
+        "size": _size(spec, chosen),
         "samples_per_s": metrics["samples_per_s_median"],
         "samples_per_s_ci95": metrics.get("samples_per_s_ci95"),
         "runs": metrics.get("runs", 1),
@@ -243,7 +244,7 @@ def _compute(
     elif not device.peak_flops(cal.precision):
         cal.absent["achieved_fraction"] = f"{device.id} has no {cal.precision} peak"
     else:
-        _solve_fraction(cal, device, case["batch_size"], _size(chosen))
+        _solve_fraction(cal, spec, device, case["batch_size"], _size(spec, chosen))
 
 
 def _step_noise(result: dict[str, Any]) -> StepNoise | None:
@@ -263,12 +264,14 @@ def _step_noise(result: dict[str, Any]) -> StepNoise | None:
     )
 
 
-def _solve_fraction(cal: Calibration, device: Any, batch: int, size: int | None) -> None:
+def _solve_fraction(
+    cal: Calibration, spec: ModelSpec, device: Any, batch: int, size: int | None
+) -> None:
     """The f at which the roofline's step equals the measured one (module docstring, (a))."""
     measured = batch / cal.single_device_throughput
 
     def excess(fraction: float) -> float:
-        rate = compute_rate(cal.model, device, cal.precision, None, fraction, size)
+        rate = compute_rate(spec, device, cal.precision, None, fraction, size)
         return rate.seconds(batch) - measured
 
     if excess(1.0) > 0:
@@ -333,14 +336,18 @@ def _compute_inputs(cal: Calibration, device: Any | None) -> tuple[dict[str, Any
 
 
 def _predicted(
-    cal: Calibration, result: dict[str, Any], device: Any | None, overhead: Overhead
+    cal: Calibration,
+    spec: ModelSpec,
+    result: dict[str, Any],
+    device: Any | None,
+    overhead: Overhead,
 ) -> dict[str, Any]:
     """``result``'s case predicted with the calibration (raises PredictError); the caller
     has checked that ``_compute_inputs`` gives something."""
     compute, device = _compute_inputs(cal, device)
     case, nodes = result["case"], result["case"].get("nodes", 1)
     return predict(
-        model=cal.model,
+        spec,
         device=device,
         devices=[device_count(case)],
         per_node=case.get("devices", 1),
@@ -350,7 +357,7 @@ def _predicted(
         precision=case["precision"],
         scaling=case.get("scaling", "weak"),
         bucket_mb=case.get("bucket_mb") or 25.0,
-        size=_size(result),
+        size=_size(spec, result),
         grad_compression=case.get("grad_compression") or "none",
         noise=cal.noise or NO_NOISE,
         overhead=overhead,
@@ -358,7 +365,9 @@ def _predicted(
     )["rows"][0]
 
 
-def _overhead(cal: Calibration, multi: list[dict[str, Any]], device: Any | None) -> None:
+def _overhead(
+    cal: Calibration, spec: ModelSpec, multi: list[dict[str, Any]], device: Any | None
+) -> None:
     """(d): o(N) = measured median step − the model's step without overhead."""
     if _compute_inputs(cal, device) is None:
         cal.absent["overhead"] = "no compute calibration to subtract from the measured steps"
@@ -368,7 +377,7 @@ def _overhead(cal: Calibration, multi: list[dict[str, Any]], device: Any | None)
         if cal.precision is not None and result["case"].get("precision") != cal.precision:
             continue
         try:
-            modelled = _predicted(cal, result, device, Overhead())
+            modelled = _predicted(cal, spec, result, device, Overhead())
         except PredictError:
             continue
         measured = result["metrics"].get("step_s_median")
@@ -385,7 +394,9 @@ def _overhead(cal: Calibration, multi: list[dict[str, Any]], device: Any | None)
     }
 
 
-def _check(cal: Calibration, results: list[dict[str, Any]], device: Any | None) -> None:
+def _check(
+    cal: Calibration, spec: ModelSpec, results: list[dict[str, Any]], device: Any | None
+) -> None:
     """(e): predict every stored ok result again; the error of each."""
     if _compute_inputs(cal, device) is None:
         return
@@ -398,7 +409,7 @@ def _check(cal: Calibration, results: list[dict[str, Any]], device: Any | None) 
         row |= {"scaling": case.get("scaling", "weak"), "measured_samples_per_s": measured}
         row["measured_ci95"] = result["metrics"].get("samples_per_s_ci95")
         try:
-            predicted = _predicted(cal, result, device, cal.overhead or Overhead())
+            predicted = _predicted(cal, spec, result, device, cal.overhead or Overhead())
             predicted = predicted["samples_per_s"]
         except PredictError as exc:
             cal.fit_rows.append(row | {"predicted_samples_per_s": None, "reason": str(exc)})

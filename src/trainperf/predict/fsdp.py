@@ -58,11 +58,11 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any
 
-from trainperf import models
 from trainperf.case.precision import PRECISIONS
 from trainperf.models.attention import AttentionPlan
 from trainperf.models.blocks import CHECKPOINTING, NoBlocks
 from trainperf.models.custom import CustomModelError
+from trainperf.models.spec import ModelSpec, SizeError
 from trainperf.predict.comm import data_parallel_all_gather_s, data_parallel_reduce_scatter_s
 from trainperf.predict.memory import (
     ACTIVATION_BYTES,
@@ -187,18 +187,18 @@ def traffic_bytes(
 
 
 @lru_cache(maxsize=16)
-def fused_attention_profile(model: str, size: int, plan: AttentionPlan) -> OpProfile:
+def fused_attention_profile(spec: ModelSpec, size: int, plan: AttentionPlan) -> OpProfile:
     """The roofline's ops of a training step with attention as ``plan``'s kernel runs it
     (``memory.FusedAttention``): a fused kernel's O(L) traffic, not the math path's L²
     probabilities."""
     with FusedAttention(plan):
-        return zoo_step_profile(model, size)
+        return zoo_step_profile(spec, size)
 
 
-def _counts(model: str, size: int | None, plan: AttentionPlan) -> BlockCounts:
+def _counts(spec: ModelSpec, size: int | None, plan: AttentionPlan) -> BlockCounts:
     try:
-        return block_counts(model, size, plan)
-    except (models.UnknownModelError, models.SizeError, CustomModelError, NoBlocks) as exc:
+        return block_counts(spec, size, plan)
+    except (SizeError, CustomModelError, NoBlocks) as exc:
         raise PredictError(str(exc)) from None
 
 
@@ -214,7 +214,7 @@ def _recompute_s(compute: Compute, batch: int, checkpointing: str) -> float:
 
 
 def predict_fsdp(
-    model: str,
+    spec: ModelSpec,
     device: Any,
     devices: Sequence[int],
     per_node: int,
@@ -231,8 +231,9 @@ def predict_fsdp(
     overhead: Overhead = NO_OVERHEAD,
     pcie_uplink: tuple[Any, int] | None = None,
 ) -> dict[str, Any]:
-    """One row per device count of ``model`` trained with FSDP (module doc); the arguments
-    as ``trainperf.predict.model.predict``'s. Returns ``{"rows", "assumptions", "inputs"}``;
+    """One row per device count of the model ``spec`` trained with FSDP (module doc); the
+    arguments as ``trainperf.predict.model.predict``'s. Returns ``{"rows", "assumptions",
+    "inputs"}``;
     raises ``PredictError``."""
     if precision not in PRECISIONS:
         raise PredictError(f"unknown precision '{precision}': allowed {', '.join(PRECISIONS)}")
@@ -242,12 +243,11 @@ def predict_fsdp(
     batches = device_batches(batch_size, counts_asked, scaling)
     gpu = getattr(device, "kind", "gpu") != "cpu"
     plan = attention_plan(gpu, precision, getattr(device, "capability", None))
-    counts = _counts(model, size, plan)
-    spec = models.get(model)
+    counts = _counts(spec, size, plan)
     priced = gpu and single_device_throughput is None
-    profile = fused_attention_profile(model, counts.size, plan) if priced else None
+    profile = fused_attention_profile(spec, counts.size, plan) if priced else None
     compute = compute_rate(
-        model,
+        spec,
         device,
         precision,
         single_device_throughput,
@@ -333,7 +333,7 @@ def predict_fsdp(
         "rows": rows,
         "assumptions": _assumptions(compute, counts, sharding, precision, noise, overhead),
         "inputs": {
-            "model": model,
+            "model": spec.name,
             "size": counts.size,
             "device": getattr(device, "id", None),
             "precision": precision,
@@ -449,7 +449,7 @@ def search_counts(per_node: int, bound: int = SEARCH_BOUND) -> list[int]:
 
 
 def smallest_devices(
-    model: str,
+    spec: ModelSpec,
     device: Any,
     per_node: int,
     batch_size: int,
@@ -459,7 +459,7 @@ def smallest_devices(
     bound: int = SEARCH_BOUND,
 ) -> DeviceSearch:
     """The smallest number of ``device`` (``per_node`` to a node) on which each rank holds
-    its share of ``model`` at ``batch_size`` per device (module doc, 6)."""
+    its share of the model ``spec`` at ``batch_size`` per device (module doc, 6)."""
     capacity = getattr(device, "memory_bytes", None)
     if not capacity:
         name = getattr(device, "id", "the device")
@@ -468,7 +468,7 @@ def smallest_devices(
         raise PredictError(f"batch size must be >= 1, got {batch_size}")
     gpu = getattr(device, "kind", "gpu") != "cpu"
     counts = _counts(
-        model, size, attention_plan(gpu, precision, getattr(device, "capability", None))
+        spec, size, attention_plan(gpu, precision, getattr(device, "capability", None))
     )
     options = dict(
         param_bytes=sharding.param_bytes(precision),

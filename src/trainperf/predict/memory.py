@@ -92,10 +92,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
-from trainperf import models
 from trainperf.models.attention import AttentionPlan
 from trainperf.models.blocks import blocks_of, kept_op_packets
 from trainperf.models.flops import count_parameters
+from trainperf.models.spec import ModelSpec
 
 GIB = 2**30
 WEIGHT_BYTES, GRAD_BYTES = 4, 4
@@ -266,17 +266,16 @@ def attention_plan(gpu: bool, precision: str, capability: tuple[int, int] | None
     return AttentionPlan("cuda" if gpu else "cpu", precision in ("fp16", "bf16"), capability)
 
 
-def shape_counts(model: str, size: int | None = None, plan: AttentionPlan = GPU) -> ShapeCounts:
-    """Parameters and activations per sample of ``model`` at ``size``, attention as
-    ``plan`` runs it (cached)."""
-    spec = models.get(model)
-    size = spec.resolve_size(size)
-    return _count(model, size, plan)
+def shape_counts(
+    spec: ModelSpec, size: int | None = None, plan: AttentionPlan = GPU
+) -> ShapeCounts:
+    """Parameters and activations per sample of the model ``spec`` at ``size``, attention
+    as ``plan`` runs it (cached)."""
+    return _count(spec, spec.resolve_size(size), plan)
 
 
 @lru_cache(maxsize=64)
-def _count(model: str, size: int, plan: AttentionPlan) -> ShapeCounts:
-    spec = models.get(model)
+def _count(spec: ModelSpec, size: int, plan: AttentionPlan) -> ShapeCounts:
     with torch.device("meta"):
         net = spec.build()
     net.train()
@@ -289,7 +288,7 @@ def _count(model: str, size: int, plan: AttentionPlan) -> ShapeCounts:
         activations = saved_for_backward(net, step).per(_COUNT_BATCH)
     params, trainable = count_parameters(net)
     return ShapeCounts(
-        model=model,
+        model=spec.name,
         size=size,
         params=params,
         trainable_params=trainable,
@@ -352,21 +351,21 @@ class _BlockRecorder(TorchDispatchMode):
         return out
 
 
-def block_counts(model: str, size: int | None = None, plan: AttentionPlan = GPU) -> BlockCounts:
-    """``model`` at ``size`` split into blocks and root (module doc; cached), attention as
-    ``plan`` runs it. Raises ``trainperf.models.blocks.NoBlocks`` for a model without
-    repeated blocks."""
-    spec = models.get(model)
-    return _count_blocks(model, spec.resolve_size(size), plan)
+def block_counts(
+    spec: ModelSpec, size: int | None = None, plan: AttentionPlan = GPU
+) -> BlockCounts:
+    """The model ``spec`` at ``size`` split into blocks and root (module doc; cached),
+    attention as ``plan`` runs it. Raises ``trainperf.models.blocks.NoBlocks`` for a model
+    without repeated blocks."""
+    return _count_blocks(spec, spec.resolve_size(size), plan)
 
 
 @lru_cache(maxsize=16)
-def _count_blocks(model: str, size: int, plan: AttentionPlan) -> BlockCounts:
-    spec = models.get(model)
+def _count_blocks(spec: ModelSpec, size: int, plan: AttentionPlan) -> BlockCounts:
     with torch.device("meta"):
         net = spec.build()
     net.train()
-    blocks = blocks_of(net, model)
+    blocks = blocks_of(net, spec.name)
     state = _state_storages(net)
     recorder = _BlockRecorder()
     saved: dict[StorageWeakRef, tuple[torch.Tensor, int | None]] = {}
@@ -407,7 +406,7 @@ def _count_blocks(model: str, size: int, plan: AttentionPlan) -> BlockCounts:
     params, trainable = count_parameters(net)
     total_flops = sum(recorder.flops.values())
     return BlockCounts(
-        model=model,
+        model=spec.name,
         size=size,
         params=params,
         trainable_params=trainable,

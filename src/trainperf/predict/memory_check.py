@@ -18,8 +18,8 @@ from typing import Any
 
 from torch.profiler import ProfilerActivity, profile
 
-from trainperf import models
 from trainperf.models.attention import AttentionPlan
+from trainperf.models.spec import ModelSpec
 from trainperf.predict.memory import memory_breakdown, shape_counts
 
 
@@ -40,9 +40,8 @@ class ActivationCheck:
         return {**asdict(self), "ratio": self.ratio}
 
 
-def held_after_forward(model: str, batch: int, size: int) -> float:
-    """Bytes the CPU allocator still holds after forward + loss of ``model`` in fp32."""
-    spec = models.get(model)
+def held_after_forward(spec: ModelSpec, batch: int, size: int) -> float:
+    """Bytes the CPU allocator still holds after forward + loss of the model ``spec`` in fp32."""
     net = spec.build().train()  # before the window: the weights are not counted
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         inputs, targets = spec.task.example_batch(batch, size, "cpu")
@@ -52,15 +51,15 @@ def held_after_forward(model: str, batch: int, size: int) -> float:
     return float(sum(event.self_cpu_memory_usage for event in prof.events()))
 
 
-def check_activations(model: str, batch: int = 2, size: int | None = None) -> ActivationCheck:
-    """Measured vs predicted activation bytes of ``model`` on the CPU in fp32."""
-    size = models.get(model).resolve_size(size)
-    counts = shape_counts(model, size, AttentionPlan("cpu"))
+def check_activations(spec: ModelSpec, batch: int = 2, size: int | None = None) -> ActivationCheck:
+    """Measured vs predicted activation bytes of the model ``spec`` on the CPU in fp32."""
+    size = spec.resolve_size(size)
+    counts = shape_counts(spec, size, AttentionPlan("cpu"))
     predicted = memory_breakdown(counts, batch, "fp32", None)
     return ActivationCheck(
-        model=model,
+        model=spec.name,
         size=size,
         batch=batch,
-        measured_bytes=held_after_forward(model, batch, size),
+        measured_bytes=held_after_forward(spec, batch, size),
         predicted_bytes=predicted.activations_bytes,
     )

@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from trainperf import models
 from trainperf.case.modes import SCALINGS, device_batch, splits_evenly
 from trainperf.case.precision import PRECISIONS  # what a case trains in
 from trainperf.core.limits import (
@@ -52,6 +51,7 @@ from trainperf.core.limits import (
     first_bad_number,
 )
 from trainperf.models.custom import CustomModelError
+from trainperf.models.spec import ModelSpec, SizeError
 from trainperf.predict.comm import LinkCost, bucket_sizes, data_parallel_allreduce_s
 from trainperf.predict.memory import (
     ACTIVATION_BYTES,
@@ -117,7 +117,7 @@ def winograd_applies(device: Any, precision: str) -> bool:
 
 
 def compute_rate(
-    model: str,
+    spec: ModelSpec,
     device: Any,
     precision: str,
     single_device_throughput: float | None = None,
@@ -133,7 +133,7 @@ def compute_rate(
     with f the achieved fraction of peak of compute-bound ops (given, or the catalog's
     default for the device and precision) and m = MEMORY_FRACTION; ``winograd`` divides
     the FLOPs of 3×3 stride-1 convolutions by 2.25 (None: ``winograd_applies``).
-    ``profile``: the ops to price (default ``op_profile(model, size)``).
+    ``profile``: the ops to price (default ``op_profile(spec, size)``).
     """
     name = getattr(device, "id", "the device")
     allowed = available_precisions(device)
@@ -171,7 +171,7 @@ def compute_rate(
         raise PredictError(f"{name} has no memory bandwidth: give a single-device throughput")
     if winograd is None:
         winograd = winograd_applies(device, precision)
-    profile = profile or op_profile(model, size)
+    profile = profile or op_profile(spec, size)
     roofline = partial(
         roofline_seconds_per_sample,
         profile,
@@ -262,7 +262,7 @@ def device_batches(batch_size: int, counts: Sequence[int], scaling: str) -> dict
 
 
 def predict(
-    model: str,
+    spec: ModelSpec,
     device: Any,
     devices: Sequence[int],
     per_node: int,
@@ -281,7 +281,8 @@ def predict(
     overhead: Overhead = NO_OVERHEAD,
     pcie_uplink: tuple[Any, int] | None = None,
 ) -> dict[str, Any]:
-    """One row per device count; see the module docstring for every formula.
+    """One row per device count of the model ``spec`` (resolved by the caller, e.g.
+    ``trainperf.models.get`` once); see the module docstring for every formula.
 
     ``device`` is a catalog ``Device`` (or alike), ``intra``/``inter`` catalog ``Link``s
     (or alike). ``pcie_uplink`` = (link, K): the K GPUs behind one PCIe switch reach the
@@ -306,11 +307,11 @@ def predict(
     batches = device_batches(batch_size, counts, scaling)
     try:
         plan = attention_plan(gpu, precision, getattr(device, "capability", None))
-        shapes = shape_counts(model, size, plan)
-    except (models.UnknownModelError, models.SizeError, CustomModelError) as exc:
+        shapes = shape_counts(spec, size, plan)
+    except (SizeError, CustomModelError) as exc:
         raise PredictError(str(exc)) from None
     compute = compute_rate(
-        model, device, precision, single_device_throughput, achieved_fraction, shapes.size, winograd
+        spec, device, precision, single_device_throughput, achieved_fraction, shapes.size, winograd
     )
     links, uplink = link_costs(intra, inter, per_node, pcie_uplink)
     grad_bytes = shapes.trainable_params * COMPRESSION_BYTES[grad_compression]
@@ -365,7 +366,7 @@ def predict(
             compute, grad_compression, bucket_mb, scaling, batch_size, noise, overhead
         ),
         "inputs": {
-            "model": model,
+            "model": spec.name,
             "size": shapes.size,
             "device": getattr(device, "id", None),
             "precision": precision,

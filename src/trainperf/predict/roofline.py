@@ -37,7 +37,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
-from trainperf import models
+from trainperf.models.spec import ModelSpec
 
 # Batches the step is counted at; the second fits the batch-independent part (weights).
 COUNT_BATCHES = (2, 4)
@@ -262,22 +262,20 @@ def profile_step(
     return OpProfile(model=model, size=size, element_bytes=element, ops=ops)
 
 
-def op_profile(model: str, size: int | None = None) -> OpProfile:
-    """The roofline profile of a training step of zoo model ``model`` at ``size`` (image
+def op_profile(spec: ModelSpec, size: int | None = None) -> OpProfile:
+    """The roofline profile of a training step of the model ``spec`` at ``size`` (image
     size or sequence length; its natural one when None), counted once per model and size."""
-    spec = models.get(model)
-    return _zoo_profile(model, spec.resolve_size(size))
+    return _zoo_profile(spec, spec.resolve_size(size))
 
 
-def zoo_step_profile(model: str, size: int) -> OpProfile:
-    """The roofline profile of a training step of zoo model ``model`` at ``size``, counted
+def zoo_step_profile(spec: ModelSpec, size: int) -> OpProfile:
+    """The roofline profile of a training step of the model ``spec`` at ``size``, counted
     afresh (under whatever dispatch mode the caller has entered; ``op_profile`` caches)."""
-    spec = models.get(model)
     return profile_step(
         spec.build,
         lambda n: spec.task.example_batch(n, size, "meta"),
         spec.loss,
-        model=model,
+        model=spec.name,
         size=size,
     )
 
