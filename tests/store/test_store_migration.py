@@ -13,7 +13,7 @@ from trainperf.store import exchange
 from trainperf.store import schema as store_schema
 from trainperf.store.database import SCHEMA_VERSION, Store
 
-SEED = Path(__file__).parent / "data" / "cpu_measurements.json"
+SEED = Path(__file__).parents[1] / "data" / "cpu_measurements.json"
 
 
 def old_database(path):
