@@ -440,6 +440,14 @@ def workers_option(default: int, help: str) -> Any:
     )
 
 
+def batch_size_option(default: int, help: str | None = None) -> Any:
+    """``--batch-size``/``-b`` with its default shown, declared once for the verbs that have
+    one (a verb whose default depends on other flags declares its own)."""
+    return click.option(
+        "--batch-size", "-b", type=PositiveInt(), default=default, show_default=True, help=help
+    )
+
+
 def json_option(function: Any) -> Any:
     return click.option(
         "--json", "as_json", is_flag=True, help="print one JSON document on stdout"

@@ -13,7 +13,7 @@ from trainperf.cli.common import (
     EXIT_FAILED_CASES,
     STEPS_METAVAR,
     BadInput,
-    PositiveInt,
+    batch_size_option,
     case_from_flags,
     case_options,
     count_range,
@@ -66,7 +66,7 @@ PROFILE_WARMUP = 3  # warm-up steps of `profile --steps N`, as before fixed:W:N
 
 @click.command()
 @click.argument("model")
-@click.option("--batch-size", "-b", type=PositiveInt(), default=32, show_default=True)
+@batch_size_option(32)
 @click.option(
     "--steps",
     default="fixed:3:10",

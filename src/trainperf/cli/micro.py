@@ -21,6 +21,7 @@ from trainperf.cli.common import (
     FiniteFloat,
     PositiveInt,
     apply_options,
+    batch_size_option,
     count_range,
     db_option,
     device_option,
@@ -278,9 +279,7 @@ def gemm(
 @dtypes_option(DTYPES[:4])
 @click.option("--model", "-m", help="the convolutions of a zoo model instead of DeepBench's")
 @click.option("--no-cudnn-benchmark", is_flag=True, help="switch cuDNN autotuning off")
-@click.option(
-    "--batch-size", "-b", type=PositiveInt(), default=32, show_default=True, help="with --model"
-)
+@batch_size_option(32, "with --model")
 @click.option("--limit", type=PositiveInt(), help="only the first N shapes")
 @click.option("--no-flush", is_flag=True, help="do not flush the caches between iterations")
 @_one_device(warmup=2, iters=5)

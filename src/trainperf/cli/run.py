@@ -19,6 +19,7 @@ from trainperf.cli.common import (
     Endpoint,
     PositiveInt,
     apply_options,
+    batch_size_option,
     case_from_flags,
     case_options,
     db_option,
@@ -343,14 +344,7 @@ def suites(as_json: bool, table_format: str) -> None:
     show_default=True,
     help="search the batch per device, or the sequence length at --batch-size",
 )
-@click.option(
-    "--batch-size",
-    "-b",
-    type=PositiveInt(),
-    default=1,
-    show_default=True,
-    help="batch per device while searching the sequence length",
-)
+@batch_size_option(1, "batch per device while searching the sequence length")
 @click.option(
     "--devices", type=PositiveInt(), default=1, show_default=True, help="devices per node"
 )

@@ -24,6 +24,7 @@ from trainperf.cli.common import (
     FiniteFloat,
     NonEmptyPath,
     PositiveInt,
+    batch_size_option,
     check_out_file,
     db_option,
     device_option,
@@ -235,14 +236,7 @@ def _show_run(run: dict[str, Any]) -> None:
 @click.option("--data", required=True, help="cifar10:DIR, imagefolder:DIR or tokens:FILE")
 @click.option("--target", "target_text", required=True, help="top1=0.80, top5=... or eval_loss=...")
 @click.option("--max-epochs", type=PositiveInt(), default=30, show_default=True)
-@click.option(
-    "--batch-size",
-    "-b",
-    type=PositiveInt(),
-    default=128,
-    show_default=True,
-    help="samples per step per device",
-)
+@batch_size_option(128, "samples per step per device")
 @click.option(
     "--lr-schedule",
     default="piecewise:0.1@0,0.01@30,0.001@60",

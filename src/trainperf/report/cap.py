@@ -77,6 +77,23 @@ def others_table(
     }
 
 
+def left_out(
+    shown: int,
+    others: Sequence[Any],
+    by: str,
+    rest: str,
+    what: str,
+    headers: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    justify: Sequence[str],
+) -> tuple[dict[str, Any] | None, str]:
+    """(``others_table``, ``note``) of the ``others`` the cap left out: the table under the
+    figure (None when nothing was capped) and the caption's sentence, built together so
+    that both count the same ``what``."""
+    table = others_table(what, headers, rows, justify) if others else None
+    return table, note(shown, len(others), by, rest, what)
+
+
 def others_label(others: int, what: str = "systems", how: str = " (min–max)") -> str:
     """The legend entry of the summarised series."""
     return f"{others} other {what}{how}"

@@ -338,32 +338,55 @@ def _devices_figure(
     for _, rows in others:
         for r in rows:
             band.setdefault(r["devices"], []).append(r["samples_per_s"])
-    table = None
-    if others:
-        best = [max(rows, key=lambda r: r["samples_per_s"]) for _, rows in others]
-        table = cap.others_table(
-            "series",
-            ["system", "highest samples/s", "at devices"],
-            [[_series_text(r), _number_text(r["samples_per_s"]), r["devices"]] for r in best],
-            ["left", "right", "right"],
-        )
-    capped = cap.note(
+    best = [max(rows, key=lambda r: r["samples_per_s"]) for _, rows in others]
+    table, capped = cap.left_out(
         len(drawn),
-        len(others),
+        others,
         "the highest throughput",
         "the grey band (min–max at each device count)",
         "series",
+        ["system", "highest samples/s", "at devices"],
+        [[_series_text(r), _number_text(r["samples_per_s"]), r["devices"]] for r in best],
+        ["left", "right", "right"],
     )
-    strong = "strong" if scaling == "strong" else ""
-    return make_figure(
-        slug("throughput-vs-devices", setting, strong),
-        f"Throughput against devices: {setting}, {scaling} scaling",
+    return _scaling_figure(
+        "throughput-vs-devices",
+        "Throughput against devices",
+        setting,
+        scaling,
         f"Training throughput (samples/s from the median step after warm-up, mean over "
         f"the runs; {CI_NOTE}) of {how} against the number of devices, log-log axes; "
         f"dashed: ideal linear scaling from each system's 1-device result.",
-        [r["hostname"] or r["system"] for rows in drawn.values() for r in rows] + failed_hosts,
+        drawn,
+        failed_hosts,
         Drawing(_draw_devices, (drawn, failures, runs, band, cap.others_label(len(others)))),
         f"{note} {capped}".strip(),
+        table,
+    )
+
+
+def _scaling_figure(
+    name: str,
+    title: str,
+    setting: str,
+    scaling: str,
+    caption: str,
+    drawn: dict,
+    failed_hosts: list,
+    drawing: Drawing,
+    notes: str,
+    table: dict | None,
+) -> Figure:
+    """One setting's figure against the device count (throughput or efficiency): both
+    name the figure, title it and list its hosts alike, so the two stay one pair."""
+    strong = "strong" if scaling == "strong" else ""
+    return make_figure(
+        slug(name, setting, strong),
+        f"{title}: {setting}, {scaling} scaling",
+        caption,
+        [r["hostname"] or r["system"] for rows in drawn.values() for r in rows] + failed_hosts,
+        drawing,
+        notes,
         table,
     )
 
@@ -382,38 +405,35 @@ def _efficiency_figure(setting: str, scaling: str, how: str, series: dict, bad: 
         for r in rows:
             if r["efficiency"] is not None and r["devices"] > 1:
                 ranges.setdefault(r["devices"], []).append(100 * r["efficiency"])
-    table = None
-    if others:
-        table = cap.others_table(
-            "series",
-            ["system", "mean efficiency", "devices"],
-            [
-                [
-                    _series_text(rows[0]),
-                    "-" if mean_efficiency(item) is None else f"{100 * mean_efficiency(item):.0f}%",
-                    span(r["devices"] for r in rows if r["devices"] > 1),
-                ]
-                for item in others
-                for rows in [item[1]]
-            ],
-            ["left", "right", "right"],
-        )
-    capped = cap.note(
+    table, capped = cap.left_out(
         len(drawn),
-        len(others),
+        others,
         "the highest mean efficiency",
         "the grey range (min–max, median as a tick) beside each device count's bars",
         "series",
+        ["system", "mean efficiency", "devices"],
+        [
+            [
+                _series_text(rows[0]),
+                "-" if mean_efficiency(item) is None else f"{100 * mean_efficiency(item):.0f}%",
+                span(r["devices"] for r in rows if r["devices"] > 1),
+            ]
+            for item in others
+            for rows in [item[1]]
+        ],
+        ["left", "right", "right"],
     )
-    strong = "strong" if scaling == "strong" else ""
-    return make_figure(
-        slug("scaling-efficiency", setting, strong),
-        f"Scaling efficiency: {setting}, {scaling} scaling",
+    return _scaling_figure(
+        "scaling-efficiency",
+        "Scaling efficiency",
+        setting,
+        scaling,
         f"Scaling efficiency = throughput(N) / (N × throughput(1)) of {how}, from the "
         f"throughputs (mean over runs) and the same system's 1-device result; 100% "
         f"is linear. Error bars: 95% interval from the variation between the runs "
         f"of both results (Fieller).",
-        [r["hostname"] or r["system"] for rows in drawn.values() for r in rows] + failed_hosts,
+        drawn,
+        failed_hosts,
         Drawing(_draw_efficiency, (drawn, failures, ranges, cap.others_label(len(others)))),
         f"{note} {capped}".strip(),
         table,

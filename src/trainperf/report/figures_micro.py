@@ -7,7 +7,7 @@ several ok runs measured the same thing on one system, the newest wins.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from matplotlib.figure import Figure as MplFigure
@@ -91,20 +91,15 @@ def profile_figures(runs: Sequence[dict[str, Any]], hostnames: Mapping[str, str]
     profiles = [
         (f"{label} · {hostnames.get(s, s)}", _slim_profile(run)) for s, label, run in chosen
     ]
-    table = None
-    if left_out:
-        table = cap.others_table(
-            "profiles",
-            ["case", "system", "step (ms, hooks included)"],
-            [[label, hostnames.get(s, s), f"{_step_ms(run):.3g}"] for s, label, run in left_out],
-            ["left", "left", "right"],
-        )
-    capped = cap.note(
+    table, capped = cap.left_out(
         len(chosen),
-        len(left_out),
+        left_out,
         "the shortest step per case",
         "not drawn, nor their layers,",
         "profiles",
+        ["case", "system", "step (ms, hooks included)"],
+        [[label, hostnames.get(s, s), f"{_step_ms(run):.3g}"] for s, label, run in left_out],
+        ["left", "left", "right"],
     )
     figures = [
         make_figure(
@@ -213,29 +208,19 @@ def collective_figures(
         for _, (_, rows) in others:
             for row in rows:
                 band.setdefault(row["size_bytes"], []).append(row["busbw_gbps"])
-        table = None
-        if others:
-            table = cap.others_table(
-                "series",
-                ["system", "ranks", "backend", "highest busbw (GB/s)", "at size"],
-                [
-                    [hostnames.get(system, system), ranks, backend]
-                    + [f"{best['busbw_gbps']:.3g}", byte_label(best["size_bytes"])]
-                    for (system, ranks, backend), (_, rows) in others
-                    for best in [max(rows, key=lambda row: row["busbw_gbps"])]
-                ],
-                ["left", "right", "left", "right", "right"],
-            )
-        notes = [
-            f"{wrong} sizes gave wrong results (marked x)." if wrong else "",
-            cap.note(
-                len(series),
-                len(others),
-                "the highest bus bandwidth",
-                "the grey band (min–max at each size)",
-                "series",
+        table, capped = cap.left_out(
+            len(series),
+            others,
+            "the highest bus bandwidth",
+            "the grey band (min–max at each size)",
+            "series",
+            ["system", "ranks", "backend", "highest busbw (GB/s)", "at size"],
+            _best_of_others(
+                others, hostnames, "busbw_gbps", lambda best: byte_label(best["size_bytes"])
             ),
-        ]
+            ["left", "right", "left", "right", "right"],
+        )
+        notes = [f"{wrong} sizes gave wrong results (marked x)." if wrong else "", capped]
         figures.append(
             make_figure(
                 slug("collective-busbw", op, dtype),
@@ -263,6 +248,19 @@ def collective_figures(
             )
         )
     return figures
+
+
+def _best_of_others(
+    others: list, hostnames: Mapping[str, str], metric: str, at: Callable[[dict], str]
+) -> list[list[Any]]:
+    """The not-drawn table's rows of the collective and GEMM figures: each left-out series,
+    keyed (system, two more fields), by its best point: the host, the two fields, the
+    highest ``metric`` and ``at`` (where that point lies)."""
+    return [
+        [hostnames.get(system, system), second, third, f"{best[metric]:.3g}", at(best)]
+        for (system, second, third), (_, rows) in others
+        for best in [max(rows, key=lambda row: row[metric])]
+    ]
 
 
 def _draw_collective(fig: MplFigure, series: dict, others: dict, others_label: str) -> None:
@@ -329,29 +327,22 @@ def gemm_figures(runs: Sequence[dict[str, Any]], hostnames: Mapping[str, str]) -
                 band.setdefault(row["M"] if square else row["flops"], []).append(
                     row["tflops_median"]
                 )
-        table = None
-        if others:
-            table = cap.others_table(
-                "series",
-                ["system", "device", "dtype", "highest TFLOP/s", "at M×N×K"],
-                [
-                    [hostnames.get(system, system), device, dtype]
-                    + [f"{best['tflops_median']:.3g}", f"{best['M']}×{best['N']}×{best['K']}"]
-                    for (system, device, dtype), (_, rows) in others
-                    for best in [max(rows, key=lambda row: row["tflops_median"])]
-                ],
-                ["left", "left", "left", "right", "right"],
-            )
-        notes = [
-            f"Not run: {gaps}." if gaps else "",
-            cap.note(
-                len(series),
-                len(others),
-                "the highest TFLOP/s",
-                "the grey band (min–max at each size)",
-                "series",
+        table, capped = cap.left_out(
+            len(series),
+            others,
+            "the highest TFLOP/s",
+            "the grey band (min–max at each size)",
+            "series",
+            ["system", "device", "dtype", "highest TFLOP/s", "at M×N×K"],
+            _best_of_others(
+                others,
+                hostnames,
+                "tflops_median",
+                lambda best: f"{best['M']}×{best['N']}×{best['K']}",
             ),
-        ]
+            ["left", "left", "left", "right", "right"],
+        )
+        notes = [f"Not run: {gaps}." if gaps else "", capped]
         figures.append(
             make_figure(
                 slug("gemm-tflops", shapes),

@@ -44,6 +44,16 @@ def _column(header: str, cells: list[str], drop: int = 0) -> Column:
     return Column(header, cells, right=True, drop=drop)
 
 
+def _layout_columns(rows: list[dict[str, Any]]) -> list[Column]:
+    """Devices, nodes and batch per device: the layout every prediction table (DDP's and
+    FSDP's) starts with, nodes and batch dropped first on a narrow terminal."""
+    return [
+        _column("devices", [str(r["devices"]) for r in rows]),
+        _column("nodes", [str(r["nodes"]) for r in rows], drop=2),
+        _column("batch/dev", [str(r["device_batch"]) for r in rows], drop=1),
+    ]
+
+
 def prediction_table(
     prediction: dict[str, Any], *, wide: bool = False, width: int | None = None
 ) -> Table:
@@ -58,9 +68,7 @@ def prediction_table(
         return [_ms(r[key]) for r in rows]
 
     columns = [
-        _column("devices", [str(r["devices"]) for r in rows]),
-        _column("nodes", [str(r["nodes"]) for r in rows], drop=2),
-        _column("batch/dev", [str(r["device_batch"]) for r in rows], drop=1),
+        *_layout_columns(rows),
         _column("compute ms", ms("compute_s"), drop=3),
         _column("comm ms", ms("comm_s"), drop=WIDE),
         _column("exposed ms", ms("comm_exposed_s"), drop=4),
@@ -115,9 +123,7 @@ def fsdp_prediction_table(
     per_device = [r["tokens_per_s_per_device"] or r["samples_per_s_per_device"] for r in rows]
     total = [r["tokens_per_s"] or r["samples_per_s"] for r in rows]
     columns = [
-        _column("devices", [str(r["devices"]) for r in rows]),
-        _column("nodes", [str(r["nodes"]) for r in rows], drop=2),
-        _column("batch/dev", [str(r["device_batch"]) for r in rows], drop=1),
+        *_layout_columns(rows),
         _column("compute ms", ms("compute_s"), drop=4),
         _column("recompute ms", ms("recompute_s"), drop=WIDE),
         _column("comm ms", ms("comm_s"), drop=WIDE),
