@@ -14,7 +14,7 @@ import re
 import shlex
 import sqlite3
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -281,23 +281,36 @@ def apply_options(options: tuple[Any, ...]) -> Any:
     return lambda function: _apply(options, function)
 
 
-grad_compression_option = click.option(
+def choice_option(name: str, choices: Sequence[str], default: str, help: str) -> Any:
+    """A flag taking one of ``choices``, its default shown in ``--help``: how every such
+    flag of trainperf reads."""
+    return click.option(
+        name, type=click.Choice(choices), default=default, show_default=True, help=help
+    )
+
+
+scaling_option = choice_option(
+    "--scaling",
+    SCALINGS,
+    "weak",
+    "weak: --batch-size per device; strong: --batch-size in all, split",
+)
+
+grad_compression_option = choice_option(
     "--grad-compression",
-    type=click.Choice(["none", "fp16", "bf16"]),
-    default="none",
-    show_default=True,
-    help="DDP communication hook compressing gradients",
+    ["none", "fp16", "bf16"],
+    "none",
+    "DDP communication hook compressing gradients",
 )
 
 
 # FSDP's and activation checkpointing's flags (run and maxbatch).
 sharding_options = (
-    click.option(
+    choice_option(
         "--activation-checkpointing",
-        type=click.Choice(["none", "full", "selective"]),
-        default="none",
-        show_default=True,
-        help="recompute each transformer block's activations (full) or its element-wise "
+        ["none", "full", "selective"],
+        "none",
+        "recompute each transformer block's activations (full) or its element-wise "
         "ones (selective) in the backward",
     ),
     click.option(
@@ -306,12 +319,11 @@ sharding_options = (
         show_default=True,
         help="FSDP: free each block's gathered weights after its forward",
     ),
-    click.option(
+    choice_option(
         "--fsdp-reduce",
-        type=click.Choice(["fp32", "bf16"]),
-        default="fp32",
-        show_default=True,
-        help="FSDP with bf16: dtype of the gradient reduce-scatter",
+        ["fp32", "bf16"],
+        "fp32",
+        "FSDP with bf16: dtype of the gradient reduce-scatter",
     ),
 )
 
@@ -325,21 +337,14 @@ def parallel_options(function: Any) -> Any:
             help="devices (one process each with ddp) per node; 1,2,4 gives one case per count",
         ),
         click.option("--nodes", type=PositiveInt(), default=1, show_default=True),
-        click.option(
+        choice_option(
             "--parallel",
-            type=click.Choice(PARALLEL_MODES),
-            default="auto",
-            show_default=True,
-            help="auto: ddp above one device (mesh: jax.sharding, with --framework jax); "
+            PARALLEL_MODES,
+            "auto",
+            "auto: ddp above one device (mesh: jax.sharding, with --framework jax); "
             "fsdp: FSDP2, weights, gradients and optimizer state sharded",
         ),
-        click.option(
-            "--scaling",
-            type=click.Choice(SCALINGS),
-            default="weak",
-            show_default=True,
-            help="weak: --batch-size per device; strong: --batch-size in all, split",
-        ),
+        scaling_option,
         click.option(
             "--bucket-mb",
             type=FiniteFloat(min=BUCKET_MB_MIN, max=BUCKET_MB_MAX),
@@ -379,12 +384,11 @@ def device_option(function: Any) -> Any:
 
 # The verbs that measure a case's throughput (run, maxbatch) offer both frameworks; the
 # profile and the equivalence check take PyTorch's step apart and have no such option.
-framework_option = click.option(
+framework_option = choice_option(
     "--framework",
-    type=click.Choice(["pytorch", "jax"]),
-    default="pytorch",
-    show_default=True,
-    help="the library that trains the case (jax: a Flax model in a jax.jit step)",
+    ["pytorch", "jax"],
+    "pytorch",
+    "the library that trains the case (jax: a Flax model in a jax.jit step)",
 )
 
 

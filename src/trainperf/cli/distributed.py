@@ -19,6 +19,7 @@ from trainperf.cli.common import (
     case_from_flags,
     case_options,
     check_out_file,
+    choice_option,
     db_option,
     emit_json,
     fail,
@@ -45,12 +46,11 @@ from trainperf.cli.common import (
     "N alone: the same",
 )
 @click.option("--batch-size", "-b", type=PositiveInt(), help="global batch (default: 4 per device)")
-@click.option(
+@choice_option(
     "--parallel",
-    type=click.Choice(RANK_MODES),
-    default="ddp",
-    show_default=True,
-    help="the parallel run: replicated (ddp) or sharded (fsdp) weights",
+    RANK_MODES,
+    "ddp",
+    "the parallel run: replicated (ddp) or sharded (fsdp) weights",
 )
 @case_options
 @apply_options(sharding_options)

@@ -22,6 +22,7 @@ from trainperf.cli.common import (
     PositiveInt,
     apply_options,
     batch_size_option,
+    choice_option,
     count_range,
     db_option,
     device_option,
@@ -253,12 +254,11 @@ def dtypes_option(allowed: tuple[str, ...]) -> Any:
 
 @micro.command()
 @dtypes_option(DTYPES)
-@click.option(
+@choice_option(
     "--shapes",
-    type=click.Choice(["deepbench", "square", "all"]),
-    default="all",
-    show_default=True,
-    help="the 160 DeepBench training GEMMs, a square sweep, or both",
+    ["deepbench", "square", "all"],
+    "all",
+    "the 160 DeepBench training GEMMs, a square sweep, or both",
 )
 @click.option("--limit", type=PositiveInt(), help="only the first N shapes")
 @click.option("--no-flush", is_flag=True, help="do not flush the caches between iterations")

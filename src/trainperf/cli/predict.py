@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from trainperf.case.modes import RANK_MODES, SCALINGS
+from trainperf.case.modes import RANK_MODES
 from trainperf.cli.common import (
     BadInput,
     CountList,
@@ -21,6 +21,8 @@ from trainperf.cli.common import (
     NonEmptyPath,
     PositiveInt,
     apply_options,
+    batch_size_option,
+    choice_option,
     emit_json,
     format_option,
     given_once,
@@ -29,6 +31,7 @@ from trainperf.cli.common import (
     one_output,
     positive_int,
     precision_option,
+    scaling_option,
     sharding_options,
     show_table,
     stdout,
@@ -110,15 +113,9 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
 @click.option("--per-node", type=PositiveInt(), default=8, show_default=True)
 @click.option("--intra", "intra_id", help="intra-node link (per device), e.g. nvlink2")
 @click.option("--inter", "inter_id", help="inter-node link (per node), e.g. ib-edr")
-@click.option("--batch-size", "-b", type=PositiveInt(), default=32, show_default=True)
+@batch_size_option(32)
 @precision_option
-@click.option(
-    "--scaling",
-    type=click.Choice(SCALINGS),
-    default="weak",
-    show_default=True,
-    help="weak: --batch-size per device; strong: --batch-size in all, split",
-)
+@scaling_option
 @click.option("--image-size", type=PositiveInt(), help="square image side (image models)")
 @click.option("--seq-len", type=PositiveInt(), help="sequence length (language models)")
 @click.option("--size", "old_size", type=PositiveInt(), hidden=True)  # deprecated: the pair
@@ -140,12 +137,11 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
     help="DDP gradient bucket size in MiB",
 )
 @grad_compression_option
-@click.option(
+@choice_option(
     "--parallel",
-    type=click.Choice(RANK_MODES),
-    default="ddp",
-    show_default=True,
-    help="ddp: a replica per device, gradients all-reduced; fsdp: FSDP2, parameters, "
+    RANK_MODES,
+    "ddp",
+    "ddp: a replica per device, gradients all-reduced; fsdp: FSDP2, parameters, "
     "gradients and optimizer state sharded over the devices",
 )
 @apply_options(sharding_options)

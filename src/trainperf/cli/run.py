@@ -22,6 +22,7 @@ from trainperf.cli.common import (
     batch_size_option,
     case_from_flags,
     case_options,
+    choice_option,
     db_option,
     emit_json,
     fail,
@@ -337,23 +338,21 @@ def suites(as_json: bool, table_format: str) -> None:
     type=PositiveInt(),
     help="largest value tried (default: batch 65536; the model's longest sequence)",
 )
-@click.option(
+@choice_option(
     "--find",
-    type=click.Choice(["batch", "seq-len"]),
-    default="batch",
-    show_default=True,
-    help="search the batch per device, or the sequence length at --batch-size",
+    ["batch", "seq-len"],
+    "batch",
+    "search the batch per device, or the sequence length at --batch-size",
 )
 @batch_size_option(1, "batch per device while searching the sequence length")
 @click.option(
     "--devices", type=PositiveInt(), default=1, show_default=True, help="devices per node"
 )
-@click.option(
+@choice_option(
     "--parallel",
-    type=click.Choice(["auto", "none", *RANK_MODES]),
-    default="auto",
-    show_default=True,
-    help="data parallelism over --devices (fsdp: sharded)",
+    ["auto", "none", *RANK_MODES],
+    "auto",
+    "data parallelism over --devices (fsdp: sharded)",
 )
 @apply_options(sharding_options)
 def maxbatch(
