@@ -11,13 +11,14 @@ that a fine-tuning script would pass are implied rather than built each step: a 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from trainperf.models.spec import ModelSpec, MultipleChoice, SpanExtraction
+from trainperf.models.spec import ModelSpec, MultipleChoice, SpanExtraction, Task
 from trainperf.models.transformer_parts import (
     fused_qkv_attention,
     init_normal_weights,
@@ -175,29 +176,37 @@ def bert_squad(dropout: float = 0.1) -> BertForQuestionAnswering:
     return init_normal_weights(BertForQuestionAnswering(BertConfig(dropout=dropout)))
 
 
-_MAX_POSITIONS = BertConfig().max_positions
+def _fine_tuning_spec(
+    name: str, task: Task, factory: Callable[[], nn.Module], natural_size: int, description: str
+) -> ModelSpec:
+    """A BERT-base fine-tuning case: the two differ in head, task and length, and share
+    the rest (the family, AdamW, any length the position table holds)."""
+    return ModelSpec(
+        name=name,
+        family="bert",
+        task=task,
+        factory=factory,
+        natural_size=natural_size,
+        min_size=1,
+        max_size=BertConfig().max_positions,
+        optimizer="adamw",
+        description=description,
+    )
+
 
 SPECS = [
-    ModelSpec(
-        name="bert-swag",
-        family="bert",
-        task=MultipleChoice(vocab_size=BertConfig().vocab_size, num_choices=4),
-        factory=bert_swag,
-        natural_size=80,
-        min_size=1,
-        max_size=_MAX_POSITIONS,
-        optimizer="adamw",
-        description="BERT-base uncased fine-tuned on SWAG (4 choices, 80 tokens each)",
+    _fine_tuning_spec(
+        "bert-swag",
+        MultipleChoice(vocab_size=BertConfig().vocab_size, num_choices=4),
+        bert_swag,
+        80,
+        "BERT-base uncased fine-tuned on SWAG (4 choices, 80 tokens each)",
     ),
-    ModelSpec(
-        name="bert-squad",
-        family="bert",
-        task=SpanExtraction(vocab_size=BertConfig().vocab_size),
-        factory=bert_squad,
-        natural_size=384,
-        min_size=1,
-        max_size=_MAX_POSITIONS,
-        optimizer="adamw",
-        description="BERT-base uncased fine-tuned on SQuAD (span extraction, 384 tokens)",
+    _fine_tuning_spec(
+        "bert-squad",
+        SpanExtraction(vocab_size=BertConfig().vocab_size),
+        bert_squad,
+        384,
+        "BERT-base uncased fine-tuned on SQuAD (span extraction, 384 tokens)",
     ),
 ]
