@@ -151,6 +151,27 @@ _ADAPTIVE = re.compile(r"^adaptive(?::([0-9.eE+-]+))?(?::(\d+))?(?::([0-9.eE+-]+
 ALLOWED = "fixed:W:N (e.g. fixed:10:100) or adaptive[:TARGET[:MAX_STEPS[:MAX_SECONDS]]]"
 
 
+def adaptive_fields(
+    text: str, default: tuple[float, int, float]
+) -> tuple[float, int, float] | None:
+    """TARGET, COUNT and SECONDS of ``adaptive[:TARGET[:COUNT[:SECONDS]]]``, each one left
+    out taken from ``default``; None when ``text`` is not of that form or a number in it
+    does not parse. The one grammar of the adaptive step policy (COUNT: most steps) and
+    the adaptive run policy (COUNT: most runs, trainperf.measure.runs); each checks the
+    ranges itself."""
+    m = _ADAPTIVE.match(text)
+    if not m:
+        return None
+    try:
+        return (
+            float(m[1]) if m[1] else default[0],
+            int(m[2]) if m[2] else default[1],
+            float(m[3]) if m[3] else default[2],
+        )
+    except ValueError:
+        return None
+
+
 def parse_policy(text: str) -> StepPolicy:
     """Parse ``fixed:W:N`` or ``adaptive[:TARGET[:MAX_STEPS[:MAX_SECONDS]]]``."""
     if m := _FIXED.match(text):
@@ -162,14 +183,10 @@ def parse_policy(text: str) -> StepPolicy:
         if max(warmup, measured) > MAX_COUNT:
             raise PolicyError(f"steps '{text}': W and N must be at most {MAX_COUNT}")
         return FixedPolicy(warmup, measured)
-    if m := _ADAPTIVE.match(text):
-        default = AdaptivePolicy()
-        try:
-            target = float(m[1]) if m[1] else default.ci_target
-            max_steps = int(m[2]) if m[2] else default.max_steps
-            max_seconds = float(m[3]) if m[3] else default.max_seconds
-        except ValueError:
-            raise PolicyError(f"steps '{text}' is not valid: allowed {ALLOWED}") from None
+    default = AdaptivePolicy()
+    fields = adaptive_fields(text, (default.ci_target, default.max_steps, default.max_seconds))
+    if fields is not None:
+        target, max_steps, max_seconds = fields
         if not 0 < target < 1:
             raise PolicyError(f"steps '{text}': TARGET must be between 0 and 1, e.g. 0.01")
         if max_steps < MIN_STEPS_FOR_CI or not max_seconds > 0:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from trainperf.core.limits import MAX_COUNT
 from trainperf.measure.hierarchy import MIN_RUNS_FOR_DECISION, mean_interval
-from trainperf.measure.policy import AdaptivePolicy, FixedPolicy, parse_policy
+from trainperf.measure.policy import AdaptivePolicy, FixedPolicy, adaptive_fields, parse_policy
 from trainperf.measure.stats import MIN_STEPS_FOR_CI
 
 MIN_RUNS = MIN_RUNS_FOR_DECISION  # an adaptive case has enough runs for a comparison
@@ -99,8 +99,6 @@ class AdaptiveRuns:
 
 RunsPolicy = FixedRuns | AdaptiveRuns
 
-_ADAPTIVE = re.compile(r"^adaptive(?::([0-9.eE+-]+))?(?::(\d+))?(?::([0-9.eE+-]+))?$")
-
 
 def parse_runs(value: int | str) -> RunsPolicy:
     """A run policy from a case's ``runs`` (an integer, or the adaptive form as text)."""
@@ -113,16 +111,11 @@ def parse_runs(value: int | str) -> RunsPolicy:
     text = str(value).strip()
     if re.fullmatch(r"[+-]?[0-9]{1,30}", text):
         return parse_runs(int(text))
-    match = _ADAPTIVE.match(text)
-    if not match:
-        raise RunsError(f"not valid: allowed {ALLOWED}")
     default = AdaptiveRuns()
-    try:
-        target = float(match[1]) if match[1] else default.target
-        max_runs = int(match[2]) if match[2] else default.max_runs
-        max_seconds = float(match[3]) if match[3] else default.max_seconds
-    except ValueError:
-        raise RunsError(f"not valid: allowed {ALLOWED}") from None
+    fields = adaptive_fields(text, (default.target, default.max_runs, default.max_seconds))
+    if fields is None:
+        raise RunsError(f"not valid: allowed {ALLOWED}")
+    target, max_runs, max_seconds = fields
     if not 0 < target < 1:
         raise RunsError("TARGET must be between 0 and 1, e.g. adaptive:0.02")
     if max_runs < MIN_RUNS or not max_seconds > 0:

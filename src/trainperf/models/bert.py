@@ -11,13 +11,19 @@ that a fine-tuning script would pass are implied rather than built each step: a 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from trainperf.models.spec import ModelSpec, MultipleChoice, SizeError, SpanExtraction
+from trainperf.models.spec import ModelSpec, MultipleChoice, SpanExtraction, Task
+from trainperf.models.transformer_parts import (
+    fused_qkv_attention,
+    init_normal_weights,
+    refuse_past_positions,
+)
 
 
 @dataclass(frozen=True)
@@ -50,8 +56,7 @@ class BertEmbeddings(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         seq_len = ids.shape[-1]
-        if seq_len > self.max_positions:
-            raise SizeError(f"seq_len {seq_len} exceeds BERT's {self.max_positions} positions")
+        refuse_past_positions(seq_len, self.max_positions, "BERT")
         # Positions 0..L-1 and token type 0 for every token: slicing the tables is the same
         # lookup (and the same gradient) without an index tensor per step.
         x = self.word(ids) + self.position.weight[:seq_len] + self.token_type.weight[0]
@@ -73,13 +78,9 @@ class SelfAttention(nn.Module):
         self.norm = nn.LayerNorm(config.hidden, eps=config.ln_eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        batch, seq_len, hidden = x.shape
-        qkv = self.qkv(x).view(batch, seq_len, 3, self.heads, hidden // self.heads)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
         # No mask: every sequence is full length, so no padding to hide.
         dropout_p = self.dropout_p if self.training else 0.0
-        context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
-        context = context.transpose(1, 2).reshape(batch, seq_len, hidden)
+        context = fused_qkv_attention(self.qkv, x, self.heads, dropout_p, is_causal=False)
         return self.norm(x + self.dropout(self.out(context)))
 
 
@@ -130,21 +131,6 @@ class BertModel(nn.Module):
         return x, pooled
 
 
-def init_weights(model: nn.Module) -> nn.Module:
-    """BERT's initialisation (HF ``BertPreTrainedModel._init_weights``): N(0, 0.02) weights."""
-    for module in model.modules():
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, std=0.02)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, std=0.02)
-        elif isinstance(module, nn.LayerNorm):
-            nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
-    return model
-
-
 class BertForMultipleChoice(nn.Module):
     """SWAG: each (context, ending) pair is encoded alone; one score per choice."""
 
@@ -177,42 +163,50 @@ class BertForQuestionAnswering(nn.Module):
 
 def bert_base(dropout: float = 0.1, add_pooler: bool = True) -> BertModel:
     """The bare BERT-base encoder (109,482,240 parameters with the pooler)."""
-    return init_weights(BertModel(BertConfig(dropout=dropout), add_pooler=add_pooler))
+    return init_normal_weights(BertModel(BertConfig(dropout=dropout), add_pooler=add_pooler))
 
 
 def bert_swag(dropout: float = 0.1) -> BertForMultipleChoice:
     """BERT-base with the multiple-choice head (109,483,009 parameters)."""
-    return init_weights(BertForMultipleChoice(BertConfig(dropout=dropout)))
+    return init_normal_weights(BertForMultipleChoice(BertConfig(dropout=dropout)))
 
 
 def bert_squad(dropout: float = 0.1) -> BertForQuestionAnswering:
     """BERT-base with the span head and no pooler (108,893,186 parameters)."""
-    return init_weights(BertForQuestionAnswering(BertConfig(dropout=dropout)))
+    return init_normal_weights(BertForQuestionAnswering(BertConfig(dropout=dropout)))
 
 
-_MAX_POSITIONS = BertConfig().max_positions
+def _fine_tuning_spec(
+    name: str, task: Task, factory: Callable[[], nn.Module], natural_size: int, description: str
+) -> ModelSpec:
+    """A BERT-base fine-tuning case: the two differ in head, task and length, and share
+    the rest (the family, AdamW, any length the position table holds)."""
+    return ModelSpec(
+        name=name,
+        family="bert",
+        task=task,
+        factory=factory,
+        natural_size=natural_size,
+        min_size=1,
+        max_size=BertConfig().max_positions,
+        optimizer="adamw",
+        description=description,
+    )
+
 
 SPECS = [
-    ModelSpec(
-        name="bert-swag",
-        family="bert",
-        task=MultipleChoice(vocab_size=BertConfig().vocab_size, num_choices=4),
-        factory=bert_swag,
-        natural_size=80,
-        min_size=1,
-        max_size=_MAX_POSITIONS,
-        optimizer="adamw",
-        description="BERT-base uncased fine-tuned on SWAG (4 choices, 80 tokens each)",
+    _fine_tuning_spec(
+        "bert-swag",
+        MultipleChoice(vocab_size=BertConfig().vocab_size, num_choices=4),
+        bert_swag,
+        80,
+        "BERT-base uncased fine-tuned on SWAG (4 choices, 80 tokens each)",
     ),
-    ModelSpec(
-        name="bert-squad",
-        family="bert",
-        task=SpanExtraction(vocab_size=BertConfig().vocab_size),
-        factory=bert_squad,
-        natural_size=384,
-        min_size=1,
-        max_size=_MAX_POSITIONS,
-        optimizer="adamw",
-        description="BERT-base uncased fine-tuned on SQuAD (span extraction, 384 tokens)",
+    _fine_tuning_spec(
+        "bert-squad",
+        SpanExtraction(vocab_size=BertConfig().vocab_size),
+        bert_squad,
+        384,
+        "BERT-base uncased fine-tuned on SQuAD (span extraction, 384 tokens)",
     ),
 ]

@@ -15,7 +15,13 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from trainperf.models.spec import CausalLM, ModelSpec, SizeError
+from trainperf.models.spec import CausalLM, ModelSpec
+from trainperf.models.transformer_parts import (
+    INIT_STD,
+    fused_qkv_attention,
+    init_normal_weights,
+    refuse_past_positions,
+)
 
 
 @dataclass(frozen=True)
@@ -43,13 +49,9 @@ class CausalSelfAttention(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        batch, seq_len, hidden = x.shape
-        qkv = self.qkv(x).view(batch, seq_len, 3, self.heads, hidden // self.heads)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
         # is_causal instead of a mask tensor: the fused kernels build the triangle themselves.
         dropout_p = self.dropout_p if self.training else 0.0
-        context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
-        context = context.transpose(1, 2).reshape(batch, seq_len, hidden)
+        context = fused_qkv_attention(self.qkv, x, self.heads, dropout_p, is_causal=True)
         return self.dropout(self.proj(context))
 
 
@@ -98,28 +100,18 @@ class GPT2LMHeadModel(nn.Module):
         self.lm_head.weight = self.wte.weight
 
     def _init_weights(self, config: GPT2Config) -> None:
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.normal_(module.weight, std=0.02)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, std=0.02)
-            elif isinstance(module, nn.LayerNorm):
-                nn.init.ones_(module.weight)
-                nn.init.zeros_(module.bias)
+        init_normal_weights(self)
         # GPT-2 paper, section 2.3: the projections that write into the residual stream are
         # scaled by 1/sqrt(N), N the number of residual additions (two per block), so the
         # stream's variance does not grow with depth.
-        residual_std = 0.02 / math.sqrt(2 * config.layers)
+        residual_std = INIT_STD / math.sqrt(2 * config.layers)
         for block in self.blocks:
             nn.init.normal_(block.attention.proj.weight, std=residual_std)
             nn.init.normal_(block.mlp.down.weight, std=residual_std)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         seq_len = ids.shape[-1]
-        if seq_len > self.max_positions:
-            raise SizeError(f"seq_len {seq_len} exceeds GPT-2's {self.max_positions} positions")
+        refuse_past_positions(seq_len, self.max_positions, "GPT-2")
         # Slicing the position table is the lookup of positions 0..L-1 without an index tensor.
         x = self.dropout(self.wte(ids) + self.wpe.weight[:seq_len])
         for block in self.blocks:
