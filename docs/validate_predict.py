@@ -42,7 +42,7 @@ from scipy.optimize import brentq, least_squares
 from trainperf import models
 from trainperf.predict.catalog import Catalog, load_catalog
 from trainperf.predict.fsdp import Sharding, predict_fsdp
-from trainperf.predict.model import predict
+from trainperf.predict.model import Measured, Placement, Workload, predict
 from trainperf.predict.terms import Overhead, StepNoise
 
 
@@ -193,10 +193,12 @@ def predict_fsdp_point(
     if inter is not None and ports > 1:
         inter = inter.model_copy(update={"bandwidth_gbps": inter.bandwidth_gbps * ports})
     return predict_fsdp(
-        models.get(point.model), catalog.device(point.device), [point.gpus], point.per_node,
-        catalog.link(point.intra), inter, point.batch, point.precision, size=point.size,
-        achieved_fraction=fraction, sharding=Sharding(point.checkpointing),
-        noise=catalog.data_parallel.noise(), overhead=catalog.data_parallel.overhead(),
+        Workload(models.get(point.model), point.batch, point.precision, size=point.size),
+        Placement(catalog.device(point.device), [point.gpus], point.per_node,
+                  catalog.link(point.intra), inter),
+        Measured(achieved_fraction=fraction, noise=catalog.data_parallel.noise(),
+                 overhead=catalog.data_parallel.overhead()),
+        Sharding(point.checkpointing),
     )["rows"][0]
 
 
@@ -266,15 +268,15 @@ def predict_point(point: Point, params: Params, catalog: Catalog) -> Prediction:
     inter = catalog.link(point.inter) if point.inter else None
     if inter is not None and inter.id in TCP_LINKS:
         inter = inter.model_copy(update={"efficiency": params.tcp_efficiency})
-    common = dict(per_node=point.per_node, intra=intra, inter=inter,
-                  batch_size=point.batch, precision=point.precision, size=point.size)
-    spec = models.get(point.model)
-    alone = predict(spec, device, [1], **common)["rows"][0]["samples_per_s"]
+    workload = Workload(models.get(point.model), point.batch, point.precision, size=point.size)
+    def placed(devices: list[int]) -> Placement:
+        return Placement(device, devices, point.per_node, intra, inter)
+    alone = predict(workload, placed([1]))["rows"][0]["samples_per_s"]
     scaled = predict(
-        spec, device, [1, point.gpus], **common,
-        single_device_throughput=point.one_gpu or alone,
-        noise=StepNoise(cv=params.step_noise_cv, source="fitted"),
-        overhead=Overhead(params.sync_overhead_s, 0.0, "fitted"),
+        workload, placed([1, point.gpus]),
+        Measured(single_device_throughput=point.one_gpu or alone,
+                 noise=StepNoise(cv=params.step_noise_cv, source="fitted"),
+                 overhead=Overhead(params.sync_overhead_s, 0.0, "fitted")),
     )["rows"][-1]
     return Prediction(scaled["efficiency"], scaled["comm_fraction"], alone)
 

@@ -3,13 +3,14 @@
 from dataclasses import dataclass
 
 import pytest
+from predict_inputs import predict_ddp
 
 import report_fixture
 from trainperf import models
 from trainperf.models.flops import count_flops
 from trainperf.predict.calibrate import CalibrationError, calibrate, fit_alpha_beta
 from trainperf.predict.comm import LinkCost, ring_allreduce_s
-from trainperf.predict.model import compute_rate, predict
+from trainperf.predict.model import compute_rate
 from trainperf.store.database import Store
 
 ALPHA, BETA = 20e-6, 5e9
@@ -90,15 +91,14 @@ def synthetic_db(tmp_path_factory):
         single = 32 / compute_rate(CIFARNET, Device(), "fp32", None, FRACTION, 32).seconds(32)
         store.add_result(sweep_id, SYSTEM["fingerprint"], _result(1, 32, single, flops))
         for devices in (2, 4):
-            predicted = predict(
-                CIFARNET,
-                Device(),
-                [devices],
-                8,
-                link,
-                None,
-                32,
-                "fp32",
+            predicted = predict_ddp(
+                model=CIFARNET,
+                device=Device(),
+                devices=[devices],
+                per_node=8,
+                intra=link,
+                batch_size=32,
+                precision="fp32",
                 achieved_fraction=FRACTION,
             )["rows"][0]["samples_per_s"]
             store.add_result(

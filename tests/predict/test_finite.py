@@ -4,17 +4,16 @@ refuses the rest (trainperf.core.limits) with PredictError, NaN included."""
 import math
 
 import pytest
+from predict_inputs import predict_ddp, predict_sharded
 
-from trainperf import models
 from trainperf.core.limits import ACHIEVED_FRACTION_MIN, MAX_COUNT, THROUGHPUT_MAX, THROUGHPUT_MIN
 from trainperf.core.strict_json import dumps
 from trainperf.predict.catalog import load_catalog
-from trainperf.predict.fsdp import predict_fsdp
-from trainperf.predict.model import PredictError, finite_prediction, predict
+from trainperf.predict.model import PredictError, finite_prediction
 
 CATALOG = load_catalog()
 ARGS = dict(
-    spec=models.get("gpt2-small"),
+    model="gpt2-small",
     device=CATALOG.device("h100-sxm"),
     devices=[1, 8, MAX_COUNT - MAX_COUNT % 8],
     per_node=8,
@@ -25,7 +24,7 @@ ARGS = dict(
 )
 
 
-@pytest.mark.parametrize("run", [predict, predict_fsdp])
+@pytest.mark.parametrize("run", [predict_ddp, predict_sharded])
 @pytest.mark.parametrize(
     "compute",
     [
@@ -54,7 +53,7 @@ def test_the_extremes_the_bounds_allow_give_finite_numbers(run, compute):
 )
 def test_inputs_outside_the_bounds_are_refused(inputs, message):
     with pytest.raises(PredictError, match=message):
-        predict(**ARGS, **inputs)
+        predict_ddp(**ARGS, **inputs)
 
 
 def test_a_prediction_holding_an_infinity_is_refused_with_where_it_is():

@@ -4,10 +4,11 @@ import itertools
 from dataclasses import dataclass, field
 
 import pytest
+from predict_inputs import predict_ddp
 
 from trainperf import models
 from trainperf.predict.comm import LinkCost, data_parallel_allreduce_s
-from trainperf.predict.model import MEMORY_FRACTION, PredictError, ddp_step, predict
+from trainperf.predict.model import MEMORY_FRACTION, PredictError, ddp_step
 from trainperf.predict.roofline import op_profile, roofline_seconds_per_sample
 
 GIB = 2**30
@@ -54,8 +55,7 @@ def run(**overrides):
         batch_size=32,
         precision="fp32",
     )
-    args |= overrides
-    return predict(models.get(args.pop("model")), **args)
+    return predict_ddp(**(args | overrides))
 
 
 def test_compute_from_the_roofline_of_peak_fraction_and_bandwidth():

@@ -7,6 +7,7 @@ import json
 
 import pytest
 import torch
+from predict_inputs import predict_ddp, predict_sharded
 from torch import nn
 from torch.nn import functional as F
 
@@ -24,7 +25,6 @@ from trainperf.predict.fsdp import (
     Sharding,
     StepParts,
     fsdp_step,
-    predict_fsdp,
     search_counts,
     smallest_devices,
     traffic_bytes,
@@ -36,7 +36,7 @@ from trainperf.predict.memory import (
     saved_for_backward,
     sharded_memory,
 )
-from trainperf.predict.model import FORWARD_SHARE, PredictError, predict
+from trainperf.predict.model import FORWARD_SHARE, PredictError
 from trainperf.predict.terms import BusBandwidthCurve
 
 CATALOG = load_catalog()
@@ -49,22 +49,22 @@ DEFAULTS = Sharding()
 
 def fsdp(model="llama-tiny", devices=(1, 8, 16), batch=2, sharding=DEFAULTS, **overrides):
     args = dict(per_node=8, intra=NVLINK, inter=IB, batch_size=batch, precision="bf16")
-    return predict_fsdp(
-        models.get(model), H100, list(devices), **(args | overrides), sharding=sharding
+    return predict_sharded(
+        model=model, device=H100, devices=list(devices), **(args | overrides), sharding=sharding
     )
 
 
 def test_ddp_predictions_are_those_of_before_fsdp():
     # Pinned from the predictor before sharding was added (same catalog).
-    rows = predict(
-        models.get("gpt2-small"),
-        CATALOG.device("a100-sxm4-80gb"),
-        [1, 8, 64],
-        8,
-        CATALOG.link("nvlink3"),
-        CATALOG.link("ib-hdr"),
-        8,
-        "bf16",
+    rows = predict_ddp(
+        model="gpt2-small",
+        device=CATALOG.device("a100-sxm4-80gb"),
+        devices=[1, 8, 64],
+        per_node=8,
+        intra=CATALOG.link("nvlink3"),
+        inter=CATALOG.link("ib-hdr"),
+        batch_size=8,
+        precision="bf16",
         noise=CATALOG.data_parallel.noise(),
         overhead=CATALOG.data_parallel.overhead(),
     )["rows"]

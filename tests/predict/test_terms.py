@@ -4,10 +4,10 @@ import math
 
 import numpy as np
 import pytest
+from predict_inputs import predict_ddp
 
 from trainperf import models
 from trainperf.predict.comm import LinkCost, data_parallel_allreduce_s
-from trainperf.predict.model import predict
 from trainperf.predict.terms import (
     NO_NOISE,
     BusBandwidthCurve,
@@ -112,10 +112,10 @@ class Link:
 
 def test_an_infinitely_fast_link_exposes_no_communication():
     kwargs = dict(per_node=8, batch_size=32, precision="fp32", single_device_throughput=400.0)
-    fast = predict(
-        CIFARNET,
-        Device(),
-        [1, 8, 64],
+    fast = predict_ddp(
+        model=CIFARNET,
+        device=Device(),
+        devices=[1, 8, 64],
         intra=Link("intra", 1e30),
         inter=Link("inter", 1e30),
         **kwargs,
@@ -126,7 +126,14 @@ def test_an_infinitely_fast_link_exposes_no_communication():
         assert row["efficiency"] == pytest.approx(1.0)
     # The last bucket cannot overlap: cifarnet's 358 kB of gradients fit DDP's first bucket
     # (1 MiB), ready only when the backward ends, so all of its all-reduce is exposed.
-    slow = predict(CIFARNET, Device(), [1, 8], intra=Link("intra", 1e6), inter=None, **kwargs)
+    slow = predict_ddp(
+        model=CIFARNET,
+        device=Device(),
+        devices=[1, 8],
+        intra=Link("intra", 1e6),
+        inter=None,
+        **kwargs,
+    )
     row = slow["rows"][-1]
     alone, _ = data_parallel_allreduce_s(4 * 89_578, 8, 8, LinkCost(0.0, 1e6), None)
     assert slow["inputs"]["buckets"] == 1
@@ -142,9 +149,14 @@ def test_stragglers_and_overhead_enter_the_step():
         intra=Link("intra", 1e30),
         inter=None,
     )
-    plain = predict(CIFARNET, Device(), [1, 8], **kwargs)["rows"][-1]
-    noisy = predict(
-        CIFARNET, Device(), [1, 8], noise=StepNoise(cv=0.1), overhead=Overhead(0.002), **kwargs
+    plain = predict_ddp(model=CIFARNET, device=Device(), devices=[1, 8], **kwargs)["rows"][-1]
+    noisy = predict_ddp(
+        model=CIFARNET,
+        device=Device(),
+        devices=[1, 8],
+        noise=StepNoise(cv=0.1),
+        overhead=Overhead(0.002),
+        **kwargs,
     )["rows"][-1]
     assert noisy["straggler_s"] == pytest.approx(0.1 * 0.08 * expected_max_standard_normal(8))
     assert noisy["overhead_s"] == 0.002

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -189,7 +188,7 @@ def predict(
     from trainperf.models.custom import CustomModelError
     from trainperf.predict.catalog import CatalogError, load_catalog
     from trainperf.predict.fsdp import predict_fsdp
-    from trainperf.predict.model import PredictError
+    from trainperf.predict.model import Measured, Placement, PredictError, Workload
     from trainperf.predict.model import predict as predict_ddp
 
     one_output(as_json, table_format)
@@ -237,19 +236,17 @@ def predict(
         if inter is None and max(devices) > per_node:
             inter = _fitted_link(calibration, "inter")
     terms, term_notes = _data_parallel_terms(catalog, calibration)
-    run_model = predict_ddp if sharding is None else partial(predict_fsdp, sharding=sharding)
+    workload = Workload(
+        spec, options["batch_size"], options["precision"], options["scaling"], options["size"]
+    )
+    placement = Placement(device, devices, per_node, intra, inter, uplink)
+    measured = Measured(options["single_device_throughput"], options["achieved_fraction"], **terms)
     try:
-        prediction = run_model(
-            spec,
-            device,
-            devices,
-            per_node,
-            intra,
-            inter,
-            **_model_options(options, sharding is not None),
-            **terms,
-            pcie_uplink=uplink,
-        )
+        if sharding is None:
+            ddp_options = {key: options[key] for key in DDP_ONLY}
+            prediction = predict_ddp(workload, placement, measured, **ddp_options)
+        else:
+            prediction = predict_fsdp(workload, placement, measured, sharding)
     except PredictError as exc:
         found = f"the smallest count that holds {model} is {devices[0]}: " if search else ""
         raise BadInput(found + str(exc)) from None
@@ -302,13 +299,6 @@ def _fitted_link(calibration: Any, scope: str) -> Any:
         why = calibration.absent.get("link") or f"the link it fitted is {calibration.link_scope}"
         raise BadInput(f"give --{scope}: the calibration has no {scope}-node link ({why})")
     return link
-
-
-def _model_options(options: dict[str, Any], sharded: bool) -> dict[str, Any]:
-    keys = ("batch_size", "precision", "scaling", "single_device_throughput")
-    keys += ("achieved_fraction", "size")
-    keys += () if sharded else tuple(DDP_ONLY)
-    return {key: options[key] for key in keys}
 
 
 def _sharding(options: dict[str, Any]) -> Any:

@@ -44,7 +44,14 @@ from scipy.optimize import brentq
 
 from trainperf.case.modes import device_count
 from trainperf.models.spec import ModelSpec
-from trainperf.predict.model import PredictError, compute_rate, predict
+from trainperf.predict.model import (
+    Measured,
+    Placement,
+    PredictError,
+    Workload,
+    compute_rate,
+    predict,
+)
 from trainperf.predict.terms import NO_NOISE, BusBandwidthCurve, Overhead, StepNoise, fit_overhead
 from trainperf.store.database import Store, StoreError
 from trainperf.store.query import ResultFilter
@@ -346,22 +353,25 @@ def _predicted(
     has checked that ``_compute_inputs`` gives something."""
     compute, device = _compute_inputs(cal, device)
     case, nodes = result["case"], result["case"].get("nodes", 1)
+    per_node = case.get("devices", 1)
     return predict(
-        spec,
-        device=device,
-        devices=[device_count(case)],
-        per_node=case.get("devices", 1),
-        intra=cal.link("intra") if case.get("devices", 1) > 1 else None,
-        inter=cal.link("inter") if nodes > 1 else None,
-        batch_size=case["batch_size"],
-        precision=case["precision"],
-        scaling=case.get("scaling", "weak"),
+        Workload(
+            spec,
+            case["batch_size"],
+            case["precision"],
+            case.get("scaling", "weak"),
+            _size(spec, result),
+        ),
+        Placement(
+            device,
+            [device_count(case)],
+            per_node,
+            intra=cal.link("intra") if per_node > 1 else None,
+            inter=cal.link("inter") if nodes > 1 else None,
+        ),
+        Measured(noise=cal.noise or NO_NOISE, overhead=overhead, **compute),
         bucket_mb=case.get("bucket_mb") or 25.0,
-        size=_size(spec, result),
         grad_compression=case.get("grad_compression") or "none",
-        noise=cal.noise or NO_NOISE,
-        overhead=overhead,
-        **compute,
     )["rows"][0]
 
 

@@ -53,12 +53,10 @@ with B the batch per rank (``trainperf.predict.memory.block_counts`` splits the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any
 
-from trainperf.case.precision import PRECISIONS
 from trainperf.models.attention import AttentionPlan
 from trainperf.models.blocks import CHECKPOINTING, NoBlocks
 from trainperf.models.custom import CustomModelError
@@ -76,16 +74,23 @@ from trainperf.predict.memory import (
 )
 from trainperf.predict.model import (
     FORWARD_SHARE,
+    NOTHING_MEASURED,
     Compute,
+    Measured,
+    Placement,
     PredictError,
-    check_placement,
+    Workload,
+    baseline_inputs,
     compute_rate,
-    device_batches,
     finite_prediction,
+    layout,
     link_costs,
+    placement_inputs,
+    prepare,
+    scaled_rows,
+    uplink_input,
 )
 from trainperf.predict.roofline import OpProfile, zoo_step_profile
-from trainperf.predict.terms import NO_NOISE, NO_OVERHEAD, Overhead, StepNoise
 
 REDUCE_BYTES = {"fp32": 4, "bf16": 2}
 SEARCH_BOUND = 4096  # devices: the smallest-count search stops here
@@ -214,48 +219,31 @@ def _recompute_s(compute: Compute, batch: int, checkpointing: str) -> float:
 
 
 def predict_fsdp(
-    spec: ModelSpec,
-    device: Any,
-    devices: Sequence[int],
-    per_node: int,
-    intra: Any | None,
-    inter: Any | None,
-    batch_size: int,
-    precision: str,
-    scaling: str = "weak",
-    single_device_throughput: float | None = None,
-    achieved_fraction: float | None = None,
-    size: int | None = None,
+    workload: Workload,
+    placement: Placement,
+    measured: Measured = NOTHING_MEASURED,
     sharding: Sharding = Sharding(),
-    noise: StepNoise = NO_NOISE,
-    overhead: Overhead = NO_OVERHEAD,
-    pcie_uplink: tuple[Any, int] | None = None,
 ) -> dict[str, Any]:
-    """One row per device count of the model ``spec`` trained with FSDP (module doc); the
-    arguments as ``trainperf.predict.model.predict``'s. Returns ``{"rows", "assumptions",
-    "inputs"}``;
-    raises ``PredictError``."""
-    if precision not in PRECISIONS:
-        raise PredictError(f"unknown precision '{precision}': allowed {', '.join(PRECISIONS)}")
+    """One row per device count of ``workload`` trained with FSDP on ``placement`` (module
+    doc), with what was ``measured``, as ``trainperf.predict.model.predict``. Returns
+    ``{"rows", "assumptions", "inputs"}``; raises ``PredictError``."""
+    prepared = prepare(workload, placement)
+    spec, precision, device = workload.spec, workload.precision, placement.device
     p_bytes, r_bytes = sharding.param_bytes(precision), sharding.reduce_bytes(precision)
-    counts_asked = sorted(set(devices))
-    check_placement(counts_asked, per_node, intra, inter)
-    batches = device_batches(batch_size, counts_asked, scaling)
-    gpu = getattr(device, "kind", "gpu") != "cpu"
-    plan = attention_plan(gpu, precision, getattr(device, "capability", None))
-    counts = _counts(spec, size, plan)
-    priced = gpu and single_device_throughput is None
-    profile = fused_attention_profile(spec, counts.size, plan) if priced else None
+    counts = _counts(spec, workload.size, prepared.plan)
+    priced = prepared.gpu and measured.single_device_throughput is None
+    profile = fused_attention_profile(spec, counts.size, prepared.plan) if priced else None
     compute = compute_rate(
         spec,
         device,
         precision,
-        single_device_throughput,
-        achieved_fraction,
+        measured.single_device_throughput,
+        measured.achieved_fraction,
         counts.size,
         profile=profile,
     )
-    links, uplink = link_costs(intra, inter, per_node, pcie_uplink)
+    per_node = placement.per_node
+    links, uplink = link_costs(placement.intra, placement.inter, per_node, placement.pcie_uplink)
     peak = device.peak_flops(precision) if hasattr(device, "peak_flops") else None
     tokens = spec.tokens_per_sample(counts.size)
     share = counts.block_flops_share
@@ -283,8 +271,8 @@ def predict_fsdp(
         synced, comm = fsdp_step(parts)
         compute_s = parts.compute_s
         synced = max(synced, compute_s)  # equal without communication, but for rounding
-        straggler = noise.straggler_s(count, compute_s)
-        sync_overhead = overhead.seconds(count)
+        straggler = measured.noise.straggler_s(count, compute_s)
+        sync_overhead = measured.overhead.seconds(count)
         step = synced + straggler + sync_overhead
         samples_per_s = device_batch * count / step
         memory = sharded_memory(
@@ -299,11 +287,7 @@ def predict_fsdp(
             reshard_after_forward=sharding.reshard_after_forward,
         )
         traffic = traffic_bytes(counts, p_bytes, r_bytes, sharding.reshard_after_forward)
-        return {
-            "devices": count,
-            "nodes": 1 if count <= per_node else count // per_node,
-            "device_batch": device_batch,
-            "global_batch": device_batch * count,
+        return layout(count, per_node, device_batch) | {
             "compute_s": compute_s,
             "recompute_s": recompute,
             "comm_s": comm,
@@ -324,31 +308,13 @@ def predict_fsdp(
             "algorithm": gather(1.0, count, per_node, links["intra"], links["inter"])[1],
         }
 
-    baseline = row(1, batch_size)
-    rows = []
-    for count in counts_asked:
-        r = baseline if count == 1 else row(count, batches[count])
-        rows.append(r | {"efficiency": r["samples_per_s"] / (count * baseline["samples_per_s"])})
+    baseline, rows = scaled_rows(prepared, workload.batch_size, row)
     prediction = {
         "rows": rows,
-        "assumptions": _assumptions(compute, counts, sharding, precision, noise, overhead),
-        "inputs": {
-            "model": spec.name,
-            "size": counts.size,
-            "device": getattr(device, "id", None),
-            "precision": precision,
-            "scaling": scaling,
-            "batch_size": batch_size,
-            "per_node": per_node,
-            "intra": getattr(intra, "id", None),
-            "inter": getattr(inter, "id", None),
-            "parallel": "fsdp",
-            **asdict(sharding),
-            "pcie_uplink": (
-                None
-                if pcie_uplink is None
-                else {"link": getattr(pcie_uplink[0], "id", None), "gpus": pcie_uplink[1]}
-            ),
+        "assumptions": _assumptions(compute, counts, sharding, precision, measured),
+        "inputs": placement_inputs(workload, placement, counts.size)
+        | {"parallel": "fsdp", **asdict(sharding), "pcie_uplink": uplink_input(placement)}
+        | {
             "params": counts.params,
             "trainable_params": counts.trainable_params,
             "blocks": counts.blocks,
@@ -358,24 +324,16 @@ def predict_fsdp(
             "reduce_bytes": r_bytes,
             "tokens_per_sample": tokens,
             "model_flops_per_sample": 3 * counts.forward_flops,
-            "compute_s_per_sample": compute.seconds(batch_size) / batch_size,
-            "memory_bound_share": compute.memory_bound_share(batch_size),
-            "baseline": {
-                k: baseline[k] for k in ("device_batch", "samples_per_s", "step_s", "fits")
-            },
-        },
+        }
+        | baseline_inputs(compute, workload.batch_size, baseline),
     }
     return finite_prediction(prediction)
 
 
 def _assumptions(
-    compute: Compute,
-    counts: BlockCounts,
-    sharding: Sharding,
-    precision: str,
-    noise: StepNoise,
-    overhead: Overhead,
+    compute: Compute, counts: BlockCounts, sharding: Sharding, precision: str, measured: Measured
 ) -> list[str]:
+    noise, overhead = measured.noise, measured.overhead
     p, r = sharding.param_bytes(precision), sharding.reduce_bytes(precision)
     recompute = {
         "none": "no activation checkpointing",

@@ -50,6 +50,7 @@ from trainperf.core.limits import (
     THROUGHPUT_MIN,
     first_bad_number,
 )
+from trainperf.models.attention import AttentionPlan
 from trainperf.models.custom import CustomModelError
 from trainperf.models.spec import ModelSpec, SizeError
 from trainperf.predict.comm import LinkCost, bucket_sizes, data_parallel_allreduce_s
@@ -77,6 +78,129 @@ FORWARD_SHARE = 1 / 3  # forward : backward = 1 : 2
 
 class PredictError(ValueError):
     """Inputs the model cannot use; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What is trained: the model ``spec`` (resolved once by the caller) at ``size`` (its
+    default when None), in ``precision``, ``batch_size`` per device (weak scaling) or in
+    all, split over the devices (strong)."""
+
+    spec: ModelSpec
+    batch_size: int
+    precision: str
+    scaling: str = "weak"
+    size: int | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the data-parallel ranks run: on ``device`` (a catalog ``Device`` or alike), at
+    each of the device counts ``devices``, ``per_node`` to a node, joined by ``intra``
+    within a node and ``inter`` between nodes (catalog ``Link``s or alike).
+    ``pcie_uplink`` = (link, K): the K GPUs behind one PCIe switch reach the NIC through
+    that one link (``comm.hierarchical_allreduce_s``)."""
+
+    device: Any
+    devices: Sequence[int]
+    per_node: int
+    intra: Any | None = None
+    inter: Any | None = None
+    pcie_uplink: tuple[Any, int] | None = None
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What measurements put in place of the model's own figures, each optional:
+    ``single_device_throughput`` (samples/s of one device at the batch per device: replaces
+    FLOPs over peak), ``achieved_fraction`` (of peak FLOP/s: replaces the catalog's),
+    the step-time ``noise`` and the per-step ``overhead`` (``trainperf.predict.terms``)."""
+
+    single_device_throughput: float | None = None
+    achieved_fraction: float | None = None
+    noise: StepNoise = NO_NOISE
+    overhead: Overhead = NO_OVERHEAD
+
+
+NOTHING_MEASURED = Measured()
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A prediction's checked inputs: the device counts in order, the batch per device of
+    each, and how attention runs on the device."""
+
+    counts: list[int]
+    batches: dict[int, int]
+    gpu: bool
+    plan: AttentionPlan
+
+
+def prepare(workload: Workload, placement: Placement) -> Prepared:
+    """Check what ``predict`` and ``predict_fsdp`` both take (PredictError names the first
+    problem) and derive what both use."""
+    if workload.precision not in PRECISIONS:
+        allowed = ", ".join(PRECISIONS)
+        raise PredictError(f"unknown precision '{workload.precision}': allowed {allowed}")
+    counts = sorted(set(placement.devices))
+    check_placement(counts, placement.per_node, placement.intra, placement.inter)
+    batches = device_batches(workload.batch_size, counts, workload.scaling)
+    device = placement.device
+    gpu = getattr(device, "kind", "gpu") != "cpu"
+    plan = attention_plan(gpu, workload.precision, getattr(device, "capability", None))
+    return Prepared(counts, batches, gpu, plan)
+
+
+def layout(count: int, per_node: int, device_batch: int) -> dict[str, int]:
+    """The first fields of a prediction's row: where its devices are and their batches."""
+    return {
+        "devices": count,
+        "nodes": 1 if count <= per_node else count // per_node,
+        "device_batch": device_batch,
+        "global_batch": device_batch * count,
+    }
+
+
+def scaled_rows(
+    prepared: Prepared, batch_size: int, row: Callable[[int, int], dict[str, Any]]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The one-device baseline (at the whole ``batch_size``) and a row per device count,
+    each with its efficiency against that baseline (module doc, 4)."""
+    baseline = row(1, batch_size)
+    rows = []
+    for count in prepared.counts:
+        r = baseline if count == 1 else row(count, prepared.batches[count])
+        rows.append(r | {"efficiency": r["samples_per_s"] / (count * baseline["samples_per_s"])})
+    return baseline, rows
+
+
+def placement_inputs(workload: Workload, placement: Placement, size: int) -> dict[str, Any]:
+    """The inputs a prediction echoes first: the model, device, batch and links."""
+    return {
+        "model": workload.spec.name,
+        "size": size,
+        "device": getattr(placement.device, "id", None),
+        "precision": workload.precision,
+        "scaling": workload.scaling,
+        "batch_size": workload.batch_size,
+        "per_node": placement.per_node,
+        "intra": getattr(placement.intra, "id", None),
+        "inter": getattr(placement.inter, "id", None),
+    }
+
+
+def uplink_input(placement: Placement) -> dict[str, Any] | None:
+    uplink = placement.pcie_uplink
+    return None if uplink is None else {"link": getattr(uplink[0], "id", None), "gpus": uplink[1]}
+
+
+def baseline_inputs(compute: Compute, batch_size: int, baseline: dict) -> dict[str, Any]:
+    """The inputs a prediction echoes last: compute per sample and the one-device row."""
+    return {
+        "compute_s_per_sample": compute.seconds(batch_size) / batch_size,
+        "memory_bound_share": compute.memory_bound_share(batch_size),
+        "baseline": {k: baseline[k] for k in ("device_batch", "samples_per_s", "step_s", "fits")},
+    }
 
 
 def available_precisions(device: Any) -> list[str]:
@@ -262,35 +386,18 @@ def device_batches(batch_size: int, counts: Sequence[int], scaling: str) -> dict
 
 
 def predict(
-    spec: ModelSpec,
-    device: Any,
-    devices: Sequence[int],
-    per_node: int,
-    intra: Any | None,
-    inter: Any | None,
-    batch_size: int,
-    precision: str,
-    scaling: str = "weak",
-    single_device_throughput: float | None = None,
-    achieved_fraction: float | None = None,
+    workload: Workload,
+    placement: Placement,
+    measured: Measured = NOTHING_MEASURED,
+    *,
     bucket_mb: float = 25.0,
-    size: int | None = None,
     winograd: bool | None = None,
     grad_compression: str = "none",
-    noise: StepNoise = NO_NOISE,
-    overhead: Overhead = NO_OVERHEAD,
-    pcie_uplink: tuple[Any, int] | None = None,
 ) -> dict[str, Any]:
-    """One row per device count of the model ``spec`` (resolved by the caller, e.g.
-    ``trainperf.models.get`` once); see the module docstring for every formula.
-
-    ``device`` is a catalog ``Device`` (or alike), ``intra``/``inter`` catalog ``Link``s
-    (or alike). ``pcie_uplink`` = (link, K): the K GPUs behind one PCIe switch reach the
-    NIC through that one link (``comm.hierarchical_allreduce_s``). Returns ``{"rows",
+    """One row per device count of ``workload`` trained with DDP on ``placement``, with
+    what was ``measured``; see the module docstring for every formula. Returns ``{"rows",
     "assumptions", "inputs"}``; raises ``PredictError``.
     """
-    if precision not in PRECISIONS:
-        raise PredictError(f"unknown precision '{precision}': allowed {', '.join(PRECISIONS)}")
     if not BUCKET_MB_MIN <= bucket_mb <= BUCKET_MB_MAX:
         raise PredictError(
             f"bucket size must be from {BUCKET_MB_MIN:g} to {BUCKET_MB_MAX:.0f} MiB, "
@@ -301,19 +408,23 @@ def predict(
             f"unknown gradient compression '{grad_compression}': "
             f"allowed {', '.join(COMPRESSION_BYTES)}"
         )
-    counts = sorted(set(devices))
-    gpu = getattr(device, "kind", "gpu") != "cpu"
-    check_placement(counts, per_node, intra, inter)
-    batches = device_batches(batch_size, counts, scaling)
+    prepared = prepare(workload, placement)
+    spec, precision, device = workload.spec, workload.precision, placement.device
     try:
-        plan = attention_plan(gpu, precision, getattr(device, "capability", None))
-        shapes = shape_counts(spec, size, plan)
+        shapes = shape_counts(spec, workload.size, prepared.plan)
     except (SizeError, CustomModelError) as exc:
         raise PredictError(str(exc)) from None
     compute = compute_rate(
-        spec, device, precision, single_device_throughput, achieved_fraction, shapes.size, winograd
+        spec,
+        device,
+        precision,
+        measured.single_device_throughput,
+        measured.achieved_fraction,
+        shapes.size,
+        winograd,
     )
-    links, uplink = link_costs(intra, inter, per_node, pcie_uplink)
+    per_node = placement.per_node
+    links, uplink = link_costs(placement.intra, placement.inter, per_node, placement.pcie_uplink)
     grad_bytes = shapes.trainable_params * COMPRESSION_BYTES[grad_compression]
     buckets = bucket_sizes(grad_bytes, bucket_mb * MIB)
 
@@ -327,8 +438,8 @@ def predict(
             )[0]
 
         synced, comm = ddp_step(t_fwd, t_compute - t_fwd, buckets, allreduce)
-        straggler = noise.straggler_s(count, t_compute)
-        sync_overhead = overhead.seconds(count)
+        straggler = measured.noise.straggler_s(count, t_compute)
+        sync_overhead = measured.overhead.seconds(count)
         step = synced + straggler + sync_overhead
         algorithm = data_parallel_allreduce_s(
             max(buckets, default=0.0), count, per_node, links["intra"], links["inter"]
@@ -336,11 +447,7 @@ def predict(
         memory = memory_breakdown(
             shapes, device_batch, precision, device.memory_bytes, devices=count
         )
-        return {
-            "devices": count,
-            "nodes": 1 if count <= per_node else count // per_node,
-            "device_batch": device_batch,
-            "global_batch": device_batch * count,
+        return layout(count, per_node, device_batch) | {
             "compute_s": t_compute,
             "comm_s": comm,
             "comm_exposed_s": synced - t_compute,
@@ -354,44 +461,21 @@ def predict(
             "algorithm": algorithm,
         }
 
-    baseline = row(1, batch_size)
-    rows = []
-    for count in counts:
-        r = baseline if count == 1 else row(count, batches[count])
-        r = r | {"efficiency": r["samples_per_s"] / (count * baseline["samples_per_s"])}
-        rows.append(r)
+    baseline, rows = scaled_rows(prepared, workload.batch_size, row)
     prediction = {
         "rows": rows,
-        "assumptions": _assumptions(
-            compute, grad_compression, bucket_mb, scaling, batch_size, noise, overhead
-        ),
-        "inputs": {
-            "model": spec.name,
-            "size": shapes.size,
-            "device": getattr(device, "id", None),
-            "precision": precision,
-            "scaling": scaling,
-            "batch_size": batch_size,
-            "per_node": per_node,
-            "intra": getattr(intra, "id", None),
-            "inter": getattr(inter, "id", None),
+        "assumptions": _assumptions(compute, grad_compression, bucket_mb, workload, measured),
+        "inputs": placement_inputs(workload, placement, shapes.size)
+        | {
             "bucket_mb": bucket_mb,
             "grad_compression": grad_compression,
-            "pcie_uplink": (
-                None
-                if pcie_uplink is None
-                else {"link": getattr(pcie_uplink[0], "id", None), "gpus": pcie_uplink[1]}
-            ),
+            "pcie_uplink": uplink_input(placement),
             "params": shapes.params,
             "trainable_params": shapes.trainable_params,
             "grad_bytes": grad_bytes,
             "buckets": len(buckets),
-            "compute_s_per_sample": compute.seconds(batch_size) / batch_size,
-            "memory_bound_share": compute.memory_bound_share(batch_size),
-            "baseline": {
-                k: baseline[k] for k in ("device_batch", "samples_per_s", "step_s", "fits")
-            },
-        },
+        }
+        | baseline_inputs(compute, workload.batch_size, baseline),
     }
     return finite_prediction(prediction)
 
@@ -412,12 +496,12 @@ def _assumptions(
     compute: Compute,
     grad_compression: str,
     bucket_mb: float,
-    scaling: str,
-    batch_size: int,
-    noise: StepNoise,
-    overhead: Overhead,
+    workload: Workload,
+    measured: Measured,
 ) -> list[str]:
     size = COMPRESSION_BYTES[grad_compression]
+    noise, overhead = measured.noise, measured.overhead
+    scaling, batch_size = workload.scaling, workload.batch_size
     return [
         f"compute: {compute.source}; "
         + (
