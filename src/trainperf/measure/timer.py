@@ -34,25 +34,18 @@ class StepTimer(Protocol):
 
 
 class HostTimer:
-    """Wall-clock windows from ``time.perf_counter`` (CPU execution is synchronous).
-
-    Nothing but the clock read is inside a window's edges: ``start`` has its list's append
-    bound beforehand (after the read only that C call runs), and ``stop`` reads the clock
-    before it looks anything up (benchmarks/harness_overhead.py --ablate)."""
+    """Wall-clock windows from ``time.perf_counter`` (CPU execution is synchronous)."""
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
         self._clock = clock
         self._starts: list[float] = []
         self._stops: list[float] = []
-        self._keep_start = self._starts.append
-        self._keep_stop = self._stops.append
 
     def start(self) -> None:
-        self._keep_start(self._clock())
+        self._starts.append(self._clock())
 
     def stop(self) -> None:
-        now = self._clock()
-        self._keep_stop(now)
+        self._stops.append(self._clock())
 
     def durations(self) -> list[float]:
         return [b - a for a, b in zip(self._starts, self._stops, strict=False)]
