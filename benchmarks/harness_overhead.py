@@ -20,7 +20,9 @@ windows). The reported ratio must be >= 0.99; exit code 1 if its median is below
 ``--ablate`` says which part costs what: every round runs the bare loop plus one harness
 part at a time (``PARTS``), and the whole harness, each between two bare blocks, in one
 order and then the reverse, and prints each one's wall-clock ratio to the mean of the two
-bare blocks around it: median, range, and a 95% interval of the median.
+bare blocks around it: median, range, and a 95% interval of the median. It then prints
+what each part adds per step to a step that does nothing (``null_step_costs``: microseconds,
+and their share of the model's step), which a loaded machine's noise cannot hide.
 
     python benchmarks/harness_overhead.py [--model cifarnet --batch-size 32 --size 32]
     python benchmarks/harness_overhead.py --ablate --pairs 20
