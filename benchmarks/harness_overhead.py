@@ -20,7 +20,9 @@ windows). The reported ratio must be >= 0.99; exit code 1 if its median is below
 ``--ablate`` says which part costs what: every round runs the bare loop plus one harness
 part at a time (``PARTS``), and the whole harness, each between two bare blocks, in one
 order and then the reverse, and prints each one's wall-clock ratio to the mean of the two
-bare blocks around it: median, range, and a 95% interval of the median.
+bare blocks around it: median, range, and a 95% interval of the median. It then prints
+what each part adds per step to a step that does nothing (``null_step_costs``: microseconds,
+and their share of the model's step), which a loaded machine's noise cannot hide.
 
     python benchmarks/harness_overhead.py [--model cifarnet --batch-size 32 --size 32]
     python benchmarks/harness_overhead.py --ablate --pairs 20
@@ -45,7 +47,7 @@ from trainperf.measure.probes import CaseProbes
 from trainperf.measure.stats import summarize
 from trainperf.measure.timed_steps import measure_steps
 from trainperf.measure.timer import make_timer
-from trainperf.step.training_step import TrainingStep
+from trainperf.step.training_step import Step, StepOptions, TrainingStep
 
 THRESHOLD = 0.99
 
@@ -161,6 +163,80 @@ class NullTimer:
 # One harness part at a time, on top of the bare loop.
 PARTS = ("trainperf step", "timer", "loss watch", "loop", "probes")
 
+NULL_STEPS = 20_000  # iterations of each null-step loop
+
+
+class _Null:
+    """The optimizer, loss and model of a step that does nothing (its Python calls only)."""
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        pass
+
+    def step(self) -> None:
+        pass
+
+    def backward(self) -> None:
+        pass
+
+    def __call__(self, *args: object) -> _Null:
+        return self
+
+
+def null_step_costs(repeats: int = 7) -> dict[str, float]:
+    """Microseconds per step that each harness part adds to a step that does nothing: what
+    the part itself costs, resolvable where the ratios of whole blocks are not (a loaded
+    machine's noise is percents of a block). Each: the median of ``repeats`` loops of
+    ``NULL_STEPS`` iterations, less the bare loop's. "timer" and "trainperf step" are
+    inside the timed windows (they count in the reported throughput); "loss watch" (the
+    loss's ``detach`` between windows), "loss check" (after the window) and "loop" (all of
+    measure_steps with its timer and loss watch) count in the wall clock only."""
+    null = _Null()
+    plain = Step(None, null, null, null, null, torch.device("cpu"), StepOptions(), None)
+    batch = (torch.zeros(()), torch.zeros(()))
+    trainperf_step = lambda: plain(lambda: batch)  # noqa: E731 (as build_training_step)
+    loss = torch.zeros((), requires_grad=True) * 1.0
+
+    def hand() -> torch.Tensor:  # the same calls, written in the loop, and a real 0-d loss
+        null.zero_grad(set_to_none=True)
+        out = null(null(batch[0]), batch[1])
+        out.backward()
+        null.step()
+        return loss
+
+    def loop(part: str) -> float:
+        clock, n = time.perf_counter, NULL_STEPS
+        start = clock()
+        if part == "bare":
+            for _ in range(n):
+                hand()
+        elif part == "trainperf step":
+            for _ in range(n):
+                trainperf_step()
+        elif part == "timer":
+            timer = make_timer("cpu")
+            for _ in range(n):
+                timer.start()
+                hand()
+                timer.stop()
+            timer.durations()
+        elif part in ("loss watch", "loss check"):
+            losses = LossWatch()
+            for _ in range(n):
+                losses.add(hand())
+            if part == "loss check":
+                start = clock()
+                losses.check()
+        else:  # "loop": measure_steps, its timer and loss watch, as a case runs them
+            measure_steps(hand, FixedPolicy(0, n), make_timer("cpu"), losses=LossWatch())
+        return (clock() - start) / n * 1e6
+
+    parts = ("bare", "trainperf step", "timer", "loss watch", "loop")
+    times = {part: statistics.median(loop(part) for _ in range(repeats)) for part in parts}
+    bare = times.pop("bare")
+    costs = {part: t - bare for part, t in times.items()}
+    costs["loss check"] = statistics.median(loop("loss check") for _ in range(repeats))
+    return costs
+
 
 def round_order(names: Sequence[str], index: int) -> list[str]:
     """The blocks of round ``index``: ``names`` in order, then reversed (ABBA over several
@@ -195,6 +271,7 @@ def ablate(args: argparse.Namespace, spec: models.ModelSpec, device, training) -
     names = [*PARTS, "trainperf (wall)"]
     ratios: dict[str, list[float]] = {name: [] for name in names}
     reported: list[float] = []
+    bare_speeds: list[float] = []
     for index in range(args.pairs):
         order, speeds = round_order(names, index), []
         harness = 0.0
@@ -211,6 +288,7 @@ def ablate(args: argparse.Namespace, spec: models.ModelSpec, device, training) -
             ratios[order[i]].append(speeds[i] / bare)
             if order[i] == "trainperf (wall)":
                 reported.append(harness / bare)
+        bare_speeds += speeds[::2]
         print(
             f"round {index + 1:2d}: bare {statistics.median(speeds[::2]):8.1f} samples/s  "
             + "  ".join(f"{name} {ratios[name][-1]:.3f}" for name in ratios),
@@ -223,6 +301,13 @@ def ablate(args: argparse.Namespace, spec: models.ModelSpec, device, training) -
     for name, values in ratios.items():
         print(describe(name, values))
     print(describe("trainperf (reported)", reported))
+    step_us = training.samples_per_step / statistics.median(bare_speeds) * 1e6
+    print(
+        f"what each part adds per step to a step that does nothing (the model's: {step_us:.0f} us):"
+    )
+    for name, cost in null_step_costs().items():
+        where = "per loss, after the window" if name == "loss check" else "per step"
+        print(f"  {name:<24s} {cost:7.3f} us {where}  ({cost / step_us:.4%} of the model's step)")
     return 0
 
 

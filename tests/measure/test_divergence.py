@@ -60,3 +60,15 @@ def test_the_earliest_rank_wins_and_a_tie_goes_to_the_lowest_rank():
     assert earliest([None, late, early, early]) == early | {"rank": 2}
     assert earliest([None, {"phase": "warm-up", "step": 9, "loss": "nan"}, early])["rank"] == 1
     assert earliest([None, None]) is None
+
+
+def test_losses_of_any_shape_and_dtype_are_checked_alike():
+    # 0-d losses of mixed dtypes are stacked as they are; one of shape (1,) takes the
+    # per-loss path: the same answer either way.
+    zero_d = [torch.tensor(1.0), torch.tensor(2.0, dtype=torch.bfloat16), torch.tensor(math.inf)]
+    shaped = [torch.tensor([1.0]), *zero_d[1:]]
+    for losses in (zero_d, shaped):
+        watch = LossWatch()
+        for loss in losses:
+            watch.add(loss)
+        assert watch.first_non_finite() == {"loss": "inf", "phase": "measured", "step": 3}

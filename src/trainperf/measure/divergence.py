@@ -95,7 +95,10 @@ def _first_bad_index(losses: list[Any]) -> int | None:
     if all(hasattr(v, "dim") for v in losses):  # torch tensors: one transfer for all
         import torch
 
-        values = torch.stack([v.reshape(()).float() for v in losses]).cpu()
+        if all(v.dim() == 0 for v in losses):  # the usual: 0-d losses, stacked as they are
+            values = torch.stack(losses).float().cpu()
+        else:
+            values = torch.stack([v.reshape(()).float() for v in losses]).cpu()
         bad = (~torch.isfinite(values)).nonzero()
         return int(bad[0]) if len(bad) else None
     for index, value in enumerate(losses):
