@@ -96,8 +96,7 @@ def blocks_refusal(model_name: str) -> str | None:
 def _zoo_blocks_refusal(model_name: str) -> str | None:
     from trainperf import models
 
-    with torch.device("meta"):
-        model = models.get(model_name).build()
+    model = models.get(model_name).build_on_meta()
     try:
         blocks_of(model, model_name)
     except NoBlocks as exc:
@@ -124,8 +123,7 @@ def probe_blocks(reference: str) -> str | None:
 def _probe_main(reference: str) -> None:
     from trainperf import models
 
-    with torch.device("meta"):
-        model = models.get(reference).build()
+    model = models.get(reference).build_on_meta()
     try:
         blocks_of(model, reference)
         refusal = None

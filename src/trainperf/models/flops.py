@@ -63,9 +63,7 @@ def count_parameters(model: torch.nn.Module) -> tuple[int, int]:
 def count_flops(spec: ModelSpec, size: int | None = None) -> FlopCount:
     """Forward and training FLOPs per sample of ``spec`` at ``size`` (its natural size)."""
     size = spec.resolve_size(size)
-    with torch.device("meta"):
-        model = spec.build()
-    model.train()
+    model = spec.build_on_meta()
     inputs, targets = spec.task.example_batch(_COUNT_BATCH, size, "meta")
     with FlopCounterMode(display=False) as forward:
         model(inputs)
@@ -80,8 +78,7 @@ def count_flops(spec: ModelSpec, size: int | None = None) -> FlopCount:
 def analyse(spec: ModelSpec, size: int | None = None) -> ModelAnalytics:
     """Parameters, FLOPs and gradient bytes of ``spec`` at ``size`` (its natural size)."""
     size = spec.resolve_size(size)
-    with torch.device("meta"):
-        params, trainable = count_parameters(spec.build())
+    params, trainable = count_parameters(spec.build_on_meta())
     flops = count_flops(spec, size)
     return ModelAnalytics(
         name=spec.name,

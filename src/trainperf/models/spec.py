@@ -152,6 +152,13 @@ class ModelSpec:
         """A freshly initialised network; ``options`` go to the family's factory."""
         return self.factory(**options)
 
+    def build_on_meta(self) -> nn.Module:
+        """The network on the meta device (shapes and dtypes, no storage), in training
+        mode: what the FLOP counter and the predictor trace without allocating it."""
+        with torch.device("meta"):
+            net = self.build()
+        return net.train()
+
     def resolve_size(self, size: int | None) -> int:
         """The size to use: the natural one when None, else ``size`` if the model accepts it."""
         if size is None:

@@ -276,9 +276,7 @@ def shape_counts(
 
 @lru_cache(maxsize=64)
 def _count(spec: ModelSpec, size: int, plan: AttentionPlan) -> ShapeCounts:
-    with torch.device("meta"):
-        net = spec.build()
-    net.train()
+    net = spec.build_on_meta()
 
     def step() -> Any:
         inputs, targets = spec.task.example_batch(_COUNT_BATCH, size, "meta")
@@ -362,9 +360,7 @@ def block_counts(
 
 @lru_cache(maxsize=16)
 def _count_blocks(spec: ModelSpec, size: int, plan: AttentionPlan) -> BlockCounts:
-    with torch.device("meta"):
-        net = spec.build()
-    net.train()
+    net = spec.build_on_meta()
     blocks = blocks_of(net, spec.name)
     state = _state_storages(net)
     recorder = _BlockRecorder()
