@@ -10,7 +10,7 @@ from trainperf import models
 from trainperf.models.flops import count_flops
 from trainperf.predict.calibrate import CalibrationError, calibrate, fit_alpha_beta
 from trainperf.predict.comm import LinkCost, ring_allreduce_s
-from trainperf.predict.model import compute_rate
+from trainperf.predict.model import Measured, compute_rate
 from trainperf.store.database import Store
 
 ALPHA, BETA = 20e-6, 5e9
@@ -88,7 +88,9 @@ def synthetic_db(tmp_path_factory):
     link = MeasuredLink()
     with Store(path) as store:
         sweep_id = store.start_sweep(SYSTEM)
-        single = 32 / compute_rate(CIFARNET, Device(), "fp32", None, FRACTION, 32).seconds(32)
+        single = 32 / compute_rate(
+            CIFARNET, Device(), "fp32", Measured(achieved_fraction=FRACTION), 32
+        ).seconds(32)
         store.add_result(sweep_id, SYSTEM["fingerprint"], _result(1, 32, single, flops))
         for devices in (2, 4):
             predicted = predict_ddp(
@@ -165,7 +167,7 @@ def test_calibration_recovers_what_made_the_measurements(synthetic_db):
 def test_without_a_catalog_device_the_throughput_is_calibrated(synthetic_db):
     cal = calibrate(synthetic_db, CIFARNET)
     assert cal.achieved_fraction is None and "no catalog device" in cal.absent["achieved_fraction"]
-    rate = compute_rate(CIFARNET, Device(), "fp32", None, FRACTION, 32)
+    rate = compute_rate(CIFARNET, Device(), "fp32", Measured(achieved_fraction=FRACTION), 32)
     assert cal.single_device_throughput == pytest.approx(32 / rate.seconds(32))
     assert all(abs(r["error_pct"]) < 2 for r in cal.fit_rows)  # same batch everywhere
 

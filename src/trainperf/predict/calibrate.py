@@ -278,7 +278,7 @@ def _solve_fraction(
     measured = batch / cal.single_device_throughput
 
     def excess(fraction: float) -> float:
-        rate = compute_rate(spec, device, cal.precision, None, fraction, size)
+        rate = compute_rate(spec, device, cal.precision, Measured(achieved_fraction=fraction), size)
         return rate.seconds(batch) - measured
 
     if excess(1.0) > 0:

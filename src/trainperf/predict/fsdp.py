@@ -233,15 +233,7 @@ def predict_fsdp(
     counts = _counts(spec, workload.size, prepared.plan)
     priced = prepared.gpu and measured.single_device_throughput is None
     profile = fused_attention_profile(spec, counts.size, prepared.plan) if priced else None
-    compute = compute_rate(
-        spec,
-        device,
-        precision,
-        measured.single_device_throughput,
-        measured.achieved_fraction,
-        counts.size,
-        profile=profile,
-    )
+    compute = compute_rate(spec, device, precision, measured, counts.size, profile=profile)
     per_node = placement.per_node
     links, uplink = link_costs(placement.intra, placement.inter, per_node, placement.pcie_uplink)
     peak = device.peak_flops(precision) if hasattr(device, "peak_flops") else None

@@ -284,16 +284,19 @@ def _count(spec: ModelSpec, size: int, plan: AttentionPlan) -> ShapeCounts:
 
     with FusedAttention(plan):
         activations = saved_for_backward(net, step).per(_COUNT_BATCH)
+    return ShapeCounts(**_model_fields(spec, size, net), activations=activations, plan=plan)
+
+
+def _model_fields(spec: ModelSpec, size: int, net: nn.Module) -> dict[str, Any]:
+    """The fields ShapeCounts and BlockCounts both begin with: which model, its parameters."""
     params, trainable = count_parameters(net)
-    return ShapeCounts(
-        model=spec.name,
-        size=size,
-        params=params,
-        trainable_params=trainable,
-        optimizer=spec.optimizer,
-        activations=activations,
-        plan=plan,
-    )
+    return {
+        "model": spec.name,
+        "size": size,
+        "params": params,
+        "trainable_params": trainable,
+        "optimizer": spec.optimizer,
+    }
 
 
 @dataclass(frozen=True)
@@ -399,17 +402,13 @@ def _count_blocks(spec: ModelSpec, size: int, plan: AttentionPlan) -> BlockCount
         for index in range(len(blocks))
     ]
     block_sizes = [count_parameters(block)[0] for block in blocks]
-    params, trainable = count_parameters(net)
     total_flops = sum(recorder.flops.values())
+    fields = _model_fields(spec, size, net)
     return BlockCounts(
-        model=spec.name,
-        size=size,
-        params=params,
-        trainable_params=trainable,
-        optimizer=spec.optimizer,
+        **fields,
         blocks=len(blocks),
         block_params=max(block_sizes),
-        root_params=params - sum(block_sizes),
+        root_params=fields["params"] - sum(block_sizes),
         forward_flops=total_flops / _COUNT_BATCH,
         block_flops_share=1 - recorder.flops.get(None, 0) / total_flops if total_flops else 0.0,
         saved_outside=_tally(t for t, region in saved.values() if region is None).per(_COUNT_BATCH),

@@ -244,13 +244,12 @@ def compute_rate(
     spec: ModelSpec,
     device: Any,
     precision: str,
-    single_device_throughput: float | None = None,
-    achieved_fraction: float | None = None,
+    measured: Measured = NOTHING_MEASURED,
     size: int | None = None,
     winograd: bool | None = None,
     profile: OpProfile | None = None,
 ) -> Compute:
-    """t_compute: B/X from a measured throughput, else the per-op roofline
+    """t_compute: B/X from a measured throughput X, else the per-op roofline
 
         t = Σ_ops max(F_i / (peak · f), Q_i / (bandwidth · m))
 
@@ -263,6 +262,7 @@ def compute_rate(
     allowed = available_precisions(device)
     if allowed and precision not in allowed:
         raise PredictError(f"{name} has no {precision} peak: allowed {', '.join(allowed)}")
+    single_device_throughput = measured.single_device_throughput
     if single_device_throughput is not None:
         if not THROUGHPUT_MIN <= single_device_throughput <= THROUGHPUT_MAX:
             raise PredictError(
@@ -278,7 +278,7 @@ def compute_rate(
         raise PredictError(
             f"{name} has no {precision} peak FLOP/s: give a single-device throughput instead"
         )
-    fraction, source = achieved_fraction, ""
+    fraction, source = measured.achieved_fraction, ""
     if fraction is None:
         fraction, source = device.efficiency(precision), " (the catalog's default)"
     if fraction is None:
@@ -414,15 +414,7 @@ def predict(
         shapes = shape_counts(spec, workload.size, prepared.plan)
     except (SizeError, CustomModelError) as exc:
         raise PredictError(str(exc)) from None
-    compute = compute_rate(
-        spec,
-        device,
-        precision,
-        measured.single_device_throughput,
-        measured.achieved_fraction,
-        shapes.size,
-        winograd,
-    )
+    compute = compute_rate(spec, device, precision, measured, shapes.size, winograd)
     per_node = placement.per_node
     links, uplink = link_costs(placement.intra, placement.inter, per_node, placement.pcie_uplink)
     grad_bytes = shapes.trainable_params * COMPRESSION_BYTES[grad_compression]
