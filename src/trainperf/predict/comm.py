@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from trainperf.predict.terms import BusBandwidthCurve
@@ -152,7 +153,8 @@ def _nic_share(inter: LinkCost, per_node: int, uplink: tuple[LinkCost, int] | No
     return nic
 
 
-def data_parallel_allreduce_s(
+def data_parallel_s(
+    collective: str,
     n_bytes: float,
     devices: int,
     per_node: int,
@@ -160,42 +162,25 @@ def data_parallel_allreduce_s(
     inter: LinkCost | None,
     uplink: tuple[LinkCost, int] | None = None,
 ) -> tuple[float, str]:
-    """All-reduce of ``n_bytes`` over ``devices`` placed ``per_node`` to a node.
-
-    One node: the intra link, flat. One device per node: the inter link, flat. Otherwise
-    hierarchical. Returns (time, algorithm); one device costs (0, "none").
-    """
+    """``collective`` ("all_reduce", or "all_gather" of a tensor sharded over the ranks) of
+    ``n_bytes`` over ``devices`` placed ``per_node`` to a node. One node: the intra link,
+    flat. One device per node: the inter link, flat. Otherwise hierarchical (module doc).
+    Returns (time, algorithm); one device costs (0, "none"). A reduce-scatter of
+    ``n_bytes`` costs what its all-gather does."""
     if devices <= 1:
         return 0.0, "none"
-    if devices <= per_node:
-        return allreduce_s(n_bytes, devices, _needed(intra, "intra"))
     nodes = devices // per_node
-    if per_node == 1:
-        return allreduce_s(n_bytes, nodes, _needed(inter, "inter"))
-    t, algorithm = hierarchical_allreduce_s(
-        n_bytes, per_node, nodes, _needed(intra, "intra"), _needed(inter, "inter"), uplink
-    )
-    return t, f"hierarchical/{algorithm}"
-
-
-def data_parallel_all_gather_s(
-    n_bytes: float,
-    devices: int,
-    per_node: int,
-    intra: LinkCost | None,
-    inter: LinkCost | None,
-    uplink: tuple[LinkCost, int] | None = None,
-) -> tuple[float, str]:
-    """All-gather of an ``n_bytes`` tensor sharded over ``devices`` placed ``per_node`` to
-    a node (module doc): a ring on the one link when the ranks share a node or have one node
-    each, else hierarchical. Returns (time, "ring" or "hierarchical/ring"); one device
-    costs (0, "none"). A reduce-scatter of ``n_bytes`` costs the same
-    (``data_parallel_reduce_scatter_s``)."""
-    if devices <= 1:
-        return 0.0, "none"
+    if collective == "all_reduce":
+        if devices <= per_node:
+            return allreduce_s(n_bytes, devices, _needed(intra, "intra"))
+        if per_node == 1:
+            return allreduce_s(n_bytes, nodes, _needed(inter, "inter"))
+        t, algorithm = hierarchical_allreduce_s(
+            n_bytes, per_node, nodes, _needed(intra, "intra"), _needed(inter, "inter"), uplink
+        )
+        return t, f"hierarchical/{algorithm}"
     if devices <= per_node:
         return ring_all_gather_s(n_bytes, devices, _needed(intra, "intra")), RING
-    nodes = devices // per_node
     if per_node == 1:
         return ring_all_gather_s(n_bytes, nodes, _needed(inter, "inter")), RING
     nic = _nic_share(_needed(inter, "inter"), per_node, uplink)
@@ -204,6 +189,8 @@ def data_parallel_all_gather_s(
     return across + inside, f"hierarchical/{RING}"
 
 
+data_parallel_allreduce_s = partial(data_parallel_s, "all_reduce")
+data_parallel_all_gather_s = partial(data_parallel_s, "all_gather")
 data_parallel_reduce_scatter_s = data_parallel_all_gather_s
 
 
