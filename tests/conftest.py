@@ -5,6 +5,7 @@ import textwrap
 
 import pytest
 
+import report_fixture
 from flaky_nets import FLAKY_NETS
 
 # A NaN or infinity about to be written fails loudly in tests (trainperf.core.strict_json),
@@ -39,3 +40,22 @@ def run_cli(capsys):
         return info.value.code, out, err
 
     return run
+
+
+def _report_db(tmp_path_factory, hostile_model):
+    path = tmp_path_factory.mktemp("report") / "r.db"
+    report_fixture.build(path, hostile_model=hostile_model)
+    return path
+
+
+@pytest.fixture(scope="module")
+def report_db(tmp_path_factory):
+    """report_fixture's two-system database, built once per test module that reads it."""
+    return _report_db(tmp_path_factory, hostile_model=True)
+
+
+@pytest.fixture(scope="module")
+def report_db_zoo(tmp_path_factory):
+    """The same database without the ``HOSTILE_MODEL`` result: zoo models only."""
+    return _report_db(tmp_path_factory, hostile_model=False)
+
