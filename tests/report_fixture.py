@@ -38,6 +38,22 @@ def _system_b(system_a: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+def worker_ok_run(case: Any, samples_per_s: float, steps: int = 5) -> dict[str, Any]:
+    """The ok run document a fake ``run_in_child`` returns in the sweep tests (one shape,
+    so that every fake worker writes what a real one would): ``steps`` equal step times."""
+    step_s = [case.batch_size / samples_per_s] * steps
+    metrics = {
+        "samples_per_s_median": samples_per_s,
+        "step_s": step_s,
+        "global_batch": case.batch_size,
+        "measure_elapsed_s": sum(step_s),
+        "steps_warmup": 1,
+        "cv": 0.0,
+    }
+    run = {"status": "ok", "case": case.model_dump(), "device": {"type": "cpu"}}
+    return run | {"metrics": metrics, "error": None, "result_schema": 1}
+
+
 def recombined(result: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
     """``result`` computed again from (changed) ``runs``, as a sweep computes it."""
     policy = parse_runs(result["case"].get("runs", 1))
