@@ -54,6 +54,27 @@ def worker_ok_run(case: Any, samples_per_s: float, steps: int = 5) -> dict[str, 
     return run | {"metrics": metrics, "error": None, "result_schema": 1}
 
 
+def hand_result(
+    case: dict[str, Any], metrics: dict[str, Any], status: str, message: str, host: str
+) -> dict[str, Any]:
+    """A result as the figure tests write it by hand, without runs: ``metrics`` when
+    ``status`` is ok, else an error of type ``status`` saying ``message``; from ``host``."""
+    return {
+        "status": status,
+        "result_schema": RESULT_SCHEMA,
+        "case": case,
+        "metrics": metrics if status == "ok" else {},
+        "error": None if status == "ok" else {"type": status, "message": message},
+        "system": {"fingerprint": "fp-" + host, "hostname": host},
+        "runs": [],
+    }
+
+
+def numbered(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``results`` with the ids a store gives them, from 1."""
+    return [r | {"id": i} for i, r in enumerate(results, start=1)]
+
+
 def recombined(result: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
     """``result`` computed again from (changed) ``runs``, as a sweep computes it."""
     policy = parse_runs(result["case"].get("runs", 1))

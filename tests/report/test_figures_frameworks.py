@@ -8,7 +8,7 @@ from statistics import mean
 
 import pytest
 
-from trainperf.case.result import RESULT_SCHEMA
+from report_fixture import hand_result, numbered
 from trainperf.report.figures_frameworks import comparisons, framework_figures
 from trainperf.report.html import render
 from trainperf.store.database import Store
@@ -41,19 +41,7 @@ def result(engine, devices, host="gpu-a", status="ok", model="resnet18", factor=
         "samples_per_s_ci95": [min(runs), max(runs)],
         "run_samples_per_s": runs,
     }
-    return {
-        "status": status,
-        "result_schema": RESULT_SCHEMA,
-        "case": case | ENGINE_CASE[engine],
-        "metrics": metrics if status == "ok" else {},
-        "error": None if status == "ok" else {"type": status, "message": "rank 0 died"},
-        "system": {"fingerprint": "fp-" + host, "hostname": host},
-        "runs": [],
-    }
-
-
-def numbered(results):
-    return [r | {"id": i} for i, r in enumerate(results, start=1)]
+    return hand_result(case | ENGINE_CASE[engine], metrics, status, "rank 0 died", host)
 
 
 def study(**kwargs):

@@ -11,7 +11,7 @@ import pytest
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.patches import Rectangle
 
-from trainperf.case.result import RESULT_SCHEMA
+from report_fixture import hand_result, numbered
 from trainperf.report.figures import STYLE
 from trainperf.report.figures_llm import (
     comm_parts,
@@ -74,19 +74,7 @@ def result(method, status="ok", model="llama3.2-1b", device="cuda", devices=DEVI
     else:
         metrics |= {"mfu": None, "mfu_absent_reason": "no data-sheet peak for this CPU"}
         metrics["mem_activations_absent"] = "the CPU allocator keeps no count of live bytes"
-    return {
-        "status": status,
-        "result_schema": RESULT_SCHEMA,
-        "case": case,
-        "metrics": metrics if status == "ok" else {},
-        "error": None if status == "ok" else {"type": status, "message": "CUDA out of memory"},
-        "system": {"fingerprint": "fp-" + host, "hostname": host},
-        "runs": [],
-    }
-
-
-def numbered(results):
-    return [r | {"id": i} for i, r in enumerate(results, start=1)]
+    return hand_result(case, metrics, status, "CUDA out of memory", host)
 
 
 def study(**kwargs):
