@@ -2,8 +2,8 @@
 
 import pytest
 import torch
-
 from test_system import FakeNvml
+
 from trainperf.case.spec import DeviceKind, HardwareAbsent, check_case, make_case
 from trainperf.measure import energy_nvml
 from trainperf.system import gpu as system_gpu
