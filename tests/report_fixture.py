@@ -75,6 +75,20 @@ def numbered(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r | {"id": i} for i, r in enumerate(results, start=1)]
 
 
+def stored_and_rendered(db: Path, results: list[dict[str, Any]], section: str) -> tuple[Any, str]:
+    """Store ``results`` (all of system gpu-a, as ``hand_result`` makes them) in a new sweep
+    of ``db`` and render the report: its summary and the HTML of ``section``. The figure
+    tests' check of their report section."""
+    from trainperf.report.html import render  # matplotlib: not for every test (conftest)
+
+    with Store(db) as store:
+        sweep = store.start_sweep({"fingerprint": "fp-gpu-a", "hostname": "gpu-a"})
+        for r in results:
+            store.add_result(sweep, "fp-gpu-a", r)
+    page, summary = render(db, generated_at="now")
+    return summary, page.split(f'<section id="{section}">')[1].split("</section>")[0]
+
+
 def recombined(result: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
     """``result`` computed again from (changed) ``runs``, as a sweep computes it."""
     policy = parse_runs(result["case"].get("runs", 1))
