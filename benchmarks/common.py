@@ -27,6 +27,16 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=10)
 
 
+def overhead_parser(doc: str, steps: int, pairs: int) -> argparse.ArgumentParser:
+    """The flags of a benchmark that times blocks in ABBA pairs (with and without what it
+    measures the cost of): the model's, --steps per block and --pairs, with these defaults."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    add_model_arguments(parser)
+    parser.add_argument("--steps", type=int, default=steps, help="steps per block")
+    parser.add_argument("--pairs", type=int, default=pairs, help="block pairs (ABBA order)")
+    return parser
+
+
 def warmed_up_step(args: argparse.Namespace) -> tuple[models.ModelSpec, torch.device, TrainingStep]:
     """The model, optimizer and batch of ``args``, built once and run ``--warmup`` steps."""
     spec = models.get(args.model)

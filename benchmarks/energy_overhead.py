@@ -14,14 +14,13 @@ machine with no readable counter measures only the cost of finding that out.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
 
 import torch
 
-from common import add_model_arguments, warmed_up_step
+from common import overhead_parser, warmed_up_step
 from trainperf.measure.policy import FixedPolicy
 from trainperf.measure.probes import CaseProbes
 from trainperf.measure.stats import summarize
@@ -49,11 +48,7 @@ def block(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_model_arguments(parser)
-    parser.add_argument("--steps", type=int, default=50, help="steps per block")
-    parser.add_argument("--pairs", type=int, default=20, help="block pairs (ABBA order)")
-    args = parser.parse_args()
+    args = overhead_parser(__doc__, steps=50, pairs=20).parse_args()
 
     _, device, training = warmed_up_step(args)
 

@@ -20,7 +20,6 @@ per pair the ratio trainperf / bare; the median must be >= 0.97 (exit code 1 oth
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -30,7 +29,7 @@ import jax
 import optax
 from flax import nnx
 
-from common import add_model_arguments
+from common import overhead_parser
 from trainperf import models
 from trainperf.case.spec import make_case
 from trainperf.jax import tasks
@@ -88,11 +87,7 @@ def harness_block(training: JaxTrainingStep, batch_size: int, steps: int) -> flo
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_model_arguments(parser)
-    parser.add_argument("--steps", type=int, default=30, help="steps per block")
-    parser.add_argument("--pairs", type=int, default=20, help="block pairs (ABBA order)")
-    args = parser.parse_args()
+    args = overhead_parser(__doc__, steps=30, pairs=20).parse_args()
 
     spec = models.get(args.model)
     case = make_case(

@@ -4,7 +4,7 @@ test; a test that needs a line number of it reads it from here."""
 # Tiny image networks (any image size: they pool to 1x1) that fail in the ways a sweep
 # must survive. On the meta device (trainperf's class-count probe) they behave.
 FLAKY_NETS = """
-import os, time
+import functools, os, time
 import torch
 from torch import nn
 
@@ -32,33 +32,18 @@ class Net(nn.Module):
                 torch.empty(2**60, dtype=torch.uint8)  # an exabyte: no machine has it
         return self.fc(self.pool(x).flatten(1))
 
-def normal():
-    return Net()
-
-def aborts():
-    return Net("abort")
-
-def hangs():
-    return Net("hang")
-
-def slow():
-    return Net("slow")
-
-def hog():
-    return Net("hog")
-
-def hog_above_5():
-    return Net("hog_above_5")
-
-def abort_rank1():
-    return Net("abort_rank1")
-
-def hang_rank1():
-    return Net("hang_rank1")
-
-def nan_from_3():
-    return Net("nan_from_3")
-
-def nan_rank1_from_3():
-    return Net("nan_rank1_from_3")
+# The factories, flakynets:<name>: a Net with one behaviour each.
+for _name, _behaviour in {
+    "normal": "normal",
+    "aborts": "abort",
+    "hangs": "hang",
+    "slow": "slow",
+    "hog": "hog",
+    "hog_above_5": "hog_above_5",
+    "abort_rank1": "abort_rank1",
+    "hang_rank1": "hang_rank1",
+    "nan_from_3": "nan_from_3",
+    "nan_rank1_from_3": "nan_rank1_from_3",
+}.items():
+    globals()[_name] = functools.partial(Net, _behaviour)
 """

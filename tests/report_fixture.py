@@ -38,6 +38,57 @@ def _system_b(system_a: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+def worker_ok_run(case: Any, samples_per_s: float, steps: int = 5) -> dict[str, Any]:
+    """The ok run document a fake ``run_in_child`` returns in the sweep tests (one shape,
+    so that every fake worker writes what a real one would): ``steps`` equal step times."""
+    step_s = [case.batch_size / samples_per_s] * steps
+    metrics = {
+        "samples_per_s_median": samples_per_s,
+        "step_s": step_s,
+        "global_batch": case.batch_size,
+        "measure_elapsed_s": sum(step_s),
+        "steps_warmup": 1,
+        "cv": 0.0,
+    }
+    run = {"status": "ok", "case": case.model_dump(), "device": {"type": "cpu"}}
+    return run | {"metrics": metrics, "error": None, "result_schema": 1}
+
+
+def hand_result(
+    case: dict[str, Any], metrics: dict[str, Any], status: str, message: str, host: str
+) -> dict[str, Any]:
+    """A result as the figure tests write it by hand, without runs: ``metrics`` when
+    ``status`` is ok, else an error of type ``status`` saying ``message``; from ``host``."""
+    return {
+        "status": status,
+        "result_schema": RESULT_SCHEMA,
+        "case": case,
+        "metrics": metrics if status == "ok" else {},
+        "error": None if status == "ok" else {"type": status, "message": message},
+        "system": {"fingerprint": "fp-" + host, "hostname": host},
+        "runs": [],
+    }
+
+
+def numbered(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``results`` with the ids a store gives them, from 1."""
+    return [r | {"id": i} for i, r in enumerate(results, start=1)]
+
+
+def stored_and_rendered(db: Path, results: list[dict[str, Any]], section: str) -> tuple[Any, str]:
+    """Store ``results`` (all of system gpu-a, as ``hand_result`` makes them) in a new sweep
+    of ``db`` and render the report: its summary and the HTML of ``section``. The figure
+    tests' check of their report section."""
+    from trainperf.report.html import render  # matplotlib: not for every test (conftest)
+
+    with Store(db) as store:
+        sweep = store.start_sweep({"fingerprint": "fp-gpu-a", "hostname": "gpu-a"})
+        for r in results:
+            store.add_result(sweep, "fp-gpu-a", r)
+    page, summary = render(db, generated_at="now")
+    return summary, page.split(f'<section id="{section}">')[1].split("</section>")[0]
+
+
 def recombined(result: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
     """``result`` computed again from (changed) ``runs``, as a sweep computes it."""
     policy = parse_runs(result["case"].get("runs", 1))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
@@ -11,30 +10,16 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 
 from trainperf.convergence.mllog import check_log
-from trainperf.datasets import write_cifar10
 
 FAST = ["--max-epochs", "6", "-b", "32", "--lr-schedule", "piecewise:0.01@0", "--workers", "0"]
 
 
-def colour_images(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Noisy images of one colour per class: learnable in a few epochs, through crops and flips."""
-    rng = np.random.default_rng(seed)
-    palette = np.array(list(itertools.product((40, 128, 215), repeat=3))[::2][:10])
-    labels = np.arange(n) % 10
-    images = palette[labels][:, None, None, :] + rng.normal(0, 25, (n, 32, 32, 3))
-    return np.clip(images, 0, 255).astype(np.uint8), labels
-
-
 @pytest.fixture(scope="module")
-def cifar(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cifar")
-    write_cifar10(root / "data_batch_1.bin", *colour_images(384, 1))
-    write_cifar10(root / "test_batch.bin", *colour_images(128, 2))
-    return root
+def cifar(tmp_path_factory, colour_cifar10):
+    return colour_cifar10(tmp_path_factory.mktemp("cifar"), 384, 128)
 
 
 def test_cifarnet_reaches_its_target_and_the_mlperf_log_passes(cifar, tmp_path, run_cli):

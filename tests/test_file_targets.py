@@ -19,7 +19,6 @@ import sys
 
 import pytest
 
-from report_fixture import build
 from trainperf.convergence.mllog import MLPerfLogger
 from trainperf.core import strict_json
 from trainperf.core.fileio import FileKindError
@@ -95,13 +94,6 @@ def assert_one_line(code, out, err, *words):
     assert err.startswith("trainperf: error: ") and err.count("\n") == 1, err
     for word in words:
         assert word in err, err
-
-
-@pytest.fixture(scope="module")
-def store_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("store") / "r.db"
-    build(path)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -230,10 +222,10 @@ def test_an_empty_db_is_made_a_store(tmp_path, run_cli, export_file, empty):
     assert code == 0 and strict_json.loads(out)["results"] == [], err
 
 
-def test_a_symlink_to_a_store_is_the_store(tmp_path, run_cli, store_path, export_file):
+def test_a_symlink_to_a_store_is_the_store(tmp_path, run_cli, report_db, export_file):
     target = tmp_path / "real" / "r.db"
     target.parent.mkdir()
-    target.write_bytes(store_path.read_bytes())
+    target.write_bytes(report_db.read_bytes())
     link = tmp_path / "link.db"
     link.symlink_to(target)
     code, out, err = run_cli(["import", export_file, "--db", link, "--json"])
@@ -257,13 +249,11 @@ def test_import_of_a_device_says_what_it_is(tmp_path, run_cli):
 
 
 @pytest.mark.parametrize("verb", ["import", "compare"])
-def test_a_fifo_to_read_is_refused_without_opening_it(
-    tmp_path, run_cli, store_path, deadline, verb
-):
+def test_a_fifo_to_read_is_refused_without_opening_it(tmp_path, run_cli, report_db, deadline, verb):
     fifo = tmp_path / "in.json"
     os.mkfifo(fifo)
     args = ["import", fifo, "--db", tmp_path / "r.db"]
-    code, out, err = run_cli(args if verb == "import" else ["compare", fifo, store_path])
+    code, out, err = run_cli(args if verb == "import" else ["compare", fifo, report_db])
     assert_one_line(code, out, err, f"{fifo}: is a FIFO, not a regular file")
     assert os.listdir(tmp_path) == ["in.json"]
 
@@ -279,22 +269,22 @@ def test_calibrate_refuses_a_fifo_without_opening_it(tmp_path):
 # --- files to write: new or regular, never a device, FIFO or unasked symlink ----------
 
 
-def test_export_into_a_fifo_leaves_the_fifo(tmp_path, store_path):
+def test_export_into_a_fifo_leaves_the_fifo(tmp_path, report_db):
     fifo = tmp_path / "out.json"
     os.mkfifo(fifo)
-    code, out, err = trainperf_process(["export", fifo, "--db", store_path], tmp_path)
+    code, out, err = trainperf_process(["export", fifo, "--db", report_db], tmp_path)
     assert_one_line(code, out, err, f"{fifo}: is a FIFO, not a regular file")
     assert os.listdir(tmp_path) == ["out.json"] and stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
-def test_export_through_a_symlink_only_when_asked(tmp_path, run_cli, store_path):
+def test_export_through_a_symlink_only_when_asked(tmp_path, run_cli, report_db):
     target, link = tmp_path / "real.json", tmp_path / "link.json"
     target.write_text("old")
     link.symlink_to(target)
-    code, out, err = run_cli(["export", link, "--db", store_path])
+    code, out, err = run_cli(["export", link, "--db", report_db])
     assert_one_line(code, out, err, f"{link}: is a symlink (to {target})", "--follow-symlinks")
     assert target.read_text() == "old" and link.is_symlink()
-    code, out, err = run_cli(["export", link, "--db", store_path, "--follow-symlinks"])
+    code, out, err = run_cli(["export", link, "--db", report_db, "--follow-symlinks"])
     assert code == 0, err
     assert link.is_symlink() and os.readlink(link) == str(target)
     assert strict_json.loads(target.read_text())["format"] == "trainperf-results"
@@ -302,21 +292,21 @@ def test_export_through_a_symlink_only_when_asked(tmp_path, run_cli, store_path)
 
 
 @pytest.mark.parametrize("follow", [[], ["--follow-symlinks"]])
-def test_export_never_replaces_a_device_or_a_dangling_link(tmp_path, run_cli, store_path, follow):
+def test_export_never_replaces_a_device_or_a_dangling_link(tmp_path, run_cli, report_db, follow):
     device, dangling = tmp_path / "null.json", tmp_path / "dangling.json"
     device.symlink_to("/dev/null")
     dangling.symlink_to(tmp_path / "nowhere.json")
     before = snapshot(tmp_path)
-    code, out, err = run_cli(["export", device, "--db", store_path, *follow])
+    code, out, err = run_cli(["export", device, "--db", report_db, *follow])
     assert_one_line(code, out, err, str(device), "/dev/null")
-    code, out, err = run_cli(["export", dangling, "--db", store_path, *follow])
+    code, out, err = run_cli(["export", dangling, "--db", report_db, *follow])
     assert_one_line(code, out, err, f"{dangling}: is a dangling symlink")
     assert snapshot(tmp_path) == before
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
 @pytest.mark.parametrize("kind", ["fifo", "symlink"])
-def test_report_writes_index_html_only_as_a_regular_file(tmp_path, run_cli, store_path, kind):
+def test_report_writes_index_html_only_as_a_regular_file(tmp_path, run_cli, report_db, kind):
     out = tmp_path / "report"
     out.mkdir()
     index = out / "index.html"
@@ -326,7 +316,7 @@ def test_report_writes_index_html_only_as_a_regular_file(tmp_path, run_cli, stor
         (tmp_path / "elsewhere.html").write_text("theirs")
         index.symlink_to(tmp_path / "elsewhere.html")
     before = snapshot(out)
-    code, stdout, err = run_cli(["report", "--db", store_path, "--out", out])
+    code, stdout, err = run_cli(["report", "--db", report_db, "--out", out])
     assert_one_line(code, stdout, err, f"--out {index}: is a")
     assert snapshot(out) == before
 
@@ -337,11 +327,11 @@ def test_report_writes_index_html_only_as_a_regular_file(tmp_path, run_cli, stor
     ids=" ".join,
 )
 def test_an_empty_path_is_refused_not_taken_for_the_current_directory(
-    tmp_path, run_cli, monkeypatch, store_path, args
+    tmp_path, run_cli, monkeypatch, report_db, args
 ):
     monkeypatch.chdir(tmp_path)
     if "--db" not in args:
-        args = [*args, "--db", store_path]
+        args = [*args, "--db", report_db]
     code, out, err = run_cli(args)
     assert_one_line(code, out, err, "is empty: give a path")
     assert list(tmp_path.iterdir()) == []

@@ -5,12 +5,10 @@ images, batch 32 (8 steps per epoch). cifarnet reaches top-1 >= 0.8 in 2-4 epoch
 """
 
 import dataclasses
-import itertools
 import json
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -20,7 +18,6 @@ from trainperf.case.schedule import ScheduleError
 from trainperf.case.training import TrainConfig
 from trainperf.convergence.evaluation import evaluate, reached
 from trainperf.convergence.trainer import train
-from trainperf.datasets import write_cifar10
 from trainperf.models.spec import CausalLM, ModelSpec, SpanExtraction
 from trainperf.parallel.peers import Peers
 
@@ -121,18 +118,8 @@ def test_reaches_the_target_and_times_the_first_evaluation_that_does(tmp_path):
     assert lines[-1] == {"event": "stop", "status": "ok", "reached": True}
 
 
-def colour_images(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Noisy images of one colour per class: learnable through crops and flips."""
-    rng = np.random.default_rng(seed)
-    palette = np.array(list(itertools.product((40, 128, 215), repeat=3))[::2][:10])
-    labels = np.arange(n) % 10
-    images = palette[labels][:, None, None, :] + rng.normal(0, 25, (n, 32, 32, 3))
-    return np.clip(images, 0, 255).astype(np.uint8), labels
-
-
-def test_trains_on_a_cifar10_folder_through_the_data_loaders(tmp_path):
-    write_cifar10(tmp_path / "data_batch_1.bin", *colour_images(TRAIN_SAMPLES, 1))
-    write_cifar10(tmp_path / "test_batch.bin", *colour_images(EVAL_SAMPLES, 2))
+def test_trains_on_a_cifar10_folder_through_the_data_loaders(tmp_path, colour_cifar10):
+    colour_cifar10(tmp_path, TRAIN_SAMPLES, EVAL_SAMPLES)
     run = config(data=f"cifar10:{tmp_path}", lr_schedule="piecewise:0.01@0")
     result = train(run)
     assert result["reached"] and result["train_samples"] == TRAIN_SAMPLES

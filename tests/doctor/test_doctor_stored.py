@@ -6,9 +6,6 @@ import json
 import shutil
 import sqlite3
 
-import pytest
-
-from report_fixture import build
 from trainperf.doctor import verdict_document
 from trainperf.doctor.checks import Check
 
@@ -44,16 +41,9 @@ def set_verdicts(path, by_hostname):
             )
 
 
-@pytest.fixture(scope="module")
-def two_systems(tmp_path_factory):
-    path = tmp_path_factory.mktemp("stored") / "two.db"
-    build(path, hostile_model=False)
-    return path
-
-
-def test_compare_names_the_settings_that_differ_between_systems(two_systems, tmp_path, run_cli):
+def test_compare_names_the_settings_that_differ_between_systems(report_db_zoo, tmp_path, run_cli):
     db = tmp_path / "differ.db"
-    shutil.copy(two_systems, db)
+    shutil.copy(report_db_zoo, db)
     set_verdicts(
         db, {"vm": verdict(), "big-cpu<b>": verdict("powersave", pcie=8, load_status="warn")}
     )
@@ -69,19 +59,21 @@ def test_compare_names_the_settings_that_differ_between_systems(two_systems, tmp
     assert differ[0]["values"] == {"performance": ["vm"], "powersave": ["big-cpu<b>"]}
 
 
-def test_compare_of_systems_under_equal_conditions_warns_of_nothing(two_systems, tmp_path, run_cli):
+def test_compare_of_systems_under_equal_conditions_warns_of_nothing(
+    report_db_zoo, tmp_path, run_cli
+):
     db = tmp_path / "equal.db"
-    shutil.copy(two_systems, db)
+    shutil.copy(report_db_zoo, db)
     set_verdicts(db, {"vm": verdict(load_status="warn"), "big-cpu<b>": verdict()})
     code, out, err = run_cli(["compare", "--db", db])
     assert code == 0 and "different conditions" not in err
     assert json.loads(run_cli(["compare", "--db", db, "--json"])[1])["conditions_differ"] == []
 
 
-def test_compare_of_two_stores_names_what_differs_between_them(two_systems, tmp_path, run_cli):
+def test_compare_of_two_stores_names_what_differs_between_them(report_db_zoo, tmp_path, run_cli):
     a, b, c = (tmp_path / f"{name}.db" for name in "abc")
     for path, governor in ((a, "performance"), (b, "ondemand"), (c, "performance")):
-        shutil.copy(two_systems, path)
+        shutil.copy(report_db_zoo, path)
         set_verdicts(path, {"vm": verdict(governor), "big-cpu<b>": verdict(governor)})
     exported = tmp_path / "b.json"
     assert run_cli(["export", exported, "--db", b])[0] == 0  # one side an export: format 5
@@ -92,9 +84,9 @@ def test_compare_of_two_stores_names_what_differs_between_them(two_systems, tmp_
     assert code == 0 and "different conditions" not in err
 
 
-def test_results_mark_what_was_measured_while_the_doctor_warned(two_systems, tmp_path, run_cli):
+def test_results_mark_what_was_measured_while_the_doctor_warned(report_db_zoo, tmp_path, run_cli):
     db = tmp_path / "marked.db"
-    shutil.copy(two_systems, db)
+    shutil.copy(report_db_zoo, db)
     set_verdicts(db, {"vm": verdict(), "big-cpu<b>": verdict("powersave")})
     code, out, err = run_cli(["results", "--db", db, "-s", "vm", "--status", "ok"])
     assert code == 0 and " !" not in out and "trainperf doctor warned" not in out

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from report_fixture import worker_ok_run
 from trainperf.case.spec import make_case
 from trainperf.launch import sweep as sweep_module
 from trainperf.launch.runner import Interrupted
@@ -49,24 +50,7 @@ class FakeWorker:
                 "error": error,
                 "result_schema": 1,
             }
-        value = self.throughputs[case.model].pop(0)
-        steps = [case.batch_size / value] * 5
-        metrics = {
-            "samples_per_s_median": value,
-            "step_s": steps,
-            "global_batch": case.batch_size,
-            "measure_elapsed_s": sum(steps),
-            "steps_warmup": 1,
-            "cv": 0.0,
-        }
-        return {
-            "status": "ok",
-            "case": case.model_dump(),
-            "device": {"type": "cpu"},
-            "metrics": metrics,
-            "error": None,
-            "result_schema": 1,
-        }
+        return worker_ok_run(case, self.throughputs[case.model].pop(0))
 
 
 def item(model, runs, batch=8, key=True):

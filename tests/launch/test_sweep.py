@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from flaky_nets import FLAKY_NETS
+from trainperf.case.suite import BUILTIN, builtin_path
 
 FLAKY_SUITE = """\
 name: flaky
@@ -143,19 +144,9 @@ def test_suites_lists_the_builtins(run_cli):
     code, out, _ = run_cli(["suites", "--json"])
     names = [s["name"] for s in json.loads(out)]
     assert code == 0
-    assert names == [
-        "quick",
-        "short-test",
-        "large-models",
-        "high-throughput",
-        "language-models",
-        "batch-scaling",
-        "scaling",
-        "cpu-engines",
-        "loader-workers",
-        "frameworks",
-        "llm",
-    ]
+    assert names == list(BUILTIN)  # in the order the module declares them
+    shipped = {p.stem for p in builtin_path("quick").parent.glob("*.yaml")}
+    assert sorted(names) == sorted(shipped) and len(names) == 11
 
 
 # --- the sweep as a separate process, killed from outside -------------------------------
@@ -254,17 +245,29 @@ def test_sigterm_and_ctrl_c_stop_cleanly_after_ending_the_running_child(
     assert [status for _, _, status, _ in rows(db)] == ["ok"]  # no row for the killed case
 
 
+def grid_suite(name, model, runs, batch_sizes):
+    """A suite of ``model`` at each batch size, 2 steps a run: the concurrent sweeps' suites."""
+    cases = "".join(f"  - {{model: '{model}', batch_size: {b}}}\n" for b in batch_sizes)
+    return (
+        f"name: {name}\ndefaults: {{image_size: 8, steps: 'fixed:0:2', runs: {runs}}}\ncases:\n"
+        + cases
+    )
+
+
+def finish_all(sweeps, timeout_s):
+    """Wait for sweeps started together; each must exit 0."""
+    for sweep in sweeps:
+        _, err = sweep.communicate(timeout=timeout_s)
+        assert sweep.returncode == 0, err
+
+
 def test_two_concurrent_sweeps_share_one_database(tmp_path, user_nets):
     db = tmp_path / "shared.db"
-    texts = [
-        f"name: s{n}\ndefaults: {{image_size: 8, steps: 'fixed:0:2', runs: 1}}\ncases:\n"
-        + "".join(f"  - {{model: 'flakynets:normal', batch_size: {b}}}\n" for b in (1, 2))
+    suites = [
+        write_suite(tmp_path, grid_suite(f"s{n}", "flakynets:normal", 1, (1, 2)), f"s{n}.yaml")
         for n in (1, 2)
     ]
-    sweeps = [start_sweep(write_suite(tmp_path, t, f"s{i}.yaml"), db) for i, t in enumerate(texts)]
-    for sweep in sweeps:
-        out, err = sweep.communicate(timeout=180)
-        assert sweep.returncode == 0, err
+    finish_all([start_sweep(suite, db) for suite in suites], timeout_s=180)
     with sqlite3.connect(db) as connection:
         per_suite = connection.execute(
             "SELECT suite, count(*) FROM results WHERE status = 'ok' GROUP BY suite ORDER BY suite"
@@ -276,14 +279,8 @@ def test_two_concurrent_sweeps_share_one_database(tmp_path, user_nets):
 
 def test_two_identical_sweeps_at_once_measure_each_case_once(tmp_path, user_nets):
     db = tmp_path / "shared.db"
-    text = "name: same\ndefaults: {image_size: 8, steps: 'fixed:0:2', runs: 2}\ncases:\n" + "".join(
-        f"  - {{model: 'flakynets:slow', batch_size: {b}}}\n" for b in (1, 2, 3)
-    )
-    suite = write_suite(tmp_path, text, "same.yaml")
-    sweeps = [start_sweep(suite, db, "--order-seed", str(seed)) for seed in (1, 2)]
-    for sweep in sweeps:
-        out, err = sweep.communicate(timeout=240)
-        assert sweep.returncode == 0, err
+    suite = write_suite(tmp_path, grid_suite("same", "flakynets:slow", 2, (1, 2, 3)), "same.yaml")
+    finish_all([start_sweep(suite, db, "--order-seed", str(seed)) for seed in (1, 2)], 240)
     with sqlite3.connect(db) as connection:
         per_case = connection.execute(
             "SELECT case_key, count(*) FROM runs GROUP BY case_key"

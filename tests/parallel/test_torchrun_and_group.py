@@ -48,26 +48,21 @@ def test_slowest_rank_sets_each_step():
     assert slowest_per_step([[1.0, 2.0, 3.0], [1.5, 1.0, 3.5]]) == [1.5, 2.0, 3.5]
 
 
+def rank_report(rank, step_s, compute_step_s, mem_peak_bytes, params_bytes, activations_bytes):
+    """What one rank on host "a" reports after 5 equal steps (the ranks differ only in these)."""
+    return {
+        "rank": rank,
+        "host": "a",
+        "step_s": [step_s] * 5,
+        "compute_step_s": [compute_step_s] * 5,
+        "mem_peak_bytes": mem_peak_bytes,
+        "memory": {"mem_params_bytes": params_bytes, "mem_activations_bytes": activations_bytes},
+    }
+
+
 def test_rank_metrics_from_every_rank():
     case = make_case(model="cifarnet", batch_size=10, devices=2)
-    everyone = [
-        {
-            "rank": 0,
-            "host": "a",
-            "step_s": [0.1] * 5,
-            "compute_step_s": [0.08] * 5,
-            "mem_peak_bytes": 10,
-            "memory": {"mem_params_bytes": 6, "mem_activations_bytes": 3},
-        },
-        {
-            "rank": 1,
-            "host": "a",
-            "step_s": [0.125] * 5,
-            "compute_step_s": [0.09] * 5,
-            "mem_peak_bytes": 12,
-            "memory": {"mem_params_bytes": 5, "mem_activations_bytes": 4},
-        },
-    ]
+    everyone = [rank_report(0, 0.1, 0.08, 10, 6, 3), rank_report(1, 0.125, 0.09, 12, 5, 4)]
     m = rank_metrics(everyone, case)
     assert m["world_size"] == 2 and m["slowest_rank"] == 1
     assert m["rank_spread"] == pytest.approx(0.25)

@@ -8,10 +8,8 @@ from statistics import mean
 
 import pytest
 
-from trainperf.case.result import RESULT_SCHEMA
+from report_fixture import hand_result, numbered, stored_and_rendered
 from trainperf.report.figures_frameworks import comparisons, framework_figures
-from trainperf.report.html import render
-from trainperf.store.database import Store
 
 ENGINE_CASE = {
     "PyTorch": {"framework": "pytorch", "compile": False},
@@ -41,19 +39,7 @@ def result(engine, devices, host="gpu-a", status="ok", model="resnet18", factor=
         "samples_per_s_ci95": [min(runs), max(runs)],
         "run_samples_per_s": runs,
     }
-    return {
-        "status": status,
-        "result_schema": RESULT_SCHEMA,
-        "case": case | ENGINE_CASE[engine],
-        "metrics": metrics if status == "ok" else {},
-        "error": None if status == "ok" else {"type": status, "message": "rank 0 died"},
-        "system": {"fingerprint": "fp-" + host, "hostname": host},
-        "runs": [],
-    }
-
-
-def numbered(results):
-    return [r | {"id": i} for i, r in enumerate(results, start=1)]
+    return hand_result(case | ENGINE_CASE[engine], metrics, status, "rank 0 died", host)
 
 
 def study(**kwargs):
@@ -113,13 +99,7 @@ def test_a_failed_result_is_marked_and_named_but_does_not_hide_an_ok_one():
 
 
 def test_report_has_the_frameworks_section(tmp_path):
-    db = tmp_path / "frameworks.db"
-    with Store(db) as store:
-        sweep = store.start_sweep({"fingerprint": "fp-gpu-a", "hostname": "gpu-a"})
-        for r in study():
-            store.add_result(sweep, "fp-gpu-a", r)
-    page, summary = render(db, generated_at="now")
+    summary, section = stored_and_rendered(tmp_path / "frameworks.db", study(), "frameworks")
     assert "framework-resnet18-b16-64-fp32-cuda-gpu-a" in summary.figures
     assert "frameworks" not in summary.empty_sections
-    section = page.split('<section id="frameworks">')[1].split("</section>")[0]
     assert "Frameworks compared" in section and 'id="framework-resnet18' in section

@@ -11,7 +11,7 @@ import pytest
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.patches import Rectangle
 
-from trainperf.case.result import RESULT_SCHEMA
+from report_fixture import hand_result, numbered, stored_and_rendered
 from trainperf.report.figures import STYLE
 from trainperf.report.figures_llm import (
     comm_parts,
@@ -22,8 +22,6 @@ from trainperf.report.figures_llm import (
     tokens_per_device,
     workloads,
 )
-from trainperf.report.html import render
-from trainperf.store.database import Store
 
 MIB = 2**20
 METHODS = {  # method -> its case fields
@@ -74,19 +72,7 @@ def result(method, status="ok", model="llama3.2-1b", device="cuda", devices=DEVI
     else:
         metrics |= {"mfu": None, "mfu_absent_reason": "no data-sheet peak for this CPU"}
         metrics["mem_activations_absent"] = "the CPU allocator keeps no count of live bytes"
-    return {
-        "status": status,
-        "result_schema": RESULT_SCHEMA,
-        "case": case,
-        "metrics": metrics if status == "ok" else {},
-        "error": None if status == "ok" else {"type": status, "message": "CUDA out of memory"},
-        "system": {"fingerprint": "fp-" + host, "hostname": host},
-        "runs": [],
-    }
-
-
-def numbered(results):
-    return [r | {"id": i} for i, r in enumerate(results, start=1)]
+    return hand_result(case, metrics, status, "CUDA out of memory", host)
 
 
 def study(**kwargs):
@@ -230,19 +216,10 @@ def test_only_single_method_or_non_language_results_give_no_figure(results):
 
 def test_report_has_the_section_with_the_table_or_says_why_not(tmp_path):
     db = tmp_path / "llm.db"
-    with Store(db) as store:
-        sweep = store.start_sweep({"fingerprint": "fp-gpu-a", "hostname": "gpu-a"})
-        store.add_result(sweep, "fp-gpu-a", result("none", devices=1))
-    page, summary = render(db, generated_at="now")
+    summary, section = stored_and_rendered(db, [result("none", devices=1)], "llm")
     assert "llm" in summary.empty_sections
-    section = page.split('<section id="llm">')[1].split("</section>")[0]
     assert "No figure: no language-model workload measured under two methods" in section
-    with Store(db) as store:
-        sweep = store.start_sweep({"fingerprint": "fp-gpu-a", "hostname": "gpu-a"})
-        for r in study():
-            store.add_result(sweep, "fp-gpu-a", r)
-    page, summary = render(db, generated_at="now")
+    summary, section = stored_and_rendered(db, study(), "llm")
     assert "llm-llama3-2-1b-b1-4096-bf16-cuda-x8-gpu-a" in summary.figures
-    section = page.split('<section id="llm">')[1].split("</section>")[0]
     assert "Language models" in section and "<th>tokens/s per device</th>" in section
     assert '<td class="num">6,144 ±20%</td>' in section

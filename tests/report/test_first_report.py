@@ -28,17 +28,7 @@ class Worker:
     def __call__(self, case, workdir, stop=None, rendezvous=None):
         self.calls += 1
         value = 1000.0 / case.batch_size * (1 + 0.01 * (self.calls % 3))
-        steps = [case.batch_size / value] * 5
-        metrics = {
-            "samples_per_s_median": value,
-            "step_s": steps,
-            "global_batch": case.batch_size,
-            "measure_elapsed_s": sum(steps),
-            "steps_warmup": 1,
-            "cv": 0.0,
-        }
-        run = {"status": "ok", "case": case.model_dump(), "device": {"type": "cpu"}}
-        return run | {"metrics": metrics, "error": None, "result_schema": 1}
+        return report_fixture.worker_ok_run(case, value)
 
 
 def runs_drawn(svg: str) -> int:

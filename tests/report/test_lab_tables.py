@@ -12,7 +12,6 @@ import re
 import pytest
 from rich.console import Console
 
-from report_fixture import build
 from trainperf.analysis.compare import compare
 from trainperf.cli.common import PIPED_WIDTH, output_width
 from trainperf.measure.hierarchy import mean_interval
@@ -240,30 +239,23 @@ def test_one_rule_decides_the_width(terminal, environ, expected):
     assert output_width(terminal, environ) == expected
 
 
-@pytest.fixture(scope="module")
-def two_systems(tmp_path_factory):
-    path = tmp_path_factory.mktemp("lab") / "r.db"
-    build(path, hostile_model=False)
-    return path
-
-
-def test_piped_output_is_100_columns_or_columns(two_systems, run_cli, monkeypatch):
+def test_piped_output_is_100_columns_or_columns(report_db_zoo, run_cli, monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)
     for verb in ("results", "compare", "scaling"):
-        code, out, err = run_cli([verb, "--db", two_systems])
+        code, out, err = run_cli([verb, "--db", report_db_zoo])
         assert code == 0, err
         fits(out.splitlines())
         assert max(len(line) for line in out.splitlines()) > 80, verb  # not Rich's 80
     monkeypatch.setenv("COLUMNS", "72")
-    code, out, err = run_cli(["results", "--db", two_systems])
+    code, out, err = run_cli(["results", "--db", report_db_zoo])
     assert code == 0, err
     fits(out.splitlines(), 72)
     assert "big-cpu<b>" in out  # the system column is kept
 
 
-def test_results_of_one_system_of_two_name_it(two_systems, run_cli, monkeypatch):
+def test_results_of_one_system_of_two_name_it(report_db_zoo, run_cli, monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)
-    code, out, err = run_cli(["results", "--db", two_systems, "--system", "big-cpu<b>"])
+    code, out, err = run_cli(["results", "--db", report_db_zoo, "--system", "big-cpu<b>"])
     assert code == 0, err
     lines = out.splitlines()
     assert lines[1].split()[-1] == "system"
@@ -271,9 +263,9 @@ def test_results_of_one_system_of_two_name_it(two_systems, run_cli, monkeypatch)
     assert rows and all(line.endswith("big-cpu<b>") for line in rows)
 
 
-def test_results_wide_piped_is_not_squeezed(two_systems, run_cli, monkeypatch):
+def test_results_wide_piped_is_not_squeezed(report_db_zoo, run_cli, monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)
-    code, out, err = run_cli(["results", "--db", two_systems, "--wide"])
+    code, out, err = run_cli(["results", "--db", report_db_zoo, "--wide"])
     assert code == 0, err
     assert max(len(line) for line in out.splitlines()) > WIDTH and "…" not in out
     assert "runs ended" in out and "peak mem" in out

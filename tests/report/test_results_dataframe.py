@@ -3,23 +3,15 @@
 import pandas as pd
 import pytest
 
-from report_fixture import build
 from trainperf.report.results import dataframe, micro_dataframe, runs_dataframe
 from trainperf.report.tables import CSV_COLUMNS
 from trainperf.store.database import Store
 
 
-@pytest.fixture(scope="module")
-def db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("frames") / "fixture.db"
-    build(path)
-    return path
-
-
-def test_one_row_per_result_with_the_csv_columns_first(db):
-    with Store(db) as store:
+def test_one_row_per_result_with_the_csv_columns_first(report_db):
+    with Store(report_db) as store:
         results = store.results()
-    frame = dataframe(db)
+    frame = dataframe(report_db)
     assert len(frame) == len(results)
     assert tuple(frame.columns[: len(CSV_COLUMNS)]) == CSV_COLUMNS
     assert frame.columns[len(CSV_COLUMNS)] == "uid" and frame.columns[-1] == "step_s"
@@ -32,8 +24,8 @@ def test_one_row_per_result_with_the_csv_columns_first(db):
     assert list(frame["model"]) == [r["case"]["model"] for r in results]
 
 
-def test_types_a_notebook_can_compute_with(db):
-    frame = dataframe(db)
+def test_types_a_notebook_can_compute_with(report_db):
+    frame = dataframe(report_db)
     assert isinstance(frame["created_at"].dtype, pd.DatetimeTZDtype)
     assert frame["batch_size"].dtype == "int64"
     assert frame["case.devices"].dtype == "int64"
@@ -45,10 +37,10 @@ def test_types_a_notebook_can_compute_with(db):
     assert frame.loc[~failed, "samples_per_s_median"].gt(0).all()
 
 
-def test_step_times_and_run_throughputs_are_lists_per_row(db):
-    with Store(db) as store:
+def test_step_times_and_run_throughputs_are_lists_per_row(report_db):
+    with Store(report_db) as store:
         results = store.results()
-    frame = dataframe(db)
+    frame = dataframe(report_db)
     all_steps = [[t for run in r["runs"] for t in run["metrics"]["step_s"]] for r in results]
     assert list(frame["step_s"]) == all_steps
     ok = frame[frame["status"] == "ok"]
@@ -58,11 +50,11 @@ def test_step_times_and_run_throughputs_are_lists_per_row(db):
     assert "metric.step_s" not in frame.columns and "metric.context_start" not in frame.columns
 
 
-def test_one_row_per_run(db):
-    with Store(db) as store:
+def test_one_row_per_run(report_db):
+    with Store(report_db) as store:
         runs = store.runs()
         results = {r["uid"]: r for r in store.results()}
-    frame = runs_dataframe(db)
+    frame = runs_dataframe(report_db)
     assert list(frame["uid"]) == [r["uid"] for r in runs] and frame.columns[-1] == "step_s"
     assert frame["result_uid"].isin(list(results)).all()
     per_result = frame.groupby("result_uid")["metric.samples_per_s_median"].apply(list)
@@ -80,11 +72,11 @@ def test_a_missing_database_is_not_created(tmp_path):
     assert not missing.exists()
 
 
-def test_micro_rows_with_their_system(db):
-    with Store(db) as store:
+def test_micro_rows_with_their_system(report_db):
+    with Store(report_db) as store:
         runs = store.micro("gemm")
         hostnames = {s["fingerprint"]: s["hostname"] for s in store.systems()}
-    frame = micro_dataframe(db, "gemm")
+    frame = micro_dataframe(report_db, "gemm")
     assert len(frame) == sum(len(run["metrics"]["rows"]) for run in runs)
     assert set(frame["hostname"]) == {hostnames[run["system"]] for run in runs} and len(runs) == 2
     assert {"M", "N", "K", "dtype", "tflops_median", "param.device", "run_status"} <= set(
@@ -94,11 +86,11 @@ def test_micro_rows_with_their_system(db):
     assert isinstance(frame["created_at"].dtype, pd.DatetimeTZDtype)
 
 
-def test_micro_runs_without_a_table_give_one_row(db):
-    frame = micro_dataframe(db, "profile")
+def test_micro_runs_without_a_table_give_one_row(report_db):
+    frame = micro_dataframe(report_db, "profile")
     assert len(frame) == 1 and frame["run_status"].iloc[0] == "ok"
 
 
-def test_unknown_micro_kind_names_the_known_ones(db):
+def test_unknown_micro_kind_names_the_known_ones(report_db):
     with pytest.raises(ValueError, match="unknown micro-benchmark kind 'gemmm': allowed gemm"):
-        micro_dataframe(db, "gemmm")
+        micro_dataframe(report_db, "gemmm")

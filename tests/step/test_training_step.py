@@ -105,17 +105,22 @@ def test_a_pytorch_result_records_its_float32_math():
     assert (device["fp32_matmul"], device["fp32_conv"]) == ("ieee", "ieee")
 
 
-def test_mfu_from_the_peak_table():
-    spec = models.get("resnet50")
-    case = make_case(model="resnet50", batch_size=100, precision="bf16", device="cuda")
+def resnet50_metrics(batch_size, precision, step_s, device_name):
+    """``derive_metrics`` of 20 steps of ``step_s`` of resnet50 at 224 on a CUDA device: the
+    MFU tests differ only in these."""
+    case = make_case(model="resnet50", batch_size=batch_size, precision=precision, device="cuda")
     record = StepRecord(
         warmup_s=[1.0],
-        step_s=[0.1] * 20,
+        step_s=[step_s] * 20,
         warmup_reason="stable",
         stop_reason="ci_target",
-        measure_elapsed_s=2.0,
+        measure_elapsed_s=step_s * 20,
     )
-    m = derive_metrics(spec, case, 224, record, 0.01, "NVIDIA H200")
+    return derive_metrics(models.get("resnet50"), case, 224, record, 0.01, device_name)
+
+
+def test_mfu_from_the_peak_table():
+    m = resnet50_metrics(100, "bf16", 0.1, "NVIDIA H200")
     assert m["samples_per_s_median"] == pytest.approx(1000)
     assert m["achieved_tflops"] == pytest.approx(m["train_flops_per_sample"] * 1000 / 1e12)
     assert m["mfu"] == pytest.approx(m["train_flops_per_sample"] * 1000 / 989e12)
@@ -128,16 +133,7 @@ def test_mfu_divides_by_the_predictors_training_peak():
     """A GeForce RTX 2080 Ti in fp16: the catalog's FP32-accumulate peak (53.8 TFLOP/s),
     the one the predictor computes with, not the data sheet's FP16-accumulate 107."""
     rtx = load_catalog().device("rtx-2080-ti")
-    spec = models.get("resnet50")
-    case = make_case(model="resnet50", batch_size=64, precision="fp16", device="cuda")
-    record = StepRecord(
-        warmup_s=[1.0],
-        step_s=[0.2] * 20,
-        warmup_reason="stable",
-        stop_reason="ci_target",
-        measure_elapsed_s=4.0,
-    )
-    m = derive_metrics(spec, case, 224, record, 0.01, "NVIDIA GeForce RTX 2080 Ti")
+    m = resnet50_metrics(64, "fp16", 0.2, "NVIDIA GeForce RTX 2080 Ti")
     assert m["mfu"] == pytest.approx(m["achieved_tflops"] * 1e12 / rtx.peak_flops("fp16"))
     assert m["mfu"] == pytest.approx(m["achieved_tflops"] / 53.8)
     assert "rtx-2080-ti" in m["mfu_peak_source"]

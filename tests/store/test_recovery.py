@@ -12,6 +12,7 @@ import threading
 
 import pytest
 
+from report_fixture import worker_ok_run
 from trainperf.case.spec import make_case
 from trainperf.launch import sweep as sweep_module
 from trainperf.launch.sweep import SweepItem, run_sweep
@@ -33,20 +34,7 @@ class Worker:
     def __call__(self, case, workdir, stop=None, rendezvous=None):
         self.calls.append(case.model)
         self.before(len(self.calls))
-        value = 100.0 + len(self.calls)
-        steps = [case.batch_size / value] * self.steps
-        metrics = {
-            "samples_per_s_median": value,
-            "step_s": steps,
-            "global_batch": case.batch_size,
-            "measure_elapsed_s": sum(steps),
-            "steps_warmup": 1,
-            "cv": 0.0,
-        }
-        device = {"type": "cpu"}
-        case = case.model_dump()
-        run = {"status": "ok", "case": case, "device": device, "metrics": metrics, "error": None}
-        return run | {"result_schema": 1}
+        return worker_ok_run(case, 100.0 + len(self.calls), self.steps)
 
 
 def items(runs=2):

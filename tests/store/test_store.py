@@ -73,22 +73,34 @@ def test_check_writable(tmp_path):
         check_writable(text / "x.db")
 
 
+def write_old_database(path, scripts, version, results, extra=()):
+    """A database as an older trainperf (schema ``version``, made by ``scripts``) left it: one
+    system 'abc123', one sweep 'r1' with an ok result per ``(model, case_json)``, then the
+    ``extra`` statements. The migration tests start from one."""
+    db = sqlite3.connect(path)
+    for script in scripts:
+        db.executescript(script)
+    db.execute("INSERT INTO systems VALUES ('abc123', 'node1', '{}', 'then')")
+    db.execute("INSERT INTO runs VALUES ('r1', 'then', 'abc123', NULL)")
+    for model, case_json in results:
+        db.execute(
+            "INSERT INTO results (run_id, system, created_at, model, status, result_schema,"
+            " case_json, device_json, metrics_json) VALUES"
+            " ('r1', 'abc123', 'then', ?, 'ok', 1, ?, 'null', '{}')",
+            (model, case_json),
+        )
+    for statement in extra:
+        db.execute(statement)
+    db.execute(f"PRAGMA user_version = {version}")
+    db.commit()
+    db.close()
+
+
 def test_version_1_database_is_migrated_keeping_its_rows(tmp_path):
     from trainperf.store.schema import SCHEMA_V1
 
     path = tmp_path / "old.db"
-    db = sqlite3.connect(path)
-    db.executescript(SCHEMA_V1)
-    db.execute("INSERT INTO systems VALUES ('abc123', 'node1', '{}', 'then')")
-    db.execute("INSERT INTO runs VALUES ('r1', 'then', 'abc123', NULL)")
-    db.execute(
-        "INSERT INTO results (run_id, system, created_at, model, status, result_schema,"
-        " case_json, device_json, metrics_json) VALUES"
-        " ('r1', 'abc123', 'then', 'resnet18', 'ok', 1, '{\"model\": \"resnet18\"}', 'null', '{}')"
-    )
-    db.execute("PRAGMA user_version = 1")
-    db.commit()
-    db.close()
+    write_old_database(path, [SCHEMA_V1], 1, [("resnet18", '{"model": "resnet18"}')])
     with Store(path) as store:
         assert store.schema_version == SCHEMA_VERSION
         (row,) = store.results()
@@ -236,28 +248,16 @@ def test_version_3_database_gets_a_uid_on_every_row(tmp_path):
     from trainperf.store.schema import SCHEMA_V1, SCHEMA_V2, SCHEMA_V3
 
     path = tmp_path / "v3.db"
-    db = sqlite3.connect(path)
-    for script in (SCHEMA_V1, SCHEMA_V2, SCHEMA_V3):
-        db.executescript(script)
-    db.execute("INSERT INTO systems VALUES ('abc123', 'node1', '{}', 'then')")
-    db.execute("INSERT INTO runs VALUES ('r1', 'then', 'abc123', NULL)")
-    for model in ("resnet18", "bert-squad"):
-        db.execute(
-            "INSERT INTO results (run_id, system, created_at, model, status, result_schema,"
-            " case_json, device_json, metrics_json) VALUES"
-            f" ('r1', 'abc123', 'then', '{model}', 'ok', 1, '{{}}', 'null', '{{}}')"
-        )
-    db.execute(
+    micro = (
         "INSERT INTO micro (system, created_at, kind, status, params_json, metrics_json)"
         " VALUES ('abc123', 'then', 'gemm', 'ok', '{\"kind\": \"gemm\"}', '{}')"
     )
-    db.execute(
+    max_batch = (
         "INSERT INTO max_batch (system, created_at, memory_key, case_json, probes_json)"
         " VALUES ('abc123', 'then', 'key', '{}', '[]')"
     )
-    db.execute("PRAGMA user_version = 3")
-    db.commit()
-    db.close()
+    results = [("resnet18", "{}"), ("bert-squad", "{}")]
+    write_old_database(path, [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3], 3, results, [micro, max_batch])
     with Store(path) as store:
         assert store.schema_version == SCHEMA_VERSION
         run = store.start_sweep(SYSTEM)

@@ -7,7 +7,6 @@ import sqlite3
 
 import pytest
 
-from report_fixture import build
 from trainperf.store.database import Store, StoreError, read_only_uri
 
 READERS = [
@@ -17,13 +16,6 @@ READERS = [
     ["pareto"],
     ["scaling"],
 ]
-
-
-@pytest.fixture(scope="module")
-def fixture_db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("fixture") / "r.db"
-    build(path)
-    return path
 
 
 def snapshot(directory):
@@ -36,11 +28,11 @@ def snapshot(directory):
 
 
 @pytest.fixture
-def db(fixture_db, tmp_path):
+def db(report_db, tmp_path):
     """A closed database alone in its directory (no -wal or -shm beside it)."""
     path = tmp_path / "data" / "r.db"
     path.parent.mkdir()
-    path.write_bytes(fixture_db.read_bytes())
+    path.write_bytes(report_db.read_bytes())
     return path
 
 
