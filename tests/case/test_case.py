@@ -111,27 +111,6 @@ def test_one_list_of_parallel_modes_for_the_case_and_the_cli():
     assert all(set(c) <= set(PARALLEL_MODES) for c in choices) and PARALLEL_MODES in choices
 
 
-@pytest.mark.parametrize(
-    "fields,launch",
-    [
-        ({}, "process"),
-        ({"devices": 2}, "torchrun"),
-        ({"devices": 2, "parallel": "fsdp"}, "torchrun"),
-        ({"devices": 2, "parallel": "dp", "device": "cuda"}, "process"),
-        ({"devices": 2, "framework": "jax"}, "jax"),
-        ({"framework": "jax"}, "jax"),
-    ],
-)
-def test_one_rule_says_how_a_case_is_launched(fields, launch):
-    """``case.modes.launch_kind`` decides for the case, the runner and the worker alike."""
-    from trainperf.case.modes import launch_kind
-    from trainperf.launch.runner import ChildJob
-
-    case = make_case(model="resnet50", batch_size=8, **fields)
-    assert case.launch == launch_kind(case.model_dump()) == launch
-    assert ChildJob.of_case(case).torchrun == (launch == "torchrun")
-
-
 def test_parallel_modes_and_batches():
     weak = make_case(model="resnet50", batch_size=32, devices=4)
     assert (weak.mode, weak.processes, weak.device_batch, weak.global_batch) == ("ddp", 4, 32, 128)
@@ -229,11 +208,14 @@ def test_a_huge_batch_flag_is_bad_input_and_writes_nothing(tmp_path, run_cli):
     ],
 )
 def test_one_rule_decides_how_a_case_is_launched(fields, launch):
+    """``case.modes.launch_kind`` decides for the case, the runner and the worker alike."""
     from trainperf.case.modes import launch_kind
+    from trainperf.launch.runner import ChildJob
 
     case = make_case(model="resnet50", batch_size=8, **fields)
     assert case.launch == launch_kind(case.model_dump()) == launch
     assert case.processes == (case.devices * case.nodes if launch == "torchrun" else 1)
+    assert ChildJob.of_case(case).torchrun == (launch == "torchrun")
 
 
 def test_one_batch_per_device_rule_for_the_case_and_the_predictor():
