@@ -6,12 +6,17 @@ The scripts run as ``python benchmarks/NAME.py``, which puts this directory on s
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import torch
 
 from trainperf import models
 from trainperf.case.spec import make_case
 from trainperf.step.training_step import TrainingStep, build_training_step
+
+A = TypeVar("A")
+B = TypeVar("B")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,3 +56,17 @@ def warmed_up_step(args: argparse.Namespace) -> tuple[models.ModelSpec, torch.de
     for _ in range(args.warmup):
         training.step()
     return spec, device, training
+
+
+def abba(pairs: int, first: Callable[[], A], second: Callable[[], B]) -> Iterator[tuple[int, A, B]]:
+    """``pairs`` pairs of blocks, ``first`` then ``second`` in even pairs and the reverse in
+    odd ones (ABBA): a drift of the machine between two blocks (another tenant, the clock)
+    favours each side as often. Yields (pair, what first gave, what second gave)."""
+    for pair in range(pairs):
+        if pair % 2 == 0:
+            a = first()
+            b = second()
+        else:
+            b = second()
+            a = first()
+        yield pair, a, b

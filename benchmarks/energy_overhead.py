@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from common import overhead_parser, warmed_up_step
+from common import abba, overhead_parser, warmed_up_step
 from trainperf.measure.policy import FixedPolicy
 from trainperf.measure.probes import CaseProbes
 from trainperf.measure.stats import summarize
@@ -53,14 +53,17 @@ def main() -> int:
     _, device, training = warmed_up_step(args)
 
     reported, wall, readings = [], [], []
-    for pair in range(args.pairs):
-        order = (True, False) if pair % 2 == 0 else (False, True)
-        results = {probed: block(training, device, args.steps, probed) for probed in order}
-        readings = results[True][2]
-        reported.append(results[True][0] / results[False][0])
-        wall.append(results[True][1] / results[False][1])
+    blocks = abba(
+        args.pairs,
+        lambda: block(training, device, args.steps, True),
+        lambda: block(training, device, args.steps, False),
+    )
+    for pair, on, off in blocks:
+        readings = on[2]
+        reported.append(on[0] / off[0])
+        wall.append(on[1] / off[1])
         print(
-            f"pair {pair + 1:2d}: off {results[False][0]:8.1f}  on {results[True][0]:8.1f}"
+            f"pair {pair + 1:2d}: off {off[0]:8.1f}  on {on[0]:8.1f}"
             f" samples/s  on/off {reported[-1]:.4f}  wall on/off {wall[-1]:.4f}",
             flush=True,
         )

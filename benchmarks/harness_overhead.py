@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 import torch
 from scipy import stats as scipy_stats
 
-from common import add_model_arguments, warmed_up_step
+from common import abba, add_model_arguments, warmed_up_step
 from trainperf import models
 from trainperf.measure.divergence import LossWatch
 from trainperf.measure.policy import FixedPolicy
@@ -327,13 +327,12 @@ def main() -> int:
         return ablate(args, spec, device, training)
 
     reported, wall = [], []
-    for pair in range(args.pairs):
-        if pair % 2 == 0:
-            bare = bare_block(training, spec, device, args.steps)
-            harness, harness_wall = harness_block(training, device, args.steps)
-        else:
-            harness, harness_wall = harness_block(training, device, args.steps)
-            bare = bare_block(training, spec, device, args.steps)
+    blocks = abba(
+        args.pairs,
+        lambda: bare_block(training, spec, device, args.steps),
+        lambda: harness_block(training, device, args.steps),
+    )
+    for pair, bare, (harness, harness_wall) in blocks:
         reported.append(harness / bare)
         wall.append(harness_wall / bare)
         print(

@@ -29,7 +29,7 @@ import jax
 import optax
 from flax import nnx
 
-from common import overhead_parser
+from common import abba, overhead_parser
 from trainperf import models
 from trainperf.case.spec import make_case
 from trainperf.jax import tasks
@@ -104,13 +104,12 @@ def main() -> int:
         bare.block(1)
 
     ratios = []
-    for pair in range(args.pairs):
-        if pair % 2 == 0:
-            plain = bare.block(args.steps)
-            harness = harness_block(training, args.batch_size, args.steps)
-        else:
-            harness = harness_block(training, args.batch_size, args.steps)
-            plain = bare.block(args.steps)
+    blocks = abba(
+        args.pairs,
+        lambda: bare.block(args.steps),
+        lambda: harness_block(training, args.batch_size, args.steps),
+    )
+    for pair, plain, harness in blocks:
         ratios.append(harness / plain)
         print(
             f"pair {pair + 1:2d}: bare {plain:8.1f}  trainperf {harness:8.1f} samples/s"
