@@ -70,3 +70,9 @@ def abba(pairs: int, first: Callable[[], A], second: Callable[[], B]) -> Iterato
             b = second()
             a = first()
         yield pair, a, b
+
+
+def pair_line(pair: int, bare: float, trainperf: float, ratios: dict[str, float]) -> str:
+    """One pair's line of an overhead benchmark: both throughputs and the named ratios."""
+    shown = "".join(f"  {name} {value:.4f}" for name, value in ratios.items())
+    return f"pair {pair + 1:2d}: bare {bare:8.1f}  trainperf {trainperf:8.1f} samples/s{shown}"

@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 import torch
 from scipy import stats as scipy_stats
 
-from common import abba, add_model_arguments, warmed_up_step
+from common import abba, add_model_arguments, pair_line, warmed_up_step
 from trainperf import models
 from trainperf.measure.divergence import LossWatch
 from trainperf.measure.policy import FixedPolicy
@@ -335,11 +335,8 @@ def main() -> int:
     for pair, bare, (harness, harness_wall) in blocks:
         reported.append(harness / bare)
         wall.append(harness_wall / bare)
-        print(
-            f"pair {pair + 1:2d}: bare {bare:8.1f}  trainperf {harness:8.1f} samples/s"
-            f"  reported/bare {harness / bare:.4f}  wall/bare {harness_wall / bare:.4f}",
-            flush=True,
-        )
+        ratios = {"reported/bare": harness / bare, "wall/bare": harness_wall / bare}
+        print(pair_line(pair, bare, harness, ratios), flush=True)
     median = statistics.median(reported)
     print(
         f"{args.model} b{args.batch_size} @{args.size} on {args.device}, "

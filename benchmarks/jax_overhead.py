@@ -29,7 +29,7 @@ import jax
 import optax
 from flax import nnx
 
-from common import abba, overhead_parser
+from common import abba, overhead_parser, pair_line
 from trainperf import models
 from trainperf.case.spec import make_case
 from trainperf.jax import tasks
@@ -111,11 +111,7 @@ def main() -> int:
     )
     for pair, plain, harness in blocks:
         ratios.append(harness / plain)
-        print(
-            f"pair {pair + 1:2d}: bare {plain:8.1f}  trainperf {harness:8.1f} samples/s"
-            f"  trainperf/bare {harness / plain:.4f}",
-            flush=True,
-        )
+        print(pair_line(pair, plain, harness, {"trainperf/bare": harness / plain}), flush=True)
     median = statistics.median(ratios)
     print(
         f"{args.model} b{args.batch_size} @{args.size} on {args.device} (jax "
