@@ -281,6 +281,11 @@ def apply_options(options: tuple[Any, ...]) -> Any:
     return lambda function: _apply(options, function)
 
 
+def count_option(name: str, default: int, help: str | None = None) -> Any:
+    """A positive count with its default shown in ``--help``: how every such flag reads."""
+    return click.option(name, type=PositiveInt(), default=default, show_default=True, help=help)
+
+
 def choice_option(name: str, choices: Sequence[str], default: str, help: str) -> Any:
     """A flag taking one of ``choices``, its default shown in ``--help``: how every such
     flag of trainperf reads."""
@@ -336,7 +341,7 @@ def parallel_options(function: Any) -> Any:
             type=CountList(),
             help="devices (one process each with ddp) per node; 1,2,4 gives one case per count",
         ),
-        click.option("--nodes", type=PositiveInt(), default=1, show_default=True),
+        count_option("--nodes", 1),
         choice_option(
             "--parallel",
             PARALLEL_MODES,
@@ -353,12 +358,10 @@ def parallel_options(function: Any) -> Any:
         grad_compression_option,
         click.option("--static-graph", is_flag=True, help="DDP static_graph=True"),
         *sharding_options,
-        click.option(
+        count_option(
             "--grad-accum",
-            type=PositiveInt(),
-            default=1,
-            show_default=True,
-            help="micro-batches per optimizer step (all-reduce once, no_sync before)",
+            1,
+            "micro-batches per optimizer step (all-reduce once, no_sync before)",
         ),
     )
     return _apply(options, function)

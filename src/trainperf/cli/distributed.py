@@ -20,6 +20,7 @@ from trainperf.cli.common import (
     case_options,
     check_out_file,
     choice_option,
+    count_option,
     db_option,
     emit_json,
     fail,
@@ -115,7 +116,7 @@ def equivalence(
 
 @click.command()
 @click.argument("suite_name", metavar="SUITE")
-@click.option("--nodes", type=PositiveInt(), default=2, show_default=True)
+@count_option("--nodes", 2)
 @click.option("--gpus-per-node", type=PositiveInt(), help="GPUs per node (sets devices)")
 @click.option("--time", "time_limit", default="02:00:00", show_default=True)
 @click.option("--partition", help="Slurm partition")

@@ -23,6 +23,7 @@ from trainperf.cli.common import (
     apply_options,
     batch_size_option,
     choice_option,
+    count_option,
     count_range,
     db_option,
     device_option,
@@ -379,13 +380,13 @@ def p2p(
     help="devices per node, one process each, as in run [default: 2]",
 )
 @click.option("--nprocs", type=PositiveInt(), hidden=True)  # deprecated: --devices
-@click.option("--nodes", type=PositiveInt(), default=1, show_default=True)
+@count_option("--nodes", 1)
 @click.option(
     "--rdzv-endpoint", type=Endpoint(), help="HOST:PORT of the rendezvous for several nodes"
 )
 @click.option("--min-bytes", default="1K", show_default=True)
 @click.option("--max-bytes", default="64M", show_default=True)
-@click.option("--factor", type=PositiveInt(), default=2, show_default=True)
+@count_option("--factor", 2)
 @click.option(
     "--dtype", default="fp32", show_default=True, type=click.Choice(["fp32", "fp16", "bf16"])
 )

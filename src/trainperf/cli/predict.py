@@ -22,6 +22,7 @@ from trainperf.cli.common import (
     apply_options,
     batch_size_option,
     choice_option,
+    count_option,
     emit_json,
     format_option,
     given_once,
@@ -109,7 +110,7 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
     help="device counts, e.g. 1,8,64; or min: the smallest count of --device whose memory "
     "holds each rank's share (--parallel fsdp, weak scaling)",
 )
-@click.option("--per-node", type=PositiveInt(), default=8, show_default=True)
+@count_option("--per-node", 8)
 @click.option("--intra", "intra_id", help="intra-node link (per device), e.g. nvlink2")
 @click.option("--inter", "inter_id", help="inter-node link (per node), e.g. ib-edr")
 @batch_size_option(32)

@@ -23,6 +23,7 @@ from trainperf.cli.common import (
     case_from_flags,
     case_options,
     choice_option,
+    count_option,
     db_option,
     emit_json,
     fail,
@@ -332,7 +333,7 @@ def suites(as_json: bool, table_format: str) -> None:
 @case_options
 @db_option()
 @json_option
-@click.option("--start", type=PositiveInt(), default=1, show_default=True, help="first batch tried")
+@count_option("--start", 1, "first batch tried")
 @click.option(
     "--limit",
     type=PositiveInt(),
@@ -345,9 +346,7 @@ def suites(as_json: bool, table_format: str) -> None:
     "search the batch per device, or the sequence length at --batch-size",
 )
 @batch_size_option(1, "batch per device while searching the sequence length")
-@click.option(
-    "--devices", type=PositiveInt(), default=1, show_default=True, help="devices per node"
-)
+@count_option("--devices", 1, "devices per node")
 @choice_option(
     "--parallel",
     ["auto", "none", *RANK_MODES],

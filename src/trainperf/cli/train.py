@@ -26,6 +26,7 @@ from trainperf.cli.common import (
     PositiveInt,
     batch_size_option,
     check_out_file,
+    count_option,
     db_option,
     device_option,
     emit_json,
@@ -235,7 +236,7 @@ def _show_run(run: dict[str, Any]) -> None:
 @click.argument("model")
 @click.option("--data", required=True, help="cifar10:DIR, imagefolder:DIR or tokens:FILE")
 @click.option("--target", "target_text", required=True, help="top1=0.80, top5=... or eval_loss=...")
-@click.option("--max-epochs", type=PositiveInt(), default=30, show_default=True)
+@count_option("--max-epochs", 30)
 @batch_size_option(128, "samples per step per device")
 @click.option(
     "--lr-schedule",
@@ -244,12 +245,10 @@ def _show_run(run: dict[str, Any]) -> None:
     help="piecewise:LR@EPOCH,...  |  cosine[:BASE_LR]  |  constant:LR",
 )
 @click.option("--warmup-epochs", type=FiniteFloat(min=0), default=0.0, show_default=True)
-@click.option(
+@count_option(
     "--devices",
-    type=PositiveInt(),
-    default=1,
-    show_default=True,
-    help="processes (one device each) under torchrun with DDP",
+    1,
+    "processes (one device each) under torchrun with DDP",
 )
 @workers_option(2, "data-loader processes per device")
 @precision_option
@@ -257,12 +256,10 @@ def _show_run(run: dict[str, Any]) -> None:
 @click.option("--image-size", type=PositiveInt(), help="image side (imagefolder data)")
 @click.option("--seq-len", type=PositiveInt(), help="sequence length (token data)")
 @click.option("--seed", type=seed_range(), default=0, show_default=True)
-@click.option(
+@count_option(
     "--runs",
-    type=PositiveInt(),
-    default=1,
-    show_default=True,
-    help="repeat with seeds seed, seed+1, ...; 3 or more give the olympic mean",
+    1,
+    "repeat with seeds seed, seed+1, ...; 3 or more give the olympic mean",
 )
 @click.option(
     "--mllog",
