@@ -455,10 +455,22 @@ def batch_size_option(default: int, help: str | None = None) -> Any:
     )
 
 
+JSON_HELP = "print one JSON document on stdout"
+
+
 def json_option(function: Any) -> Any:
-    return click.option(
-        "--json", "as_json", is_flag=True, help="print one JSON document on stdout"
-    )(function)
+    return click.option("--json", "as_json", is_flag=True, help=JSON_HELP)(function)
+
+
+def table_output_options(json_help: str = JSON_HELP) -> Callable[[Any], Any]:
+    """``--json`` (saying what it prints), ``--format`` and ``--wide``: how a verb that
+    prints tables offers its other outputs."""
+
+    def decorate(function: Any) -> Any:
+        json_flag = click.option("--json", "as_json", is_flag=True, help=json_help)
+        return json_flag(format_option(wide_option(function)))
+
+    return decorate
 
 
 def format_option(function: Any) -> Any:

@@ -21,7 +21,6 @@ from trainperf.cli.common import (
     emit_json,
     fail,
     fixed_steps,
-    format_option,
     json_option,
     one_output,
     open_machine,
@@ -30,9 +29,9 @@ from trainperf.cli.common import (
     show_table,
     stderr,
     stdout,
+    table_output_options,
     table_width,
     warn_deprecated,
-    wide_option,
     writing_store,
 )
 
@@ -40,9 +39,7 @@ from trainperf.cli.common import (
 @click.command()
 @db_option()
 @result_filter_options
-@click.option("--json", "as_json", is_flag=True, help="one JSON document: a row per device count")
-@format_option
-@wide_option
+@table_output_options("one JSON document: a row per device count")
 def scaling(db: Path, result_filter: Any, as_json: bool, table_format: str, wide: bool) -> None:
     """Speedup, efficiency and exposed communication per model, setting and device count
     (of the ok results the filters select); a speed-up above linear is flagged unstable
@@ -131,9 +128,7 @@ def profile(
 @db_option()
 @result_filter_options
 @click.option("--all", "show_all", is_flag=True, help="also list the dominated configurations")
-@click.option("--json", "as_json", is_flag=True, help="one JSON document: fronts per network")
-@format_option
-@wide_option
+@table_output_options("one JSON document: fronts per network")
 def pareto(
     db: Path, result_filter: Any, show_all: bool, as_json: bool, table_format: str, wide: bool
 ) -> None:

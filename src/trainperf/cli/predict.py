@@ -24,10 +24,8 @@ from trainperf.cli.common import (
     choice_option,
     count_option,
     emit_json,
-    format_option,
     given_once,
     grad_compression_option,
-    json_option,
     one_output,
     positive_int,
     precision_option,
@@ -35,9 +33,9 @@ from trainperf.cli.common import (
     sharding_options,
     show_table,
     stdout,
+    table_output_options,
     table_width,
     warn_deprecated,
-    wide_option,
 )
 from trainperf.core.limits import (
     ACHIEVED_FRACTION_MIN,
@@ -163,9 +161,7 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
     "--calibrate-device",
     help="catalog device this machine is, for --calibrate's fraction (default: --device)",
 )
-@json_option
-@format_option
-@wide_option
+@table_output_options()
 def predict(
     model: str,
     device_id: str | None,
@@ -453,9 +449,7 @@ def _show(prediction: dict[str, Any], as_json: bool, table_format: str, wide: bo
 
 
 @click.command()
-@json_option
-@format_option
-@wide_option
+@table_output_options()
 def catalog(as_json: bool, table_format: str, wide: bool) -> None:
     """List the devices and links of the hardware catalog that `trainperf predict` uses."""
     from trainperf.predict.catalog import load_catalog

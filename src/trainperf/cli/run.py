@@ -41,6 +41,7 @@ from trainperf.cli.common import (
     show_table,
     stderr,
     stdout,
+    table_output_options,
     table_width,
     warn_deprecated,
     wide_option,
@@ -429,9 +430,7 @@ def maxbatch(
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="print a JSON array")
-@format_option
-@wide_option
+@table_output_options("print a JSON array")
 def models(as_json: bool, table_format: str, wide: bool) -> None:
     """List the zoo with parameters, FLOPs per sample and gradient bytes."""
     from trainperf.analysis.zoo_cache import zoo_rows
