@@ -58,7 +58,8 @@ def seed_export(folder: Path) -> dict[str, Any]:
     """An export of the seed measurements, stored and exported by trainperf."""
     from trainperf.case.result import combine
     from trainperf.measure.runs import parse_runs
-    from trainperf.store.database import Store, exchange
+    from trainperf.store import exchange
+    from trainperf.store.database import Store
 
     seed = json.loads(SEED.read_text())
     with Store(folder / "seed.db") as store:
@@ -121,7 +122,8 @@ def _scaled(row: dict[str, Any], factor: float) -> dict[str, Any]:
 
 def grow(db: Path, results: int, systems: int) -> None:
     """Write a store of ``results`` results over ``systems`` systems at ``db``."""
-    from trainperf.store.database import Store, exchange
+    from trainperf.store import exchange
+    from trainperf.store.database import Store
 
     with tempfile.TemporaryDirectory() as tmp:
         source = seed_export(Path(tmp))
