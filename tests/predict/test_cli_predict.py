@@ -204,3 +204,16 @@ def test_an_unknown_model_is_refused_at_the_door(run_cli, resolutions):
     code, _, err = run_cli("predict --model nonet --device v100-sxm2-16gb --devices 1")
     assert code == 2 and "unknown model 'nonet'" in err
     assert resolutions == ["nonet"]
+
+
+def test_explain_shows_the_compute_curve_and_json_holds_it_only_when_asked(run_cli):
+    code, out, err = run_cli(V100 + " --json --explain")
+    assert code == 0, err
+    curve = json.loads(out)["compute_curve"]
+    assert [p["device_batch"] for p in curve] == [1, 2, 4, 8, 16, 32, 64]
+    assert all(p["samples_per_s"] > 0 for p in curve)
+    code, out, err = run_cli(V100 + " --json")
+    assert "compute_curve" not in json.loads(out)
+    code, out, err = run_cli(V100 + " --explain")
+    assert code == 0, err
+    assert "compute of one device against its batch" in out and "ms per sample" in out

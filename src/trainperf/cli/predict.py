@@ -161,6 +161,11 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
     "--calibrate-device",
     help="catalog device this machine is, for --calibrate's fraction (default: --device)",
 )
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="also show one device's compute time against its batch, the curve the rows read",
+)
 @table_output_options()
 def predict(
     model: str,
@@ -237,13 +242,22 @@ def predict(
         spec, options["batch_size"], options["precision"], options["scaling"], options["size"]
     )
     placement = Placement(device, devices, per_node, intra, inter, uplink)
-    measured = Measured(options["single_device_throughput"], options["achieved_fraction"], **terms)
+    measured = Measured(
+        options["single_device_throughput"],
+        options["achieved_fraction"],
+        **terms,
+        batch_curve=options.get("batch_curve"),
+    )
     try:
         if sharding is None:
             ddp_options = {key: options[key] for key in DDP_ONLY}
-            prediction = predict_ddp(workload, placement, measured, **ddp_options)
+            prediction = predict_ddp(
+                workload, placement, measured, **ddp_options, explain=options["explain"]
+            )
         else:
-            prediction = predict_fsdp(workload, placement, measured, sharding)
+            prediction = predict_fsdp(
+                workload, placement, measured, sharding, explain=options["explain"]
+            )
     except PredictError as exc:
         found = f"the smallest count that holds {model} is {devices[0]}: " if search else ""
         raise BadInput(found + str(exc)) from None
@@ -387,6 +401,10 @@ def _calibrate(
     elif cal.achieved_fraction is not None:
         options["achieved_fraction"] = cal.achieved_fraction
         notes.append(f"calibration: achieved fraction measured on {this_machine.id}")
+    elif cal.batch_curve is not None and same:
+        options["batch_curve"] = cal.batch_curve
+        batches = ", ".join(str(b) for b in cal.batch_curve.batches)
+        notes.append(f"calibration: the step time against the batch measured at {batches}")
     elif cal.single_device_throughput is not None and same:
         options["single_device_throughput"] = cal.single_device_throughput
         notes.append(
@@ -428,6 +446,7 @@ def _show(prediction: dict[str, Any], as_json: bool, table_format: str, wide: bo
     from trainperf.report.predict import (
         assumptions_text,
         calibration_table,
+        compute_curve_table,
         fsdp_prediction_table,
         prediction_table,
     )
@@ -446,6 +465,10 @@ def _show(prediction: dict[str, Any], as_json: bool, table_format: str, wide: bo
         if table_format == "md":
             sys.stdout.write("\n")
         show_table(calibration_table(prediction["calibration"]), table_format)
+    if "compute_curve" in prediction:
+        if table_format == "md":
+            sys.stdout.write("\n")
+        show_table(compute_curve_table(prediction), table_format)
 
 
 @click.command()

@@ -28,6 +28,11 @@ From a results database (``trainperf.store.database``):
 (e) check: every stored ok result of the model on that system (one or several devices) is
     predicted again with the calibrated parameters; the error is (predicted − measured) /
     measured. Results on N ≥ 2 devices were used by (d), so their check is in sample.
+(f) batch curve: the newest single-device result at each batch size (same precision, size
+    and device as (a)) gives t(B) = a + b·B, the step time against the batch
+    (``terms.fit_batch_curve``): with two or more batch sizes stored (``trainperf run -b
+    8,16,32``), a prediction on this machine takes each device's step from the curve at
+    the batch that device gets, not B / X at the one batch measured.
 
 Whatever cannot be measured stays with the catalog (``Calibration.absent`` says why).
 """
@@ -52,7 +57,15 @@ from trainperf.predict.model import (
     compute_rate,
     predict,
 )
-from trainperf.predict.terms import NO_NOISE, BusBandwidthCurve, Overhead, StepNoise, fit_overhead
+from trainperf.predict.terms import (
+    NO_NOISE,
+    BatchCurve,
+    BusBandwidthCurve,
+    Overhead,
+    StepNoise,
+    fit_batch_curve,
+    fit_overhead,
+)
 from trainperf.store.database import Store, StoreError
 from trainperf.store.query import ResultFilter
 
@@ -98,6 +111,7 @@ class Calibration:
     achieved_fraction: float | None = None
     single_device_throughput: float | None = None
     throughput_batch: int | None = None
+    batch_curve: BatchCurve | None = None
     alpha_s: float | None = None
     beta_bytes_per_s: float | None = None
     link_scope: str | None = None
@@ -243,6 +257,7 @@ def _compute(
     cal.measured_device = MeasuredDevice(
         f"measured ({info.get('name', kind)})", info.get("name", kind), kind, memory, capability
     )
+    _batch_curve(cal, spec, singles, chosen)
     cal.noise = _step_noise(chosen)
     if cal.noise is None:
         cal.absent["noise"] = f"result {chosen['id']} has fewer than 2 step times"
@@ -252,6 +267,29 @@ def _compute(
         cal.absent["achieved_fraction"] = f"{device.id} has no {cal.precision} peak"
     else:
         _solve_fraction(cal, spec, device, case["batch_size"], _size(spec, chosen))
+
+
+def _batch_curve(
+    cal: Calibration, spec: ModelSpec, singles: list[dict[str, Any]], chosen: dict[str, Any]
+) -> None:
+    """(f) The step time against the batch, fitted to the newest result at each batch size
+    of the chosen result's precision, size and device (``terms.fit_batch_curve``)."""
+    like = (chosen["case"]["precision"], _size(spec, chosen), chosen["case"].get("device"))
+    newest: dict[int, dict[str, Any]] = {}
+    for result in singles:  # oldest first: the newest of each batch stays
+        case = result["case"]
+        if (case["precision"], _size(spec, result), case.get("device")) == like:
+            newest[case["batch_size"]] = result
+    points = [(b, r["metrics"]["samples_per_s_median"]) for b, r in sorted(newest.items())]
+    try:
+        cal.batch_curve = fit_batch_curve(points, f"measured on {len(points)} batch sizes")
+    except ValueError as exc:
+        cal.absent["batch_curve"] = str(exc)
+        return
+    cal.sources["batch_curve"] = [
+        {"result_id": r["id"], "batch_size": b, "samples_per_s": x}
+        for (b, x), r in zip(points, (newest[b] for b, _ in points), strict=True)
+    ]
 
 
 def _step_noise(result: dict[str, Any]) -> StepNoise | None:
@@ -337,6 +375,8 @@ def _compute_inputs(cal: Calibration, device: Any | None) -> tuple[dict[str, Any
     """The compute arguments of ``predict`` and the device they go with, or None."""
     if cal.achieved_fraction is not None:
         return {"achieved_fraction": cal.achieved_fraction}, device
+    if cal.batch_curve is not None:
+        return {"batch_curve": cal.batch_curve}, cal.measured_device
     if cal.single_device_throughput is not None:
         return {"single_device_throughput": cal.single_device_throughput}, cal.measured_device
     return None

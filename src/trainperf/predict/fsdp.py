@@ -81,6 +81,7 @@ from trainperf.predict.model import (
     PredictError,
     Workload,
     baseline_inputs,
+    compute_curve,
     compute_rate,
     finite_prediction,
     layout,
@@ -223,10 +224,12 @@ def predict_fsdp(
     placement: Placement,
     measured: Measured = NOTHING_MEASURED,
     sharding: Sharding = Sharding(),
+    explain: bool = False,
 ) -> dict[str, Any]:
     """One row per device count of ``workload`` trained with FSDP on ``placement`` (module
     doc), with what was ``measured``, as ``trainperf.predict.model.predict``. Returns
-    ``{"rows", "assumptions", "inputs"}``; raises ``PredictError``."""
+    ``{"rows", "assumptions", "inputs"}``, and with ``explain`` the ``compute_curve``;
+    raises ``PredictError``."""
     prepared = prepare(workload, placement)
     spec, precision, device = workload.spec, workload.precision, placement.device
     p_bytes, r_bytes = sharding.param_bytes(precision), sharding.reduce_bytes(precision)
@@ -319,6 +322,8 @@ def predict_fsdp(
         }
         | baseline_inputs(compute, workload.batch_size, baseline),
     }
+    if explain:
+        prediction["compute_curve"] = compute_curve(compute, prepared, workload.batch_size)
     return finite_prediction(prediction)
 
 

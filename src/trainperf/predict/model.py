@@ -67,7 +67,7 @@ from trainperf.predict.roofline import (
     op_profile,
     roofline_seconds_per_sample,
 )
-from trainperf.predict.terms import NO_NOISE, NO_OVERHEAD, Overhead, StepNoise
+from trainperf.predict.terms import NO_NOISE, NO_OVERHEAD, BatchCurve, Overhead, StepNoise
 
 # Bytes per gradient element all-reduced: fp32 (AMP keeps fp32 parameters and gradients)
 # unless a 16-bit communication hook compresses them.
@@ -114,12 +114,15 @@ class Measured:
     """What measurements put in place of the model's own figures, each optional:
     ``single_device_throughput`` (samples/s of one device at the batch per device: replaces
     FLOPs over peak), ``achieved_fraction`` (of peak FLOP/s: replaces the catalog's),
-    the step-time ``noise`` and the per-step ``overhead`` (``trainperf.predict.terms``)."""
+    the step-time ``noise`` and the per-step ``overhead``, and the ``batch_curve``: one
+    device's step time fitted over several batch sizes, which replaces a throughput measured
+    at one batch when the batch per device changes (``trainperf.predict.terms``)."""
 
     single_device_throughput: float | None = None
     achieved_fraction: float | None = None
     noise: StepNoise = NO_NOISE
     overhead: Overhead = NO_OVERHEAD
+    batch_curve: BatchCurve | None = None  # the step time against the batch (terms)
 
 
 NOTHING_MEASURED = Measured()
@@ -222,11 +225,22 @@ class Compute:
     source: str
     throughput: float | None = None
     roofline: Callable[..., RooflineTime] | None = None  # called with batch=B
+    curve: BatchCurve | None = None
 
     def seconds(self, batch: int) -> float:
+        if self.curve is not None:
+            return self.curve.seconds(batch)
         if self.roofline is None:
             return batch / self.throughput
         return batch * self.roofline(batch=batch).seconds_per_sample
+
+    def batch_dependence(self) -> str:
+        """How the time grows with the batch, in the words of the assumptions."""
+        if self.curve is not None:
+            return "a fixed part per step, the rest per sample"
+        if self.roofline is None:
+            return "time linear in the batch"
+        return "weights move once per step, activations once per sample"
 
     def memory_bound_share(self, batch: int) -> float | None:
         """The share of the step in memory-bound ops (roofline only)."""
@@ -272,6 +286,13 @@ def compute_rate(
         return Compute(
             f"one device trains {single_device_throughput:g} samples/s",
             throughput=single_device_throughput,
+        )
+    if (curve := measured.batch_curve) is not None:
+        batches = ", ".join(str(b) for b in curve.batches)
+        return Compute(
+            f"one device's step {curve.fixed_s * 1e3:.3g} ms + {curve.per_sample_s * 1e3:.3g} "
+            f"ms per sample, fitted to batches {batches} ({curve.source})",
+            curve=curve,
         )
     peak = device.peak_flops(precision)
     if not peak:
@@ -385,6 +406,23 @@ def device_batches(batch_size: int, counts: Sequence[int], scaling: str) -> dict
     return {c: device_batch(batch_size, c, scaling) for c in counts}
 
 
+def compute_curve(compute: Compute, prepared: Prepared, batch_size: int) -> list[dict]:
+    """One device's compute time against its batch, as the rows take it (``--explain``): at
+    1, 2, 4, ... up to the largest batch per device the prediction uses, and at each of
+    those batches."""
+    largest = max([batch_size, *prepared.batches.values()])
+    batches = {2**k for k in range(largest.bit_length()) if 2**k <= largest}
+    batches |= {batch_size, *prepared.batches.values()}
+    return [
+        {
+            "device_batch": b,
+            "compute_s": compute.seconds(b),
+            "samples_per_s": b / compute.seconds(b),
+        }
+        for b in sorted(batches)
+    ]
+
+
 def predict(
     workload: Workload,
     placement: Placement,
@@ -393,10 +431,12 @@ def predict(
     bucket_mb: float = 25.0,
     winograd: bool | None = None,
     grad_compression: str = "none",
+    explain: bool = False,
 ) -> dict[str, Any]:
     """One row per device count of ``workload`` trained with DDP on ``placement``, with
     what was ``measured``; see the module docstring for every formula. Returns ``{"rows",
-    "assumptions", "inputs"}``; raises ``PredictError``.
+    "assumptions", "inputs"}``, and with ``explain`` the ``compute_curve`` the rows read;
+    raises ``PredictError``.
     """
     if not BUCKET_MB_MIN <= bucket_mb <= BUCKET_MB_MAX:
         raise PredictError(
@@ -469,6 +509,8 @@ def predict(
         }
         | baseline_inputs(compute, workload.batch_size, baseline),
     }
+    if explain:
+        prediction["compute_curve"] = compute_curve(compute, prepared, workload.batch_size)
     return finite_prediction(prediction)
 
 
@@ -495,13 +537,7 @@ def _assumptions(
     noise, overhead = measured.noise, measured.overhead
     scaling, batch_size = workload.scaling, workload.batch_size
     return [
-        f"compute: {compute.source}; "
-        + (
-            "time linear in the batch"
-            if compute.roofline is None
-            else "weights move once per step, activations once per sample"
-        )
-        + "; forward:backward = 1:2",
+        f"compute: {compute.source}; {compute.batch_dependence()}; forward:backward = 1:2",
         f"gradients all-reduced in {size * 8}-bit ({size} B/param"
         + (
             f", a {grad_compression} communication hook"

@@ -156,6 +156,48 @@ def fit_overhead(points: Sequence[tuple[int, float]], source: str = "") -> Overh
 
 
 @dataclass(frozen=True)
+class BatchCurve:
+    """One device's step time against its batch, t(B) = fixed_s + per_sample_s · B, fitted
+    to single-device throughputs measured at several batch sizes. The rate a device
+    achieves falls as its batch shrinks (strong scaling, small nodes): the fixed part (kernel
+    launches, the optimizer step, the framework's own work) stays while the samples go.
+    ``batches``: the batch sizes measured."""
+
+    fixed_s: float
+    per_sample_s: float
+    batches: tuple[int, ...]
+    source: str = ""
+
+    def seconds(self, batch: int) -> float:
+        return self.fixed_s + self.per_sample_s * batch
+
+    def throughput(self, batch: int) -> float:
+        return batch / self.seconds(batch)
+
+
+def fit_batch_curve(points: Sequence[tuple[int, float]], source: str = "") -> BatchCurve:
+    """Least squares of t(B) = a + b·B to measured (batch B, samples/s X) pairs, t = B / X,
+    each point weighed by its own t (relative errors: small and large batches alike).
+
+    Needs two distinct batches. A negative a (the larger batches are relatively slower, as
+    when they leave the caches) cannot be a fixed cost: it is refused by fitting a = 0, the
+    rate then the mean per-sample time; b must come out positive.
+    """
+    usable = [(int(b), float(x)) for b, x in points if b >= 1 and x > 0 and math.isfinite(x)]
+    if len({b for b, _ in usable}) < 2:
+        raise ValueError("fewer than 2 distinct batch sizes measured on one device")
+    batch = np.array([b for b, _ in usable], dtype=float)
+    step = batch / np.array([x for _, x in usable], dtype=float)
+    design = np.column_stack([np.ones_like(batch), batch]) / step[:, None]
+    (a, b), *_ = np.linalg.lstsq(design, np.ones_like(step), rcond=None)
+    if a < 0:
+        a, b = 0.0, float(np.mean(step / batch))
+    if b <= 0:
+        raise ValueError("the step time does not grow with the batch: no per-sample time")
+    return BatchCurve(float(a), float(b), tuple(sorted({b for b, _ in usable})), source)
+
+
+@dataclass(frozen=True)
 class BusBandwidthCurve:
     """busbw (bytes/s) per rank count and all-reduce message size, as `micro collective`
     measured it. busbw is meant not to depend on the rank count, but its latency-bound

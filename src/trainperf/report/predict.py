@@ -222,3 +222,19 @@ def calibration_lines(cal: dict[str, Any]) -> list[str]:
         )
     lines += [f"{name} absent: {reason}" for name, reason in cal.get("absent", {}).items()]
     return lines
+
+
+def compute_curve_table(prediction: dict[str, Any]) -> Table:
+    """``predict --explain``: one device's compute time against its batch, as the rows read
+    it (a fixed part and a part per sample when a batch curve was measured)."""
+    table = Table(title="compute of one device against its batch")
+    for header in ("batch/dev", "compute ms", "samples/s", "ms per sample"):
+        table.add_column(header, justify="right")
+    for point in prediction["compute_curve"]:
+        table.add_row(
+            str(point["device_batch"]),
+            _ms(point["compute_s"]),
+            f"{point['samples_per_s']:,.1f}",
+            _ms(point["compute_s"] / point["device_batch"]),
+        )
+    return table

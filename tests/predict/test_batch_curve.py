@@ -1,0 +1,149 @@
+"""The step time against the batch (issue 33, item 3): fitted, used, calibrated, shown."""
+
+import math
+
+import pytest
+from predict_inputs import predict_ddp
+
+from trainperf import models
+from trainperf.predict.calibrate import calibrate
+from trainperf.predict.terms import BatchCurve, fit_batch_curve
+from trainperf.store.database import Store
+
+FIXED_S, PER_SAMPLE_S = 0.004, 0.0005  # a 4 ms fixed cost per step, 0.5 ms per sample
+
+
+def measured(batch: int) -> float:
+    """samples/s of a device whose step takes FIXED_S + PER_SAMPLE_S · batch."""
+    return batch / (FIXED_S + PER_SAMPLE_S * batch)
+
+
+def test_the_fit_recovers_the_fixed_and_per_sample_time():
+    curve = fit_batch_curve([(b, measured(b)) for b in (8, 16, 32, 64)], "synthetic")
+    assert curve.fixed_s == pytest.approx(FIXED_S)
+    assert curve.per_sample_s == pytest.approx(PER_SAMPLE_S)
+    assert curve.batches == (8, 16, 32, 64)
+    assert curve.throughput(8) == pytest.approx(measured(8))
+
+
+def test_the_fit_refuses_what_cannot_be_a_curve():
+    with pytest.raises(ValueError, match="fewer than 2 distinct batch sizes"):
+        fit_batch_curve([(32, 100.0), (32, 101.0)])
+    # larger batches relatively slower: no negative fixed cost, the mean per-sample time
+    curve = fit_batch_curve([(8, 1000.0), (64, 500.0)])
+    assert curve.fixed_s == 0.0
+    assert curve.per_sample_s == pytest.approx((8 / 1000 / 8 + 64 / 500 / 64) / 2)
+    with pytest.raises(ValueError, match="does not grow"):
+        fit_batch_curve([(8, 1.0), (64, 1000.0)])
+
+
+class Device:
+    id = "gpu-x"
+    kind = "gpu"
+    memory_bytes = 80e9
+
+    def peak_flops(self, precision):
+        return 15e12
+
+    def efficiency(self, precision):
+        return 0.5
+
+
+class Link:
+    id = "free"
+    scope = "intra"
+    bytes_per_s = 1e30
+    latency_s = 0.0
+
+
+def strong(**measured_terms):
+    return predict_ddp(
+        model="cifarnet",
+        device=Device(),
+        devices=[1, 8],
+        per_node=8,
+        intra=Link(),
+        batch_size=64,
+        precision="fp32",
+        scaling="strong",
+        **measured_terms,
+    )
+
+
+def test_strong_scaling_pays_the_fixed_part_on_every_device():
+    """With a free link, a throughput measured at one batch predicts perfect strong
+    scaling; the batch curve charges each device the fixed part at its smaller batch."""
+    linear = strong(single_device_throughput=measured(64))["rows"][-1]
+    assert linear["efficiency"] == pytest.approx(1.0)
+    curve = BatchCurve(FIXED_S, PER_SAMPLE_S, (8, 64), "synthetic")
+    row = strong(batch_curve=curve)["rows"][-1]
+    expected = (FIXED_S + PER_SAMPLE_S * 64) / (8 * (FIXED_S + PER_SAMPLE_S * 8))
+    assert row["device_batch"] == 8
+    assert row["compute_s"] == pytest.approx(FIXED_S + PER_SAMPLE_S * 8)
+    assert row["efficiency"] == pytest.approx(expected)
+    assert row["efficiency"] < 0.7 < linear["efficiency"]
+
+
+def test_explain_gives_the_curve_the_rows_read():
+    curve = BatchCurve(FIXED_S, PER_SAMPLE_S, (8, 64), "synthetic")
+    prediction = predict_ddp(
+        model="cifarnet",
+        device=Device(),
+        devices=[1, 8],
+        per_node=8,
+        intra=Link(),
+        batch_size=64,
+        precision="fp32",
+        scaling="strong",
+        batch_curve=curve,
+        explain=True,
+    )
+    points = {p["device_batch"]: p for p in prediction["compute_curve"]}
+    assert sorted(points) == [1, 2, 4, 8, 16, 32, 64]
+    for row in prediction["rows"]:
+        assert points[row["device_batch"]]["compute_s"] == pytest.approx(row["compute_s"])
+    assert "compute_curve" not in strong(batch_curve=curve)
+    assert "a fixed part per step" in prediction["assumptions"][0]
+
+
+def _single(batch: int) -> dict:
+    samples_per_s = measured(batch)
+    return {
+        "status": "ok",
+        "result_schema": 1,
+        "case": {
+            "model": "cifarnet",
+            "batch_size": batch,
+            "devices": 1,
+            "nodes": 1,
+            "precision": "fp32",
+            "device": "cpu",
+            "scaling": "weak",
+        },
+        "device": {"name": "cpu", "type": "cpu"},
+        "metrics": {
+            "samples_per_s_median": samples_per_s,
+            "step_s_median": batch / samples_per_s,
+            "image_size": 32,
+        },
+    }
+
+
+def test_calibration_fits_the_curve_from_results_at_several_batches(tmp_path):
+    system = {"fingerprint": "curve0000001", "hostname": "curve", "memory_bytes": 2**34}
+    path = tmp_path / "curve.db"
+    with Store(path) as store:
+        sweep_id = store.start_sweep(system)
+        store.add_result(sweep_id, system["fingerprint"], _single(16))
+        one = calibrate(path, models.get("cifarnet"))
+        for batch in (32, 64):
+            store.add_result(sweep_id, system["fingerprint"], _single(batch))
+    assert one.batch_curve is None
+    assert "fewer than 2 distinct batch sizes" in one.absent["batch_curve"]
+
+    cal = calibrate(path, models.get("cifarnet"))
+    assert cal.batch_curve.batches == (16, 32, 64)
+    assert cal.batch_curve.fixed_s == pytest.approx(FIXED_S)
+    assert cal.batch_curve.per_sample_s == pytest.approx(PER_SAMPLE_S)
+    assert [s["batch_size"] for s in cal.sources["batch_curve"]] == [16, 32, 64]
+    assert all(math.isfinite(s["samples_per_s"]) for s in cal.sources["batch_curve"])
