@@ -67,7 +67,16 @@ from trainperf.predict.roofline import (
     op_profile,
     roofline_seconds_per_sample,
 )
-from trainperf.predict.terms import NO_NOISE, NO_OVERHEAD, BatchCurve, Overhead, StepNoise
+from trainperf.predict.terms import (
+    NO_NOISE,
+    NO_OVERHEAD,
+    OWN_ENGINE,
+    TIME_SHARED,
+    BatchCurve,
+    Contention,
+    Overhead,
+    StepNoise,
+)
 
 # Bytes per gradient element all-reduced: fp32 (AMP keeps fp32 parameters and gradients)
 # unless a 16-bit communication hook compresses them.
@@ -116,13 +125,15 @@ class Measured:
     FLOPs over peak), ``achieved_fraction`` (of peak FLOP/s: replaces the catalog's),
     the step-time ``noise`` and the per-step ``overhead``, and the ``batch_curve``: one
     device's step time fitted over several batch sizes, which replaces a throughput measured
-    at one batch when the batch per device changes (``trainperf.predict.terms``)."""
+    at one batch when the batch per device changes, and the ``contention`` of compute and
+    communication running at once (``trainperf.predict.terms``)."""
 
     single_device_throughput: float | None = None
     achieved_fraction: float | None = None
     noise: StepNoise = NO_NOISE
     overhead: Overhead = NO_OVERHEAD
     batch_curve: BatchCurve | None = None  # the step time against the batch (terms)
+    contention: Contention | None = None  # compute beside communication (terms)
 
 
 NOTHING_MEASURED = Measured()
@@ -354,6 +365,53 @@ def ddp_step(
     return max(t_fwd + t_bwd, end), comm
 
 
+def contended_ddp_step(
+    t_fwd: float,
+    t_bwd: float,
+    buckets: Sequence[float],
+    allreduce: Any,
+    contention: Contention,
+) -> tuple[float, float]:
+    """(step_s, comm_s) of DDP's bucketed all-reduces beside a backward pass that they slow
+    and that slows them (module doc, 3): while both run, the backward's work advances at
+    1/s_c per second and the running all-reduce's at 1/s_m; alone, each at full speed.
+    Buckets become ready as in ``ddp_step`` (which this equals when s_c = s_m = 1), one
+    all-reduce at a time; ``comm_s`` is their time alone."""
+    total = sum(buckets)
+    needs = [allreduce(size) for size in buckets]
+    if total <= 0 or not any(needs):
+        return t_fwd + t_bwd, sum(needs)
+    ready, done = [], 0.0
+    for size in buckets:
+        done += size
+        ready.append(done / total * t_bwd)  # backward work (s alone) after which it is ready
+    compute_rate, comm_rate = 1 / contention.compute_slowdown, 1 / contention.comm_slowdown
+    clock, work, running, started = t_fwd, 0.0, 0.0, 0
+    while work < t_bwd or running > 0 or started < len(needs):
+        if running <= 0 and started < len(needs) and ready[started] <= work:
+            running, started = needs[started], started + 1
+            continue
+        if running <= 0:  # the backward alone, up to the next bucket ready
+            clock, work = clock + ready[started] - work, ready[started]
+        elif work >= t_bwd:  # the all-reduce alone, after the backward
+            clock, running = clock + running, 0.0
+        else:  # both: up to whichever ends first
+            dt = min((t_bwd - work) / compute_rate, running / comm_rate)
+            clock, work = clock + dt, min(t_bwd, work + dt * compute_rate)
+            running = max(0.0, running - dt * comm_rate)
+            if running < 1e-15 * max(needs):  # rounding: this one is done
+                running = 0.0
+    return max(clock, t_fwd + t_bwd), sum(needs)  # never below the compute, for rounding
+
+
+def contention_of(device: Any, measured: Measured) -> Contention:
+    """What communication costs compute on ``device``: as measured, else by where the
+    collectives run (a CPU's on the cores: time-shared; a GPU's on their own engines)."""
+    if measured.contention is not None:
+        return measured.contention
+    return TIME_SHARED if getattr(device, "kind", "gpu") == "cpu" else OWN_ENGINE
+
+
 def check_placement(counts: Sequence[int], per_node: int, intra: Any, inter: Any) -> None:
     if not counts or any(int(c) != c or c < 1 for c in counts):
         raise PredictError(f"device counts must be positive integers, got {list(counts)}")
@@ -459,6 +517,7 @@ def predict(
     links, uplink = link_costs(placement.intra, placement.inter, per_node, placement.pcie_uplink)
     grad_bytes = shapes.trainable_params * COMPRESSION_BYTES[grad_compression]
     buckets = bucket_sizes(grad_bytes, bucket_mb * MIB)
+    contention = contention_of(device, measured)
 
     def row(count: int, device_batch: int) -> dict[str, Any]:
         t_compute = compute.seconds(device_batch)
@@ -469,7 +528,12 @@ def predict(
                 n, count, per_node, links["intra"], links["inter"], uplink
             )[0]
 
-        synced, comm = ddp_step(t_fwd, t_compute - t_fwd, buckets, allreduce)
+        if contention.free:
+            synced, comm = ddp_step(t_fwd, t_compute - t_fwd, buckets, allreduce)
+        else:
+            synced, comm = contended_ddp_step(
+                t_fwd, t_compute - t_fwd, buckets, allreduce, contention
+            )
         straggler = measured.noise.straggler_s(count, t_compute)
         sync_overhead = measured.overhead.seconds(count)
         step = synced + straggler + sync_overhead
@@ -496,7 +560,9 @@ def predict(
     baseline, rows = scaled_rows(prepared, workload.batch_size, row)
     prediction = {
         "rows": rows,
-        "assumptions": _assumptions(compute, grad_compression, bucket_mb, workload, measured),
+        "assumptions": _assumptions(
+            compute, grad_compression, bucket_mb, workload, measured, contention
+        ),
         "inputs": placement_inputs(workload, placement, shapes.size)
         | {
             "bucket_mb": bucket_mb,
@@ -532,6 +598,7 @@ def _assumptions(
     bucket_mb: float,
     workload: Workload,
     measured: Measured,
+    contention: Contention,
 ) -> list[str]:
     size = COMPRESSION_BYTES[grad_compression]
     noise, overhead = measured.noise, measured.overhead
@@ -548,6 +615,15 @@ def _assumptions(
         f"DDP buckets of {bucket_mb:g} MiB in reverse layer order after a 1 MiB first one, "
         "gradients produced uniformly over the backward pass, all-reduces one at a time "
         "overlapping it, the last bucket after the backward",
+        *(
+            []
+            if contention.free
+            else [
+                "compute beside communication: while an all-reduce runs, the backward runs "
+                f"at 1/{contention.compute_slowdown:.3g} of its speed and the all-reduce at "
+                f"1/{contention.comm_slowdown:.3g} of its own ({contention.source})"
+            ]
+        ),
         "all-reduce: on a measured bus-bandwidth curve where given, else the α–β model, the "
         "faster of ring and double binary tree per bucket; above one node hierarchical "
         "(reduce-scatter in node, all-reduce across nodes sharing the node's link, "

@@ -156,6 +156,32 @@ def fit_overhead(points: Sequence[tuple[int, float]], source: str = "") -> Overh
 
 
 @dataclass(frozen=True)
+class Contention:
+    """How communication and compute slow each other when they run at once on one device:
+    while both run, the compute advances at 1/``compute_slowdown`` and the collective at
+    1/``comm_slowdown`` of its speed alone. A GPU's collectives run on their own engines
+    (copy engines, NCCL's kernels beside the compute): 1 and 1, the overlap free. A CPU
+    rank's gloo all-reduce runs on the cores and memory bus the backward pass uses: with
+    nothing measured, the cores are time-shared, each half as fast (2 and 2), which makes
+    overlapped work cost what it would in sequence. ``trainperf micro collective
+    --under-load`` measures both factors."""
+
+    compute_slowdown: float
+    comm_slowdown: float
+    source: str = ""
+
+    @property
+    def free(self) -> bool:
+        return self.compute_slowdown == 1 and self.comm_slowdown == 1
+
+
+OWN_ENGINE = Contention(1.0, 1.0, "collectives on their own engine (GPU copy engines, NCCL)")
+TIME_SHARED = Contention(
+    2.0, 2.0, "the cores time-shared between compute and gloo's all-reduce (not measured)"
+)
+
+
+@dataclass(frozen=True)
 class BatchCurve:
     """One device's step time against its batch, t(B) = fixed_s + per_sample_s · B, fitted
     to single-device throughputs measured at several batch sizes. The rate a device
