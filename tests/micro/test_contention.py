@@ -3,8 +3,10 @@ slowdowns in the stored document, strict JSON, and the flag refused where it can
 
 import json
 import math
+import time
 
 import pytest
+import torch
 
 from trainperf.micro import contention
 from trainperf.micro.collective import Sweep
@@ -155,3 +157,18 @@ def test_under_load_is_refused_where_it_cannot_apply(tmp_path, run_cli):
         assert code == 2 and message in err and err.count("\n") == 1, (args, err)
         assert out == ""
     assert not db.exists()
+
+
+def test_only_gemms_wholly_inside_the_window_count():
+    """Stand-ins that sleep: a 30 ms all_reduce window holds 1 ms GEMMs; a 200 ms GEMM
+    never fits inside a 3 ms window, and its rate is absent rather than guessed."""
+    peers = contention.Participant(0, 1, torch.device("cpu"), torch.float32)
+    clock = contention._Clock(peers.device)
+    comm_s, gemm_s = contention._together(
+        clock, lambda: time.sleep(0.01), lambda: time.sleep(0.001), 3, peers
+    )
+    assert comm_s >= 0.01 and gemm_s is not None and 0.001 <= gemm_s < comm_s * 3
+    comm_s, gemm_s = contention._together(
+        clock, lambda: time.sleep(0.001), lambda: time.sleep(0.2), 3, peers
+    )
+    assert comm_s >= 0.001 and gemm_s is None
