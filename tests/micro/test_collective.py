@@ -213,14 +213,14 @@ def test_checking_catches_a_collective_that_does_nothing(one_rank):
 
 def test_in_place_buffers_sit_at_nccl_tests_offsets():
     peers = Participant(1, 4, CPU, torch.float32)
-    gather = col._allocate(layout("all_gather", 1024, 4, 4), peers, in_place=True)
+    gather = col.allocate(layout("all_gather", 1024, 4, 4), peers, in_place=True)
     assert gather.recv.numel() == 256 and gather.send.numel() == 64
     assert gather.send.data_ptr() == gather.recv.data_ptr() + 64 * 4  # rank 1's slice
-    scatter = col._allocate(layout("reduce_scatter", 1024, 4, 4), peers, in_place=True)
+    scatter = col.allocate(layout("reduce_scatter", 1024, 4, 4), peers, in_place=True)
     assert scatter.recv.data_ptr() == scatter.send.data_ptr() + 64 * 4
-    reduce = col._allocate(layout("all_reduce", 1024, 4, 4), peers, in_place=True)
+    reduce = col.allocate(layout("all_reduce", 1024, 4, 4), peers, in_place=True)
     assert reduce.send is reduce.recv
-    apart = col._allocate(layout("all_gather", 1024, 4, 4), peers, in_place=False)
+    apart = col.allocate(layout("all_gather", 1024, 4, 4), peers, in_place=False)
     assert apart.send.data_ptr() != apart.recv.data_ptr()
 
 

@@ -390,6 +390,22 @@ def p2p(
 @click.option(
     "--dtype", default="fp32", show_default=True, type=click.Choice(["fp32", "fp16", "bf16"])
 )
+@click.option(
+    "--under-load",
+    is_flag=True,
+    help="all_reduce beside a GEMM on the same ranks: busbw and GEMM TFLOP/s alone, together "
+    "and the slowdowns",
+)
+@click.option(
+    "--gemm-size",
+    type=PositiveInt(),
+    help="with --under-load: side N of the N×N×N GEMM [default: 256 on a CPU, 4096 on a GPU]",
+)
+@click.option(
+    "--repeats",
+    type=PositiveInt(),
+    help="with --under-load: alone/together repetitions, interleaved [default: 3]",
+)
 @device_option
 @_timing_options(warmup=5, iters=20)
 @_timeout_option
@@ -405,6 +421,9 @@ def collective(
     max_bytes: str,
     factor: int,
     dtype: str,
+    under_load: bool,
+    gemm_size: int | None,
+    repeats: int | None,
     device: str,
     warmup: int,
     iters: int,
@@ -412,7 +431,8 @@ def collective(
     db: Path,
     as_json: bool,
 ) -> None:
-    """Collectives over torch.distributed with nccl-tests' algbw and busbw definitions."""
+    """Collectives over torch.distributed with nccl-tests' algbw and busbw definitions
+    (--under-load: all_reduce and a GEMM competing, each against itself alone)."""
     from trainperf.launch.runner import ChildJob
     from trainperf.micro import collective as coll
 
@@ -424,6 +444,9 @@ def collective(
     unknown = [o for o in names if o not in coll.OPS]
     if unknown or not names:
         raise BadInput(f"--ops '{ops}' is not valid: allowed {', '.join(coll.OPS)}")
+    load = _under_load(under_load, gemm_size, repeats, names, nprocs * nodes)
+    if load is not None:
+        names = list(load.pop("ops"))
     try:
         low, high = coll.parse_bytes(min_bytes), coll.parse_bytes(max_bytes)
         coll.sizes(low, high, factor)
@@ -447,6 +470,12 @@ def collective(
         "device": resolved,
         "timeout_s": timeout_s,
     }
+    if load is not None:
+        from trainperf.micro.contention import DEFAULT_GEMM_N
+
+        document["under_load"] = {"gemm_n": load["gemm_n"] or DEFAULT_GEMM_N[resolved]} | {
+            "repeats": load["repeats"]
+        }
     job = ChildJob(True, nprocs, nodes, timeout_s, "trainperf-collective")
     if rdzv_endpoint:
         stderr.print("start this same command on each node")
@@ -455,7 +484,39 @@ def collective(
     def render(metrics: dict) -> None:
         world = (result.get("device") or {}).get("world_size", nprocs * nodes)
         backend = (result.get("device") or {}).get("backend", "")
-        table = coll.format_table(metrics["rows"], world, backend, metrics.get("skipped"))
+        if "under_load" in metrics:
+            from trainperf.micro.contention import format_table as load_table
+
+            table = load_table(metrics, world, backend)
+        else:
+            table = coll.format_table(metrics["rows"], world, backend, metrics.get("skipped"))
         stdout.print(table, markup=False, highlight=False)
 
     _finish(result, as_json, render)
+
+
+def _under_load(
+    under_load: bool, gemm_size: int | None, repeats: int | None, ops: list[str], ranks: int
+) -> dict[str, Any] | None:
+    """``--under-load``'s settings (ops, gemm_n or None for the device's default, repeats),
+    or None without the flag; its options without it, another op or one rank are refused."""
+    from trainperf.micro.contention import DEFAULT_REPEATS, UNDER_LOAD_OPS
+
+    if not under_load:
+        given = [f for f, v in (("--gemm-size", gemm_size), ("--repeats", repeats)) if v]
+        if given:
+            raise BadInput(f"{given[0]} applies with --under-load only")
+        return None
+    ctx = click.get_current_context()
+    if ctx.get_parameter_source("ops") is click.core.ParameterSource.DEFAULT:
+        ops = list(UNDER_LOAD_OPS)  # the default list of every op means "the one that applies"
+    if tuple(ops) != UNDER_LOAD_OPS:
+        raise BadInput(
+            f"--under-load measures {', '.join(UNDER_LOAD_OPS)} only; --ops is {','.join(ops)}"
+        )
+    if ranks < 2:
+        raise BadInput(
+            f"--under-load needs at least 2 ranks (one moves nothing across the bus); "
+            f"this job has {ranks}"
+        )
+    return {"ops": ops, "gemm_n": gemm_size, "repeats": repeats or DEFAULT_REPEATS}

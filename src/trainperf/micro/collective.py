@@ -49,20 +49,21 @@ any order of reduction; the expected result is computed on the CPU in float64, c
 chunk, and compared exactly after casting to the dtype.
 
 Run alone as any job: ``torchrun ... -m trainperf.launch.worker DOC.json OUT.json`` with a document
-of kind ``collective``; rank 0 writes OUT.json (``format_table`` prints its rows).
+of kind ``collective``; rank 0 writes OUT.json (``format_table`` prints its rows). With
+``under_load`` (``{"gemm_n", "repeats"}``, ops all_reduce only) the sweep is
+trainperf.micro.contention's instead: all_reduce beside a GEMM, each against itself alone.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from trainperf.micro.collective_ops import (  # noqa: F401 - re-exported: this module's API
     CHECK_CHUNK,
@@ -78,12 +79,16 @@ from trainperf.micro.collective_ops import (  # noqa: F401 - re-exported: this m
     Collective,
     Layout,
     Participant,
+    allocate,
     bandwidths,
+    barrier,
     collective,
+    fill,
     layout,
     sizes,
     value,
     value_sum,
+    wrong_elements,
 )
 from trainperf.micro.harness import (
     dtype_of,
@@ -109,6 +114,9 @@ class Sweep:
     iters: int
     device: str
     timeout_s: float | None = None
+    # ``{"gemm_n": N, "repeats": R}``: all_reduce measured beside a GEMM (trainperf.micro.
+    # contention); None: the plain sweep.
+    under_load: dict[str, int] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.ops, str) or not isinstance(self.ops, Sequence):
@@ -134,6 +142,10 @@ class Sweep:
             if getattr(self, name) < least:
                 raise ValueError(f"field '{name}' is {getattr(self, name)}: at least {least}")
         sizes(self.min_bytes, self.max_bytes, self.factor)
+        if self.under_load is not None:
+            from trainperf.micro.contention import UnderLoad
+
+            UnderLoad.from_document(self.under_load, self.ops)
 
     @classmethod
     def from_document(cls, document: dict[str, Any]) -> Sweep:
@@ -146,73 +158,28 @@ class Sweep:
         unknown = sorted(set(fields) - set(known))
         if unknown:
             raise ValueError(f"unknown fields {', '.join(unknown)}: allowed {', '.join(known)}")
-        missing = [name for name in known if name not in fields and name != "timeout_s"]
+        optional = ("timeout_s", "under_load")
+        missing = [name for name in known if name not in fields and name not in optional]
         if missing:
             raise ValueError(f"missing fields {', '.join(missing)}")
         return cls(**fields)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "collective", **dataclasses.asdict(self), "ops": list(self.ops)}
+        fields = dataclasses.asdict(self)
+        if self.under_load is None:  # the plain sweep's document, as before under_load
+            del fields["under_load"]
+        return {"kind": "collective", **fields, "ops": list(self.ops)}
 
 
 # ---------------------------------------------------------------- measuring
-
-
-def _allocate(lay: Layout, peers: Participant, in_place: bool) -> Buffers:
-    """Separate buffers, or nccl-tests' in-place: the smaller buffer is the rank's slice
-    of the larger (the same buffer when both are the same size)."""
-
-    def empty(elements: int) -> torch.Tensor:
-        return torch.empty(elements, dtype=peers.dtype, device=peers.device)
-
-    if not in_place:
-        return Buffers(empty(lay.send), empty(lay.recv))
-    big = empty(max(lay.send, lay.recv))
-    if lay.send == lay.recv:
-        return Buffers(big, big)
-    small = min(lay.send, lay.recv)
-    view = big[peers.rank * small : (peers.rank + 1) * small]
-    return Buffers(view, big) if lay.send == small else Buffers(big, view)
-
-
-def _chunks(elements: int) -> Iterator[tuple[slice, torch.Tensor]]:
-    """Consecutive pieces of a buffer: the slice and its element indices."""
-    for start in range(0, elements, CHECK_CHUNK):
-        stop = min(start + CHECK_CHUNK, elements)
-        yield slice(start, stop), torch.arange(start, stop)
-
-
-def _fill(op: Collective, buffers: Buffers, lay: Layout, peers: Participant) -> None:
-    """Sentinel in the receive buffer, then this rank's exact inputs in the send buffer."""
-    buffers.recv.fill_(SENTINEL)
-    for piece, index in _chunks(len(buffers.send)):
-        buffers.send[piece].copy_(op.inputs(index, lay, peers).to(peers.dtype))
-
-
-def _wrong(op: Collective, buffers: Buffers, lay: Layout, peers: Participant) -> int:
-    """Elements of this rank's receive buffer that differ from the exact result."""
-    wrong = 0
-    for piece, index in _chunks(len(buffers.recv)):
-        expected = op.expected(index, lay, peers)
-        if expected is None:
-            return 0
-        wrong += int((buffers.recv[piece].cpu() != expected.to(peers.dtype)).sum())
-    return wrong
-
-
-def _barrier(peers: Participant) -> None:
-    if peers.device.type == "cuda":
-        dist.barrier(device_ids=[peers.device.index])
-    else:
-        dist.barrier()
 
 
 def measure(
     op: Collective, lay: Layout, in_place: bool, peers: Participant, warmup: int, iters: int
 ) -> tuple[float, int]:
     """(seconds per iteration, wrong elements) on this rank, as nccl-tests' BenchTime."""
-    buffers = _allocate(lay, peers, in_place)
-    _fill(op, buffers, lay, peers)
+    buffers = allocate(lay, peers, in_place)
+    fill(op, buffers, lay, peers)
 
     def once() -> None:
         op.run(buffers, peers)
@@ -220,7 +187,7 @@ def measure(
     for _ in range(warmup):
         once()
     synchronize(peers.device)
-    _barrier(peers)
+    barrier(peers)
 
     def window() -> None:
         for _ in range(iters):
@@ -228,10 +195,10 @@ def measure(
 
     time_s = time_op(window, peers.device, warmup=0, iters=1).times_s[0] / iters
 
-    _fill(op, buffers, lay, peers)
+    fill(op, buffers, lay, peers)
     once()
     synchronize(peers.device)
-    return time_s, _wrong(op, buffers, lay, peers)
+    return time_s, wrong_elements(op, buffers, lay, peers)
 
 
 def sweep(spec: Sweep, peers: Participant) -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -294,13 +261,24 @@ def run_document(document: dict[str, Any], workdir: Path) -> dict[str, Any] | No
         if spec.device == "cpu":
             torch.set_num_threads(default_threads(job.ranks.local_world_size))
         peers = Participant(job.ranks.rank, job.ranks.world_size, job.device, dtype_of(spec.dtype))
-        rows, skipped = sweep(spec, peers)
+        if spec.under_load is not None:
+            from trainperf.micro import contention
+
+            load = contention.UnderLoad.from_document(spec.under_load, spec.ops)
+            points = sizes(spec.min_bytes, spec.max_bytes, spec.factor)
+            rows = contention.sweep(load, peers, points, spec.warmup, spec.iters)
+            skipped = {}
+        else:
+            rows, skipped = sweep(spec, peers)
         gathered = job.gather(rows)
         if gathered is None:
             return None
         from trainperf.step.benchmark import device_info
 
-        combined = combine(gathered)
+        if spec.under_load is not None:
+            combined = contention.combine(gathered)
+        else:
+            combined = combine(gathered)
         device = device_info(job.device) | {
             "backend": job.backend,
             "world_size": job.ranks.world_size,
@@ -317,6 +295,8 @@ def run_document(document: dict[str, Any], workdir: Path) -> dict[str, Any] | No
             "skipped": skipped,
             "world_size": job.ranks.world_size,
         }
+        if spec.under_load is not None:
+            metrics["under_load"] = contention.summary(combined, load, spec.dtype)
         return {"device": device, "metrics": metrics}
 
 

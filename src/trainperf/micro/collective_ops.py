@@ -2,12 +2,14 @@
 count and bandwidth definitions of nccl-tests (see trainperf.micro.collective, whose
 docstring gives the table). Each plug-in supplies only what differs: its byte count, its
 bus-bandwidth factor, its buffers, how to run it once, and its exactly representable
-inputs and expected result.
+inputs and expected result. The buffers, their filling and exact checking, and the
+barrier close the module: shared by the sweep (collective.py) and by all_reduce under load
+(contention.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -286,3 +288,55 @@ def bandwidths(op: str, size_bytes: int, time_s: float, n: int) -> tuple[float, 
     """(algbw_gbps, busbw_gbps) of moving ``size_bytes`` of ``op`` in ``time_s`` on n ranks."""
     algbw_gbps = size_bytes / time_s / GB
     return algbw_gbps, algbw_gbps * collective(op).factor(n)
+
+
+# ---------------------------------------------------------------- buffers and checking
+
+
+def allocate(lay: Layout, peers: Participant, in_place: bool) -> Buffers:
+    """Separate buffers, or nccl-tests' in-place: the smaller buffer is the rank's slice
+    of the larger (the same buffer when both are the same size)."""
+
+    def empty(elements: int) -> torch.Tensor:
+        return torch.empty(elements, dtype=peers.dtype, device=peers.device)
+
+    if not in_place:
+        return Buffers(empty(lay.send), empty(lay.recv))
+    big = empty(max(lay.send, lay.recv))
+    if lay.send == lay.recv:
+        return Buffers(big, big)
+    small = min(lay.send, lay.recv)
+    view = big[peers.rank * small : (peers.rank + 1) * small]
+    return Buffers(view, big) if lay.send == small else Buffers(big, view)
+
+
+def _chunks(elements: int) -> Iterator[tuple[slice, torch.Tensor]]:
+    """Consecutive pieces of a buffer: the slice and its element indices."""
+    for start in range(0, elements, CHECK_CHUNK):
+        stop = min(start + CHECK_CHUNK, elements)
+        yield slice(start, stop), torch.arange(start, stop)
+
+
+def fill(op: Collective, buffers: Buffers, lay: Layout, peers: Participant) -> None:
+    """Sentinel in the receive buffer, then this rank's exact inputs in the send buffer."""
+    buffers.recv.fill_(SENTINEL)
+    for piece, index in _chunks(len(buffers.send)):
+        buffers.send[piece].copy_(op.inputs(index, lay, peers).to(peers.dtype))
+
+
+def wrong_elements(op: Collective, buffers: Buffers, lay: Layout, peers: Participant) -> int:
+    """Elements of this rank's receive buffer that differ from the exact result."""
+    wrong = 0
+    for piece, index in _chunks(len(buffers.recv)):
+        expected = op.expected(index, lay, peers)
+        if expected is None:
+            return 0
+        wrong += int((buffers.recv[piece].cpu() != expected.to(peers.dtype)).sum())
+    return wrong
+
+
+def barrier(peers: Participant) -> None:
+    if peers.device.type == "cuda":
+        dist.barrier(device_ids=[peers.device.index])
+    else:
+        dist.barrier()

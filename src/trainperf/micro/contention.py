@@ -1,0 +1,375 @@
+"""Contention, measured: all_reduce beside a GEMM on the same ranks (``micro collective
+--under-load``).
+
+A training step overlaps the gradient all_reduce with the backward GEMMs, and the two
+compete: on a CPU for cores and memory bandwidth (gloo runs the all_reduce in its own
+threads while the main thread runs ``torch.matmul``), on a GPU for SMs and memory (NCCL's
+kernels on their stream beside a GEMM stream). Per message size, every rank measures
+
+- the all_reduce alone: one window of ``iters`` calls, busbw as nccl-tests defines it
+  (trainperf.micro.collective);
+- a square GEMM (``gemm_n``³, the sweep's dtype) alone: back-to-back calls, TFLOP/s =
+  2·n³ / time per call (DeepBench's definition, trainperf.micro.gemm);
+- both together: the all_reduce window runs in a second thread while the main thread
+  issues GEMMs back to back from before the window opens until it closes. The window's
+  time is the all_reduce under load; the GEMMs that ran wholly inside it give the GEMM rate
+  under communication, so neither number includes a stretch where the other was idle.
+
+The three are repeated ``repeats`` times in turn (alone, alone, together), so slow drift
+of the machine falls on all three alike; each is the median over repetitions of the mean
+over ranks. slowdown = alone / under load (busbw, and GEMM TFLOP/s): 1 when the two do not
+compete, 2 when each gets half the machine. The window holds at least ``MIN_GEMMS`` GEMMs'
+worth of time: where ``iters`` all_reduces are shorter, the ranks agree on more iterations
+(the row's ``iters``). A GEMM rate that cannot be measured (no GEMM fitted inside the
+window) is null with ``*_absent_reason``, never a guess.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from trainperf.micro.collective_ops import (
+    COLLECTIVES,
+    Participant,
+    allocate,
+    bandwidths,
+    barrier,
+    fill,
+    layout,
+    wrong_elements,
+)
+from trainperf.micro.harness import synchronize
+
+# The all_reduce window lasts at least this many GEMMs alone.
+MIN_GEMMS = 8
+# Default GEMM side: ~1-10 ms per call on a CPU core, ~0.1 ms on a current GPU in bf16.
+DEFAULT_GEMM_N = {"cpu": 256, "cuda": 4096}
+DEFAULT_REPEATS = 3
+UNDER_LOAD_OPS = ("all_reduce",)
+_DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+NO_GEMM_INSIDE = (
+    "no GEMM ran wholly inside the all_reduce window under load (one GEMM outlasts it): "
+    "use a smaller --gemm-size"
+)
+
+
+@dataclass(frozen=True)
+class UnderLoad:
+    """The document's ``under_load``: the GEMM's side and the alone/together repetitions."""
+
+    gemm_n: int
+    repeats: int
+
+    @classmethod
+    def from_document(cls, under_load: Any, ops: Sequence[str]) -> UnderLoad:
+        """ValueError naming the field unless ``under_load`` is ``{"gemm_n", "repeats"}`` of
+        whole numbers >= 1 and ``ops`` is all_reduce alone."""
+        if not isinstance(under_load, dict) or set(under_load) != {"gemm_n", "repeats"}:
+            raise ValueError(f"field 'under_load' is {under_load!r}: {{'gemm_n': N, 'repeats': R}}")
+        for name, number in under_load.items():
+            if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+                raise ValueError(f"field 'under_load.{name}' is {number!r}: a whole number >= 1")
+        if tuple(ops) != UNDER_LOAD_OPS:
+            raise ValueError(
+                f"field 'ops' is {list(ops)!r}: under load measures "
+                f"{', '.join(UNDER_LOAD_OPS)} only"
+            )
+        return cls(**under_load)
+
+
+# ---------------------------------------------------------------- clocks
+
+
+class _Clock:
+    """Points in time on the device: the host clock on a CPU, CUDA events on a GPU (recorded
+    on the current stream, so a point is where that stream's work reached)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+
+    def now(self) -> Any:
+        if not self.cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def wait(self, point: Any) -> None:
+        if self.cuda:
+            point.synchronize()
+
+    def seconds(self, start: Any, end: Any) -> float:
+        return start.elapsed_time(end) / 1e3 if self.cuda else end - start
+
+
+# ---------------------------------------------------------------- one size
+
+
+def _gemms(
+    clock: _Clock, gemm: Callable[[], object], until: Callable[[int], bool]
+) -> list[tuple[Any, Any]]:
+    """(start, end) of GEMMs run back to back until ``until(calls so far)``; on a GPU at
+    most two are queued ahead, so the host's loop follows the device."""
+    spans: list[tuple[Any, Any]] = []
+    while not until(len(spans)):
+        start = clock.now()
+        gemm()
+        spans.append((start, clock.now()))
+        if len(spans) > 2:
+            clock.wait(spans[-3][1])
+    if spans:
+        clock.wait(spans[-1][1])
+    return spans
+
+
+def _per_call_s(clock: _Clock, spans: list[tuple[Any, Any]]) -> float:
+    return clock.seconds(spans[0][0], spans[-1][1]) / len(spans)
+
+
+def _comm_window(clock: _Clock, run: Callable[[], None], iters: int) -> tuple[Any, Any]:
+    """(start, end) of ``iters`` all_reduces, the end waited for (on a GPU, on the current
+    stream only: the device as a whole also runs the GEMMs)."""
+    start = clock.now()
+    for _ in range(iters):
+        run()
+    end = clock.now()
+    clock.wait(end)
+    return start, end
+
+
+def _together(
+    clock: _Clock,
+    run: Callable[[], None],
+    gemm: Callable[[], object],
+    iters: int,
+    peers: Participant,
+) -> tuple[float, float | None]:
+    """(all_reduce seconds per call, GEMM seconds per call or None) with both running."""
+    window: list[Any] = []
+    done = threading.Event()
+    failure: list[BaseException] = []
+    comm_stream = torch.cuda.Stream(peers.device) if clock.cuda else None
+
+    def communicate() -> None:
+        try:
+            if clock.cuda:
+                torch.cuda.set_device(peers.device)
+                with torch.cuda.stream(comm_stream):
+                    window.extend(_comm_window(clock, run, iters))
+            else:
+                window.extend(_comm_window(clock, run, iters))
+        except BaseException as exc:  # raised again on the main thread
+            failure.append(exc)
+        finally:
+            done.set()
+
+    gemm()  # the load is running before the window opens
+    thread = threading.Thread(target=communicate, name="trainperf-all-reduce", daemon=True)
+    thread.start()
+    spans = _gemms(clock, gemm, lambda calls: done.is_set())
+    thread.join()
+    synchronize(peers.device)
+    if failure:
+        raise failure[0]
+    start, end = window
+    inside = [
+        (s, e) for s, e in spans if clock.seconds(start, s) >= 0 and clock.seconds(e, end) >= 0
+    ]
+    gemm_s = _per_call_s(clock, inside) if inside else None
+    return clock.seconds(start, end) / iters, gemm_s
+
+
+def _agreed_max(value: float, peers: Participant) -> float:
+    """The largest ``value`` over the ranks (so that every rank runs the same count)."""
+    tensor = torch.tensor([value], dtype=torch.float64, device=peers.device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return float(tensor.item())
+
+
+def measure_size(
+    load: UnderLoad, peers: Participant, size: int, warmup: int, iters: int
+) -> dict[str, Any] | None:
+    """This rank's row of one message size: per repetition, all_reduce and GEMM seconds
+    alone and under load (GEMM None where none fitted), and the wrong elements."""
+    op = COLLECTIVES["all_reduce"]
+    elsize = torch.empty((), dtype=peers.dtype).element_size()
+    lay = layout(op.name, size, elsize, peers.n)
+    if lay is None:
+        return None
+    buffers = allocate(lay, peers, True)
+    fill(op, buffers, lay, peers)
+    n = load.gemm_n
+    a = torch.randn(n, n, device=peers.device).to(peers.dtype)
+    b = torch.randn(n, n, device=peers.device).to(peers.dtype)
+    clock = _Clock(peers.device)
+
+    def run() -> None:
+        op.run(buffers, peers)
+
+    def gemm() -> object:
+        return torch.matmul(a, b)
+
+    for _ in range(warmup):
+        run()
+        gemm()
+    synchronize(peers.device)
+    barrier(peers)
+    comm_s = clock.seconds(*_comm_window(clock, run, iters)) / iters
+    gemm_s = _per_call_s(clock, _gemms(clock, gemm, lambda calls: calls >= 3))
+    # The window holds MIN_GEMMS GEMMs' worth of time, with one count on every rank.
+    iters = int(_agreed_max(max(iters, math.ceil(MIN_GEMMS * gemm_s / comm_s)), peers))
+    calls = max(MIN_GEMMS, math.ceil(iters * comm_s / gemm_s))
+
+    samples: dict[str, list[float | None]] = {key: [] for key in _SAMPLES}
+    for _ in range(load.repeats):
+        barrier(peers)
+        start, end = _comm_window(clock, run, iters)
+        samples["comm_alone_s"].append(clock.seconds(start, end) / iters)
+        barrier(peers)
+        spans = _gemms(clock, gemm, lambda done: done >= calls)
+        samples["gemm_alone_s"].append(_per_call_s(clock, spans))
+        barrier(peers)
+        comm_loaded, gemm_loaded = _together(clock, run, gemm, iters, peers)
+        samples["comm_loaded_s"].append(comm_loaded)
+        samples["gemm_loaded_s"].append(gemm_loaded)
+
+    fill(op, buffers, lay, peers)
+    run()
+    synchronize(peers.device)
+    row = {"op": op.name, "size_bytes": lay.size_bytes, "count": lay.count}
+    row |= {"dtype": _DTYPE_NAMES[peers.dtype], "in_place": True, "redop": op.redop, "iters": iters}
+    row |= {"gemm_n": n, "gemm_calls_alone": calls}
+    return row | samples | {"wrong": wrong_elements(op, buffers, lay, peers)}
+
+
+def sweep(
+    load: UnderLoad, peers: Participant, sizes: Sequence[int], warmup: int, iters: int
+) -> list[dict[str, Any]]:
+    """This rank's rows, one per message size (sizes that leave no element skipped)."""
+    rows = (measure_size(load, peers, size, warmup, iters) for size in sizes)
+    return [row for row in rows if row is not None]
+
+
+# ---------------------------------------------------------------- rank 0: the rows
+
+
+def _tflops(n: int, seconds: float) -> float:
+    return 2 * n**3 / seconds / 1e12
+
+
+_SAMPLES = ("comm_alone_s", "gemm_alone_s", "comm_loaded_s", "gemm_loaded_s")
+
+
+def _over_ranks(same: Sequence[dict[str, Any]], key: str) -> list[float | None]:
+    """Per repetition, the mean of ``key`` over ranks (None if a rank has none)."""
+    values = zip(*(r[key] for r in same), strict=True)
+    return [None if None in v else statistics.fmean(v) for v in values]
+
+
+def combine(per_rank: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Rows of every rank into one per size: per repetition the mean over ranks, then the
+    median over repetitions; busbw and TFLOP/s alone and under load, and both slowdowns."""
+    n_ranks = len(per_rank)
+    combined = []
+    for same in zip(*per_rank, strict=True):
+        first = same[0]
+        row = {k: v for k, v in first.items() if not k.endswith("_s") and k != "wrong"}
+        means = {key: _over_ranks(same, key) for key in _SAMPLES}
+        comm_alone = statistics.median(means["comm_alone_s"])
+        comm_loaded = statistics.median(means["comm_loaded_s"])
+        algbw, busbw = bandwidths(row["op"], row["size_bytes"], comm_alone, n_ranks)
+        _, busbw_loaded = bandwidths(row["op"], row["size_bytes"], comm_loaded, n_ranks)
+        row |= {"time_us": comm_alone * 1e6, "algbw_gbps": algbw, "busbw_gbps": busbw}
+        row |= {"time_us_loaded": comm_loaded * 1e6, "busbw_gbps_loaded": busbw_loaded}
+        row["busbw_slowdown"] = comm_loaded / comm_alone
+        gemm_alone = [_tflops(row["gemm_n"], s) for s in means["gemm_alone_s"]]
+        loaded = [_tflops(row["gemm_n"], s) for s in means["gemm_loaded_s"] if s is not None]
+        row["gemm_tflops"] = statistics.median(gemm_alone)
+        if loaded:
+            row["gemm_tflops_loaded"] = statistics.median(loaded)
+            row["gemm_slowdown"] = row["gemm_tflops"] / row["gemm_tflops_loaded"]
+        else:
+            for key in ("gemm_tflops_loaded", "gemm_slowdown"):
+                row |= {key: None, f"{key}_absent_reason": NO_GEMM_INSIDE}
+        row["repeats"] = len(first["comm_alone_s"])
+        # Every repetition's value kept (seconds per call, mean over ranks; null: none fitted).
+        row["samples"] = means
+        combined.append(row | {"wrong": sum(r["wrong"] for r in same)})
+    return combined
+
+
+def summary(rows: Sequence[dict[str, Any]], load: UnderLoad, dtype: str) -> dict[str, Any]:
+    """What the predictor's host model reads: the median slowdowns over the sizes."""
+    out: dict[str, Any] = {"gemm_n": load.gemm_n, "gemm_dtype": dtype, "repeats": load.repeats}
+    for key in ("busbw_slowdown", "gemm_slowdown"):
+        values = [r[key] for r in rows if r.get(key) is not None]
+        out[key] = statistics.median(values) if values else None
+        if not values:
+            out[f"{key}_absent_reason"] = "no size of the sweep measured it" + (
+                f" ({NO_GEMM_INSIDE})" if key == "gemm_slowdown" else ""
+            )
+    return out
+
+
+# ---------------------------------------------------------------- the table
+
+
+def _number(value: Any, width: int, fmt: str) -> str:
+    return f"{value:{width}{fmt}}" if isinstance(value, int | float) else f"{'--':>{width}s}"
+
+
+def format_table(metrics: dict[str, Any], world_size: int, backend: str) -> str:
+    """One line per size: busbw alone, under load and the slowdown; GEMM TFLOP/s the same."""
+    load = metrics["under_load"]
+    lines = [
+        f"# world_size {world_size}  backend {backend}  all_reduce under load: GEMM "
+        f"M=N=K={load['gemm_n']} {load['gemm_dtype']}, median of {load['repeats']} repeats",
+        "#",
+        "# {:>10s}  {:>6s}  {:>9s}  {:>9s}  {:>8s}  {:>9s}  {:>9s}  {:>8s}  {:>6s}".format(
+            "", "", "busbw", "", "", "GEMM", "", "", ""
+        ),
+        "# {:>10s}  {:>6s}  {:>9s}  {:>9s}  {:>8s}  {:>9s}  {:>9s}  {:>8s}  {:>6s}".format(
+            "size (B)",
+            "iters",
+            "alone",
+            "loaded",
+            "slowdown",
+            "alone",
+            "loaded",
+            "slowdown",
+            "#wrong",
+        ),
+        "# {:>10s}  {:>6s}  {:>9s}  {:>9s}  {:>8s}  {:>9s}  {:>9s}  {:>8s}  {:>6s}".format(
+            "", "", "(GB/s)", "(GB/s)", "", "(TFLOP/s)", "(TFLOP/s)", "", ""
+        ),
+    ]
+    for row in metrics["rows"]:
+        lines.append(
+            f"  {row['size_bytes']:10d}  {row['iters']:6d}  {row['busbw_gbps']:9.3f}"
+            f"  {row['busbw_gbps_loaded']:9.3f}  {row['busbw_slowdown']:8.2f}"
+            f"  {row['gemm_tflops']:9.4f}  {_number(row['gemm_tflops_loaded'], 9, '.4f')}"
+            f"  {_number(row['gemm_slowdown'], 8, '.2f')}  {row['wrong']:6d}"
+        )
+    lines.append(
+        f"# Median slowdown      : busbw {_number(load['busbw_slowdown'], 0, '.2f')}"
+        f"  GEMM {_number(load['gemm_slowdown'], 0, '.2f')}"
+    )
+    for key in ("busbw_slowdown", "gemm_slowdown"):
+        if load.get(f"{key}_absent_reason"):
+            lines.append(f"# {key} absent: {load[f'{key}_absent_reason']}")
+    absent = {
+        r["gemm_tflops_loaded_absent_reason"]
+        for r in metrics["rows"]
+        if r.get("gemm_tflops_loaded_absent_reason")
+    }
+    lines += [f"# GEMM under load absent for some sizes: {reason}" for reason in sorted(absent)]
+    return "\n".join(line.rstrip() for line in lines) + "\n"
