@@ -147,3 +147,10 @@ def test_calibration_fits_the_curve_from_results_at_several_batches(tmp_path):
     assert cal.batch_curve.per_sample_s == pytest.approx(PER_SAMPLE_S)
     assert [s["batch_size"] for s in cal.sources["batch_curve"]] == [16, 32, 64]
     assert all(math.isfinite(s["samples_per_s"]) for s in cal.sources["batch_curve"])
+
+
+def test_the_curve_through_a_measurement_reproduces_it_with_the_fitted_slope():
+    points = [(b, measured(b)) for b in (8, 16, 64)]
+    anchored = fit_batch_curve(points, through=(16, measured(16) * 1.1))
+    assert anchored.per_sample_s == pytest.approx(PER_SAMPLE_S)
+    assert anchored.throughput(16) == pytest.approx(measured(16) * 1.1)

@@ -160,7 +160,8 @@ def test_calibration_recovers_what_made_the_measurements(synthetic_db):
         time = ring_allreduce_s(SIZES[-1], p, LinkCost(ALPHA, BETA))
         expected = SIZES[-1] / time * 2 * (p - 1) / p
         assert cal.busbw_curve.busbw(SIZES[-1], p) == pytest.approx(expected, rel=1e-9)
-    assert set(cal.absent) == {"noise"}  # the synthetic results have no runs
+    # the synthetic results have no runs, one batch size and no --under-load run
+    assert set(cal.absent) == {"noise", "batch_curve", "contention"}
     assert cal.as_dict()["measured_device"]["kind"] == "gpu"
 
 

@@ -247,6 +247,7 @@ def predict(
         options["achieved_fraction"],
         **terms,
         batch_curve=options.get("batch_curve"),
+        contention=options.get("contention"),
     )
     try:
         if sharding is None:
@@ -409,6 +410,12 @@ def _calibrate(
         options["single_device_throughput"] = cal.single_device_throughput
         notes.append(
             f"calibration: single-device throughput measured at batch {cal.throughput_batch}"
+        )
+    if cal.contention is not None and same:
+        options["contention"] = cal.contention
+        notes.append(
+            f"calibration: compute {cal.contention.compute_slowdown:.3g}x and all-reduce "
+            f"{cal.contention.comm_slowdown:.3g}x slower beside each other, measured"
         )
     if cal.alpha_s is not None:
         notes.append(

@@ -29,10 +29,14 @@ From a results database (``trainperf.store.database``):
     predicted again with the calibrated parameters; the error is (predicted − measured) /
     measured. Results on N ≥ 2 devices were used by (d), so their check is in sample.
 (f) batch curve: the newest single-device result at each batch size (same precision, size
-    and device as (a)) gives t(B) = a + b·B, the step time against the batch
-    (``terms.fit_batch_curve``): with two or more batch sizes stored (``trainperf run -b
-    8,16,32``), a prediction on this machine takes each device's step from the curve at
-    the batch that device gets, not B / X at the one batch measured.
+    and device as (a)) gives t(B) = a + b·B, the step time against the batch, b fitted to
+    them all and the line through (a)'s result (``terms.fit_batch_curve``): with two or
+    more batch sizes stored (``trainperf run -b 8,16,32``), a prediction on this machine
+    takes each device's step from the curve at the batch that device gets, not B / X at
+    the one batch measured.
+(g) contention: the newest ``micro collective --under-load`` run of the system gives the
+    slowdowns of compute beside an all-reduce and of the all-reduce beside compute
+    (``terms.Contention``), which a prediction on this machine prices the overlap with.
 
 Whatever cannot be measured stays with the catalog (``Calibration.absent`` says why).
 """
@@ -61,6 +65,7 @@ from trainperf.predict.terms import (
     NO_NOISE,
     BatchCurve,
     BusBandwidthCurve,
+    Contention,
     Overhead,
     StepNoise,
     fit_batch_curve,
@@ -112,6 +117,7 @@ class Calibration:
     single_device_throughput: float | None = None
     throughput_batch: int | None = None
     batch_curve: BatchCurve | None = None
+    contention: Contention | None = None
     alpha_s: float | None = None
     beta_bytes_per_s: float | None = None
     link_scope: str | None = None
@@ -282,7 +288,11 @@ def _batch_curve(
             newest[case["batch_size"]] = result
     points = [(b, r["metrics"]["samples_per_s_median"]) for b, r in sorted(newest.items())]
     try:
-        cal.batch_curve = fit_batch_curve(points, f"measured on {len(points)} batch sizes")
+        cal.batch_curve = fit_batch_curve(
+            points,
+            f"measured on {len(points)} batch sizes",
+            through=(chosen["case"]["batch_size"], chosen["metrics"]["samples_per_s_median"]),
+        )
     except ValueError as exc:
         cal.absent["batch_curve"] = str(exc)
         return
@@ -331,12 +341,14 @@ def _solve_fraction(
 def _link(
     cal: Calibration, runs: list[dict[str, Any]], system: str | None, device_type: str | None
 ) -> None:
-    rows, used, local, busbw = [], [], [], []
+    rows, used, local, busbw, loaded = [], [], [], [], []
     for run in runs:
         if run["status"] != "ok" or run["system"] != system:
             continue
         if device_type is not None and run["params"].get("device") != device_type:
             continue
+        if run["metrics"].get("under_load"):
+            loaded.append(run)
         info = run.get("device") or {}
         ranks = run["metrics"].get("world_size") or info.get("world_size")
         usable = [
@@ -352,6 +364,7 @@ def _link(
             ]
             used.append(run["id"])
             local.append(info.get("local_world_size", ranks) == ranks)
+    _contention(cal, loaded)
     if not rows:
         cal.absent["link"] = "no ok `trainperf micro collective` all_reduce rows on this system"
         return
@@ -368,6 +381,33 @@ def _link(
         "rows": len(rows),
         "ranks": sorted({p for p, _, _ in rows}),
         "rms_relative_residual": residual,
+    }
+
+
+def _contention(cal: Calibration, loaded: list[dict[str, Any]]) -> None:
+    """(g) contention: the newest ``micro collective --under-load`` run of the system gives
+    how much the all-reduce and the compute slow each other (their median slowdowns over
+    the sizes; one below 1, which is noise, counts as 1: running both never speeds one up)."""
+    usable = [
+        r
+        for r in loaded
+        if r["metrics"]["under_load"].get("gemm_slowdown") is not None
+        and r["metrics"]["under_load"].get("busbw_slowdown") is not None
+    ]
+    if not usable:
+        cal.absent["contention"] = "no `trainperf micro collective --under-load` run here"
+        return
+    newest = usable[-1]
+    load = newest["metrics"]["under_load"]
+    cal.contention = Contention(
+        max(1.0, float(load["gemm_slowdown"])),
+        max(1.0, float(load["busbw_slowdown"])),
+        f"measured by micro collective --under-load, run {newest['id']}",
+    )
+    cal.sources["contention"] = {
+        "micro_id": newest["id"],
+        "gemm_slowdown": load["gemm_slowdown"],
+        "busbw_slowdown": load["busbw_slowdown"],
     }
 
 
@@ -409,7 +449,9 @@ def _predicted(
             intra=cal.link("intra") if per_node > 1 else None,
             inter=cal.link("inter") if nodes > 1 else None,
         ),
-        Measured(noise=cal.noise or NO_NOISE, overhead=overhead, **compute),
+        Measured(
+            noise=cal.noise or NO_NOISE, overhead=overhead, contention=cal.contention, **compute
+        ),
         bucket_mb=case.get("bucket_mb") or 25.0,
         grad_compression=case.get("grad_compression") or "none",
     )["rows"][0]

@@ -201,13 +201,19 @@ class BatchCurve:
         return batch / self.seconds(batch)
 
 
-def fit_batch_curve(points: Sequence[tuple[int, float]], source: str = "") -> BatchCurve:
+def fit_batch_curve(
+    points: Sequence[tuple[int, float]],
+    source: str = "",
+    through: tuple[int, float] | None = None,
+) -> BatchCurve:
     """Least squares of t(B) = a + b·B to measured (batch B, samples/s X) pairs, t = B / X,
-    each point weighed by its own t (relative errors: small and large batches alike).
+    each point weighed by its own t (relative errors: small and large batches alike);
+    ``through`` (B*, X*): the line through that point with the fitted slope instead, so that
+    the measurement the rest of the calibration stands on is reproduced exactly.
 
     Needs two distinct batches. A negative a (the larger batches are relatively slower, as
     when they leave the caches) cannot be a fixed cost: it is refused by fitting a = 0, the
-    rate then the mean per-sample time; b must come out positive.
+    rate then the mean per-sample time (or the anchor's); b must come out positive.
     """
     usable = [(int(b), float(x)) for b, x in points if b >= 1 and x > 0 and math.isfinite(x)]
     if len({b for b, _ in usable}) < 2:
@@ -216,10 +222,15 @@ def fit_batch_curve(points: Sequence[tuple[int, float]], source: str = "") -> Ba
     step = batch / np.array([x for _, x in usable], dtype=float)
     design = np.column_stack([np.ones_like(batch), batch]) / step[:, None]
     (a, b), *_ = np.linalg.lstsq(design, np.ones_like(step), rcond=None)
-    if a < 0:
-        a, b = 0.0, float(np.mean(step / batch))
     if b <= 0:
         raise ValueError("the step time does not grow with the batch: no per-sample time")
+    if through is not None:
+        anchor_batch, anchor_rate = through
+        a = anchor_batch / anchor_rate - b * anchor_batch
+        if a < 0:
+            a, b = 0.0, 1 / anchor_rate
+    elif a < 0:
+        a, b = 0.0, float(np.mean(step / batch))
     return BatchCurve(float(a), float(b), tuple(sorted({b for b, _ in usable})), source)
 
 

@@ -1,0 +1,134 @@
+"""Compute beside communication (issue 33, item 2): the host model's terms pinned on
+synthetic inputs; a model that overlaps communication for free fails them."""
+
+import random
+
+import pytest
+from predict_inputs import predict_ddp
+
+from trainperf import models
+from trainperf.predict.calibrate import calibrate
+from trainperf.predict.model import contended_ddp_step, ddp_step
+from trainperf.predict.terms import OWN_ENGINE, TIME_SHARED, Contention
+from trainperf.store.database import Store
+
+
+def test_without_contention_the_step_is_ddp_s():
+    rng = random.Random(0)
+    for _ in range(50):
+        buckets = [rng.uniform(1, 100) for _ in range(rng.randint(1, 6))]
+        cost = rng.uniform(1e-4, 1e-2)
+
+        def allreduce(n, cost=cost):
+            return cost * n
+
+        t_fwd, t_bwd = rng.uniform(0.01, 1), rng.uniform(0.01, 2)
+        free = ddp_step(t_fwd, t_bwd, buckets, allreduce)
+        assert contended_ddp_step(t_fwd, t_bwd, buckets, allreduce, OWN_ENGINE) == (
+            pytest.approx(free[0]),
+            pytest.approx(free[1]),
+        )
+
+
+def test_time_shared_cores_cost_what_the_work_costs_in_sequence():
+    """Two equal buckets, the first ready halfway through the backward: free overlap hides
+    it, time sharing cannot (each of the two runs at half speed while both run)."""
+    step, comm = contended_ddp_step(1.0, 2.0, [1.0, 1.0], lambda n: 0.5, TIME_SHARED)
+    assert (step, comm) == (pytest.approx(4.0), 1.0)
+    assert ddp_step(1.0, 2.0, [1.0, 1.0], lambda n: 0.5)[0] == pytest.approx(3.5)
+    rng = random.Random(1)
+    for _ in range(30):
+        buckets = [rng.uniform(1, 50) for _ in range(rng.randint(1, 5))]
+        step, comm = contended_ddp_step(0.3, 0.7, buckets, lambda n: 0.002 * n, TIME_SHARED)
+        assert step == pytest.approx(0.3 + 0.7 + comm)
+
+
+def test_a_slow_all_reduce_beside_compute_is_pushed_after_the_backward():
+    # compute barely slowed (1.1x), the all-reduce 10x slower while the backward runs
+    contention = Contention(1.1, 10.0, "synthetic")
+    step, _ = contended_ddp_step(0.0, 1.0, [1.0, 1.0], lambda n: 0.2, contention)
+    # bucket 1 from work 0.5: backward 0.5 s of work at 1/1.1 -> 0.55 s, the all-reduce
+    # gets 0.055 of its 0.2 done; then 0.145 alone, then bucket 2's 0.2 alone
+    assert step == pytest.approx(0.5 + 0.55 + 0.145 + 0.2)
+
+
+class Cpu:
+    id = "cpu-x"
+    kind = "cpu"
+    memory_bytes = 64e9
+
+    def peak_flops(self, precision):
+        return 1e12
+
+    def efficiency(self, precision):
+        return 0.5
+
+
+class Gpu(Cpu):
+    id = "gpu-x"
+    kind = "gpu"
+
+
+class Link:
+    id = "shm"
+    scope = "intra"
+    bytes_per_s = 2e9
+    latency_s = 1e-5
+
+
+def two_ranks(device, **terms):
+    return predict_ddp(
+        model="alexnet",
+        device=device,
+        devices=[1, 2],
+        per_node=2,
+        intra=Link(),
+        batch_size=16,
+        precision="fp32",
+        size=64,
+        single_device_throughput=100.0,
+        **terms,
+    )
+
+
+def test_cpu_ranks_time_share_unless_measured_gpus_overlap_for_free():
+    cpu, gpu = two_ranks(Cpu()), two_ranks(Gpu())
+    row_cpu, row_gpu = cpu["rows"][-1], gpu["rows"][-1]
+    assert row_cpu["comm_s"] == pytest.approx(row_gpu["comm_s"])
+    assert row_cpu["step_s"] == pytest.approx(row_cpu["compute_s"] + row_cpu["comm_s"])
+    assert row_gpu["step_s"] < row_cpu["step_s"]
+    assert any("time-shared" in a for a in cpu["assumptions"])
+    assert not any("compute beside communication" in a for a in gpu["assumptions"])
+    measured = two_ranks(Cpu(), contention=Contention(1.2, 3.0, "synthetic"))
+    assert any("1/1.2 of its speed" in a for a in measured["assumptions"])
+    assert measured["rows"][-1]["step_s"] != pytest.approx(row_cpu["step_s"])
+
+
+def test_calibration_reads_the_newest_under_load_run(tmp_path):
+    system = {"fingerprint": "load00000001", "hostname": "load", "memory_bytes": 2**34}
+    path = tmp_path / "load.db"
+    with Store(path) as store:
+        store.start_sweep(system)
+        for gemm, busbw in ((1.5, 4.0), (0.9, 10.45)):
+            store.add_micro(
+                system,
+                {"kind": "collective", "device": "cpu", "under_load": {"gemm_n": 256}},
+                {
+                    "status": "ok",
+                    "device": {"world_size": 2, "local_world_size": 2},
+                    "metrics": {
+                        "rows": [],
+                        "world_size": 2,
+                        "under_load": {"gemm_slowdown": gemm, "busbw_slowdown": busbw},
+                    },
+                },
+            )
+    cal = calibrate(path, models.get("cifarnet"), system=system["fingerprint"])
+    assert cal.contention.compute_slowdown == 1.0  # 0.9 measured: noise, not a speed-up
+    assert cal.contention.comm_slowdown == pytest.approx(10.45)
+    assert "under-load" in cal.contention.source
+    empty = tmp_path / "empty.db"
+    with Store(empty) as store:
+        store.start_sweep(system)
+    cal = calibrate(empty, models.get("cifarnet"), system=system["fingerprint"])
+    assert cal.contention is None and "under-load" in cal.absent["contention"]
