@@ -149,6 +149,12 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
     help="the K GPUs behind one PCIe switch reach the NIC through one LINK uplink "
     "(e.g. pcie3:4); default: every GPU has its own path to the NIC",
 )
+@count_option(
+    "--nics-per-node",
+    1,
+    "NICs per node (rail-optimised clusters: one per GPU or per few GPUs), 1 to --per-node: "
+    "the inter-node phase runs over that many NICs in parallel",
+)
 @click.option(
     "--calibrate",
     "calibrate_db",
@@ -213,6 +219,7 @@ def predict(
         raise _catalog_error(exc) from None
     intra, inter = _link(catalog, intra_id, "intra"), _link(catalog, inter_id, "inter")
     uplink = _uplink(catalog, options.pop("pcie_uplink"))
+    nics_per_node = options.pop("nics_per_node")
     search = None
     if devices == "min":
         search = _smallest(spec, device, per_node, sharding, options)
@@ -236,7 +243,7 @@ def predict(
     workload = Workload(
         spec, options["batch_size"], options["precision"], options["scaling"], options["size"]
     )
-    placement = Placement(device, devices, per_node, intra, inter, uplink)
+    placement = Placement(device, devices, per_node, intra, inter, uplink, nics_per_node)
     measured = Measured(options["single_device_throughput"], options["achieved_fraction"], **terms)
     try:
         if sharding is None:
