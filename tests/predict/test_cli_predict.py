@@ -75,6 +75,8 @@ def test_strong_scaling_and_given_throughput(run_cli):
         ("--pcie-uplink pcie9:4", "unknown link 'pcie9'"),
         ("--pcie-uplink pcie3:16", "between 1 and the 8 per node, got 16"),
         ("--grad-compression int8", "'int8' is not one of"),
+        ("--nics-per-node 0", "must be a positive integer, got '0'"),
+        ("--nics-per-node 9", "NICs per node must be between 1 and the 8 devices per node, got 9"),
     ],
 )
 def test_bad_inputs_exit_2(run_cli, args, message):
@@ -204,3 +206,17 @@ def test_an_unknown_model_is_refused_at_the_door(run_cli, resolutions):
     code, _, err = run_cli("predict --model nonet --device v100-sxm2-16gb --devices 1")
     assert code == 2 and "unknown model 'nonet'" in err
     assert resolutions == ["nonet"]
+
+
+def test_nics_per_node_scales_the_cross_node_term_and_is_echoed_only_when_given(run_cli):
+    outputs = {}
+    for flag in ("", " --nics-per-node 1", " --nics-per-node 8"):
+        code, out, err = run_cli(V100 + flag + " --json")
+        assert code == 0, err
+        outputs[flag] = out
+    assert outputs[""] == outputs[" --nics-per-node 1"]  # the default, byte for byte
+    one, eight = json.loads(outputs[""]), json.loads(outputs[" --nics-per-node 8"])
+    assert "nics_per_node" not in one["inputs"] and eight["inputs"]["nics_per_node"] == 8
+    assert any("8 NICs per node" in line for line in eight["assumptions"])
+    assert one["rows"][:2] == eight["rows"][:2]  # one node: no NIC in the way
+    assert eight["rows"][2]["comm_s"] < one["rows"][2]["comm_s"]
