@@ -220,3 +220,23 @@ def test_nics_per_node_scales_the_cross_node_term_and_is_echoed_only_when_given(
     assert any("8 NICs per node" in line for line in eight["assumptions"])
     assert one["rows"][:2] == eight["rows"][:2]  # one node: no NIC in the way
     assert eight["rows"][2]["comm_s"] < one["rows"][2]["comm_s"]
+
+
+RTX = "predict --model resnet50 --device rtx-2080-ti --devices 1,4 --per-node 4 --json"
+
+
+def test_a_device_without_peer_to_peer_takes_the_host_staged_link(run_cli):
+    code, out, err = run_cli(RTX)
+    assert code == 0, err
+    staged = json.loads(out)
+    assert staged["inputs"]["intra"] == "pcie3-staged"
+    assert any(line.startswith("intra-node link: pcie3-staged") for line in staged["assumptions"])
+    code, out, err = run_cli(RTX + " --intra pcie3")  # an explicit --intra wins
+    assert code == 0, err
+    direct = json.loads(out)
+    assert direct["inputs"]["intra"] == "pcie3"
+    assert not any("peer-to-peer" in line for line in direct["assumptions"])
+    assert staged["rows"][1]["comm_s"] > direct["rows"][1]["comm_s"]
+    code, out, err = run_cli(RTX.replace("1,4", "1"))  # one device: no link at all
+    assert code == 0, err
+    assert json.loads(out)["inputs"]["intra"] is None

@@ -239,6 +239,8 @@ def predict(
             intra = _fitted_link(calibration, "intra")
         if inter is None and max(devices) > per_node:
             inter = _fitted_link(calibration, "inter")
+    if intra is None and min(max(devices), per_node) > 1:
+        intra = _staged_intra(catalog, device, notes)
     terms, term_notes = _data_parallel_terms(catalog, calibration)
     workload = Workload(
         spec, options["batch_size"], options["precision"], options["scaling"], options["size"]
@@ -295,6 +297,19 @@ def _uplink(catalog: Any, text: str | None) -> tuple[Any, int] | None:
     if link.scope != "intra":
         raise BadInput(f"--pcie-uplink {link_id} is an inter-node link: give one like pcie3:4")
     return link, sharing
+
+
+def _staged_intra(catalog: Any, device: Any, notes: list[str]) -> Any:
+    """The intra-node link of a device without peer-to-peer (GeForce), None for any other:
+    taken only where no --intra is given (nor fitted), and said in the assumptions."""
+    staged = getattr(device, "host_staged_intra", None)
+    if staged is None:
+        return None
+    notes.append(
+        f"intra-node link: {staged}, {device.id} has no peer-to-peer access over PCIe, so "
+        "its GPUs exchange data through host memory (NCCL's SHM transport); --intra overrides"
+    )
+    return _catalog_link(catalog, staged)
 
 
 def _fitted_link(calibration: Any, scope: str) -> Any:
