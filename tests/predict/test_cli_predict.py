@@ -220,6 +220,9 @@ def test_nics_per_node_scales_the_cross_node_term_and_is_echoed_only_when_given(
     assert any("8 NICs per node" in line for line in eight["assumptions"])
     assert one["rows"][:2] == eight["rows"][:2]  # one node: no NIC in the way
     assert eight["rows"][2]["comm_s"] < one["rows"][2]["comm_s"]
+    code, out, err = run_cli(V100 + " --nics-per-node 8 --format md")
+    assert code == 0, err
+    assert "inter ib-edr x 8 NICs" in " ".join(out.split())
 
 
 RTX = "predict --model resnet50 --device rtx-2080-ti --devices 1,4 --per-node 4 --json"
