@@ -33,6 +33,7 @@ DEVICES = (
 )
 LINKS = (
     "pcie3",
+    "pcie3-staged",
     "pcie4",
     "pcie5",
     "nvlink1",
@@ -318,3 +319,28 @@ def test_an_id_that_contradicts_its_key_is_refused(tmp_path, document):
     document["links"]["pcie3"]["id"] = "pcie4"
     with pytest.raises(CatalogFileError, match="links.pcie3: the key is the id"):
         load_catalog(_write(tmp_path, document))
+
+
+def test_geforce_lacks_peer_to_peer_and_stages_through_host_memory(catalog):
+    """The RTX 2080 Ti has no PCIe peer-to-peer: its intra-node link is host-staged PCIe 3.0,
+    half the per-direction rate of pcie3 (two copies of every byte), NCCL's PCI latency."""
+    rtx = catalog.device("rtx-2080-ti")
+    assert not rtx.peer_to_peer and rtx.host_staged_intra == "pcie3-staged"
+    staged, pcie3 = catalog.link("pcie3-staged"), catalog.link("pcie3")
+    assert staged.scope == "intra"
+    assert staged.bandwidth_gbps == pcie3.bandwidth_gbps / 2
+    assert staged.latency_us == pcie3.latency_us and staged.efficiency == pcie3.efficiency
+    others = [d for d in catalog.devices.values() if d.id != "rtx-2080-ti"]
+    assert all(d.peer_to_peer and d.host_staged_intra is None for d in others)
+
+
+def test_a_host_staged_link_needs_a_source_and_an_intra_link(tmp_path, document):
+    rtx = document["devices"]["rtx-2080-ti"]
+    del rtx["sources"]["host_staged_intra"]
+    with pytest.raises(CatalogFileError, match="no source for host_staged_intra"):
+        load_catalog(_write(tmp_path, document))
+    rtx["sources"]["host_staged_intra"] = "a test"
+    for link in ("ib-edr", "pcie9"):
+        rtx["host_staged_intra"] = link
+        with pytest.raises(CatalogFileError, match=f"host_staged_intra '{link}' is not an intra"):
+            load_catalog(_write(tmp_path, document))

@@ -75,6 +75,8 @@ def test_strong_scaling_and_given_throughput(run_cli):
         ("--pcie-uplink pcie9:4", "unknown link 'pcie9'"),
         ("--pcie-uplink pcie3:16", "between 1 and the 8 per node, got 16"),
         ("--grad-compression int8", "'int8' is not one of"),
+        ("--nics-per-node 0", "must be a positive integer, got '0'"),
+        ("--nics-per-node 9", "NICs per node must be between 1 and the 8 devices per node, got 9"),
     ],
 )
 def test_bad_inputs_exit_2(run_cli, args, message):
@@ -220,3 +222,40 @@ def test_explain_shows_the_compute_curve_and_json_holds_it_only_when_asked(run_c
     code, out, err = run_cli(V100 + " --explain")
     assert code == 0, err
     assert "compute of one device against its batch" in out and "ms per sample" in out
+
+
+def test_nics_per_node_scales_the_cross_node_term_and_is_echoed_only_when_given(run_cli):
+    outputs = {}
+    for flag in ("", " --nics-per-node 1", " --nics-per-node 8"):
+        code, out, err = run_cli(V100 + flag + " --json")
+        assert code == 0, err
+        outputs[flag] = out
+    assert outputs[""] == outputs[" --nics-per-node 1"]  # the default, byte for byte
+    one, eight = json.loads(outputs[""]), json.loads(outputs[" --nics-per-node 8"])
+    assert "nics_per_node" not in one["inputs"] and eight["inputs"]["nics_per_node"] == 8
+    assert any("8 NICs per node" in line for line in eight["assumptions"])
+    assert one["rows"][:2] == eight["rows"][:2]  # one node: no NIC in the way
+    assert eight["rows"][2]["comm_s"] < one["rows"][2]["comm_s"]
+    code, out, err = run_cli(V100 + " --nics-per-node 8 --format md")
+    assert code == 0, err
+    assert "inter ib-edr x 8 NICs" in " ".join(out.split())
+
+
+RTX = "predict --model resnet50 --device rtx-2080-ti --devices 1,4 --per-node 4 --json"
+
+
+def test_a_device_without_peer_to_peer_takes_the_host_staged_link(run_cli):
+    code, out, err = run_cli(RTX)
+    assert code == 0, err
+    staged = json.loads(out)
+    assert staged["inputs"]["intra"] == "pcie3-staged"
+    assert any(line.startswith("intra-node link: pcie3-staged") for line in staged["assumptions"])
+    code, out, err = run_cli(RTX + " --intra pcie3")  # an explicit --intra wins
+    assert code == 0, err
+    direct = json.loads(out)
+    assert direct["inputs"]["intra"] == "pcie3"
+    assert not any("peer-to-peer" in line for line in direct["assumptions"])
+    assert staged["rows"][1]["comm_s"] > direct["rows"][1]["comm_s"]
+    code, out, err = run_cli(RTX.replace("1,4", "1"))  # one device: no link at all
+    assert code == 0, err
+    assert json.loads(out)["inputs"]["intra"] is None

@@ -9,6 +9,7 @@ from trainperf.predict.comm import (
     LinkCost,
     allreduce_s,
     bucket_sizes,
+    data_parallel_all_gather_s,
     data_parallel_allreduce_s,
     hierarchical_allreduce_s,
     ring_all_gather_s,
@@ -123,3 +124,42 @@ def test_a_shared_pcie_uplink_caps_each_gpus_path_to_the_nic():
     inside = ring_reduce_scatter_s(1e8, 4, intra) + ring_all_gather_s(1e8, 4, intra)
     across = allreduce_s(1e8 / 4, 4, LinkCost(1e-5, 1e9))[0]  # 4e9 / 4 GPUs = 1e9
     assert slow == pytest.approx(inside + across)
+
+
+def test_k_nics_divide_the_cross_node_bandwidth_among_fewer_gpus():
+    intra, inter = LinkCost(5e-6, 1e10), LinkCost(1e-5, 1.2e10)
+    inside = ring_reduce_scatter_s(1e8, 8, intra) + ring_all_gather_s(1e8, 8, intra)
+    one, _ = data_parallel_allreduce_s(1e8, 32, 8, intra, inter)
+    assert one == data_parallel_allreduce_s(1e8, 32, 8, intra, inter, None, 1)[0]
+    for k in (2, 4, 8):  # each GPU gets k NICs' 1.2e10 over its node's 8 GPUs, α unchanged
+        t, algorithm = data_parallel_allreduce_s(1e8, 32, 8, intra, inter, None, k)
+        across, inner = allreduce_s(1e8 / 8, 4, LinkCost(1e-5, 1.2e10 * k / 8))
+        assert t == pytest.approx(inside + across, rel=1e-12)
+        assert algorithm == f"hierarchical/{inner}"
+    # NICs add bandwidth, not latency: an empty message costs the same α terms
+    assert data_parallel_allreduce_s(0, 32, 8, intra, inter, None, 8) == (
+        data_parallel_allreduce_s(0, 32, 8, intra, inter)
+    )
+    # all-gather (FSDP) alike
+    gather_1 = data_parallel_all_gather_s(1e8, 32, 8, intra, inter)[0]
+    gather_4 = data_parallel_all_gather_s(1e8, 32, 8, intra, inter, None, 4)[0]
+    inside_ag = ring_all_gather_s(1e8, 8, intra)
+    assert gather_4 - inside_ag == pytest.approx(
+        ring_all_gather_s(1e8 / 8, 4, LinkCost(1e-5, 1.2e10 * 4 / 8)), rel=1e-12
+    )
+    assert gather_4 < gather_1
+
+
+def test_k_nics_still_share_each_pcie_switchs_uplink():
+    intra, inter = LinkCost(5e-6, 1e10), LinkCost(1e-5, 1.2e10)
+    uplink = (LinkCost(0, 8e9), 4)  # 2e9 per GPU through its switch
+    free, _ = data_parallel_allreduce_s(1e8, 16, 8, intra, inter, None, 8)  # 1.2e10 each
+    capped, _ = data_parallel_allreduce_s(1e8, 16, 8, intra, inter, uplink, 8)
+    inside = ring_reduce_scatter_s(1e8, 8, intra) + ring_all_gather_s(1e8, 8, intra)
+    assert capped == pytest.approx(inside + allreduce_s(1e8 / 8, 2, LinkCost(1e-5, 2e9))[0])
+    assert capped > free
+    # with one NIC the NIC's 1.5e9 per GPU binds before the switch's 2e9, as before
+    assert (
+        data_parallel_allreduce_s(1e8, 16, 8, intra, inter, uplink)[0]
+        == (data_parallel_allreduce_s(1e8, 16, 8, intra, inter)[0])
+    )

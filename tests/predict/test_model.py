@@ -215,6 +215,9 @@ def test_bad_inputs():
         (dict(scaling="sideways"), "unknown scaling"),
         (dict(devices=[0]), "positive integers"),
         (dict(bucket_mb=0), "bucket size"),
+        (dict(nics_per_node=0), "NICs per node must be between 1 and the 8"),
+        (dict(nics_per_node=9), "NICs per node must be between 1 and the 8 devices per node"),
+        (dict(nics_per_node=2.0), "NICs per node must be a positive integer"),
     ]
     for overrides, message in cases:
         with pytest.raises(PredictError, match=message):
@@ -226,3 +229,12 @@ def test_one_node_needs_no_inter_link_and_one_device_no_link():
     assert run(devices=[1], intra=None, inter=None)["rows"][0]["comm_s"] == 0
     out = run(devices=[4, 8], per_node=1, intra=None)
     assert [r["nodes"] for r in out["rows"]] == [4, 8]
+
+
+def test_nics_per_node_speed_the_cross_node_phase_only():
+    one, four = run(devices=[1, 8, 64]), run(devices=[1, 8, 64], nics_per_node=4)
+    assert one == run(devices=[1, 8, 64], nics_per_node=1)
+    assert "nics_per_node" not in one["inputs"] and four["inputs"]["nics_per_node"] == 4
+    assert one["rows"][:2] == four["rows"][:2]
+    assert four["rows"][2]["comm_s"] < one["rows"][2]["comm_s"]
+    assert four["rows"][2]["samples_per_s"] >= one["rows"][2]["samples_per_s"]

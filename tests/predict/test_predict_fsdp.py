@@ -344,3 +344,13 @@ def test_cli_devices_min_needs_a_device(run_cli):
     code, out, err = run_cli("predict -m llama-tiny --parallel fsdp --devices min")
     assert code == 2 and out == ""
     assert "--devices min needs --device" in err and len(err.strip().splitlines()) == 1
+
+
+def test_nics_per_node_carry_fsdp_traffic_across_nodes():
+    one, eight = fsdp(devices=(1, 8, 32)), fsdp(devices=(1, 8, 32), nics_per_node=8)
+    assert one == fsdp(devices=(1, 8, 32), nics_per_node=1)
+    assert "nics_per_node" not in one["inputs"] and eight["inputs"]["nics_per_node"] == 8
+    assert one["rows"][:2] == eight["rows"][:2]  # one node: no NIC in the way
+    assert eight["rows"][2]["comm_s"] < one["rows"][2]["comm_s"]
+    with pytest.raises(PredictError, match="NICs per node must be between 1 and the 8"):
+        fsdp(nics_per_node=16)

@@ -149,6 +149,12 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
     help="the K GPUs behind one PCIe switch reach the NIC through one LINK uplink "
     "(e.g. pcie3:4); default: every GPU has its own path to the NIC",
 )
+@count_option(
+    "--nics-per-node",
+    1,
+    "NICs per node (rail-optimised clusters: one per GPU or per few GPUs), 1 to --per-node: "
+    "the inter-node phase runs over that many NICs in parallel",
+)
 @click.option(
     "--calibrate",
     "calibrate_db",
@@ -218,6 +224,7 @@ def predict(
         raise _catalog_error(exc) from None
     intra, inter = _link(catalog, intra_id, "intra"), _link(catalog, inter_id, "inter")
     uplink = _uplink(catalog, options.pop("pcie_uplink"))
+    nics_per_node = options.pop("nics_per_node")
     search = None
     if devices == "min":
         search = _smallest(spec, device, per_node, sharding, options)
@@ -237,11 +244,13 @@ def predict(
             intra = _fitted_link(calibration, "intra")
         if inter is None and max(devices) > per_node:
             inter = _fitted_link(calibration, "inter")
+    if intra is None and min(max(devices), per_node) > 1:
+        intra = _staged_intra(catalog, device, notes)
     terms, term_notes = _data_parallel_terms(catalog, calibration)
     workload = Workload(
         spec, options["batch_size"], options["precision"], options["scaling"], options["size"]
     )
-    placement = Placement(device, devices, per_node, intra, inter, uplink)
+    placement = Placement(device, devices, per_node, intra, inter, uplink, nics_per_node)
     measured = Measured(
         options["single_device_throughput"],
         options["achieved_fraction"],
@@ -303,6 +312,19 @@ def _uplink(catalog: Any, text: str | None) -> tuple[Any, int] | None:
     if link.scope != "intra":
         raise BadInput(f"--pcie-uplink {link_id} is an inter-node link: give one like pcie3:4")
     return link, sharing
+
+
+def _staged_intra(catalog: Any, device: Any, notes: list[str]) -> Any:
+    """The intra-node link of a device without peer-to-peer (GeForce), None for any other:
+    taken only where no --intra is given (nor fitted), and said in the assumptions."""
+    staged = getattr(device, "host_staged_intra", None)
+    if staged is None:
+        return None
+    notes.append(
+        f"intra-node link: {staged}, {device.id} has no peer-to-peer access over PCIe, so "
+        "its GPUs exchange data through host memory (NCCL's SHM transport); --intra overrides"
+    )
+    return _catalog_link(catalog, staged)
 
 
 def _fitted_link(calibration: Any, scope: str) -> Any:

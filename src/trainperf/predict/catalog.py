@@ -109,6 +109,10 @@ class Device(_Sourced):
     # The exact names CUDA reports for this part (torch.cuda.get_device_name, nvidia-smi),
     # by which a measured result finds its peak for MFU; a name not listed finds nothing.
     cuda_names: list[str] = Field(default_factory=list)
+    # A GPU without peer-to-peer access over PCIe (GeForce cards): the id of the intra-node
+    # link its collectives take instead, through host memory (NCCL's SHM transport); the
+    # predictor takes it when no intra-node link is given. None: peer-to-peer works.
+    host_staged_intra: str | None = None
     note: str | None = None
     sources: dict[str, str]  # figure ("memory_gb", "peak_tflops.fp16") -> where it comes from
 
@@ -116,8 +120,17 @@ class Device(_Sourced):
     _MAPPINGS: ClassVar[tuple[str, ...]] = ("peak_tflops", "default_efficiency")
 
     def figures(self) -> list[str]:
-        optional = ["compute_capability"] if self.compute_capability is not None else []
+        optional = [
+            name
+            for name in ("compute_capability", "host_staged_intra")
+            if getattr(self, name) is not None
+        ]
         return super().figures() + optional
+
+    @property
+    def peer_to_peer(self) -> bool:
+        """Whether the GPUs of one node reach each other's memory directly (P2P)."""
+        return self.host_staged_intra is None
 
     @property
     def capability(self) -> tuple[int, int] | None:
@@ -258,6 +271,13 @@ class Catalog(BaseModel):
         shared = [f"{name!r} ({', '.join(ids)})" for name, ids in owners.items() if len(ids) > 1]
         if shared:
             raise ValueError(f"a CUDA name belongs to one device: {', '.join(shared)}")
+        for device in self.devices.values():
+            staged = device.host_staged_intra
+            if staged is not None and getattr(self.links.get(staged), "scope", None) != "intra":
+                raise ValueError(
+                    f"devices.{device.id}: host_staged_intra {staged!r} is not an intra-node "
+                    "link of the catalog"
+                )
         return self
 
     def device(self, device_id: str) -> Device:

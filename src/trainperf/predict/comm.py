@@ -34,6 +34,11 @@ bandwidth (bytes/s per direction). For an all-reduce of n bytes over p ranks:
   Where the GPUs reach the NIC through PCIe switches, K GPUs behind one switch share its
   uplink (β_up): each then sees min(β_inter/G, β_up/K) in the inter-node phase
   (``uplink``: the uplink's cost and K).
+  A rail-optimised node has K NICs (``nics``, 1 ≤ K ≤ G): the G local rings of the
+  inter-node phase then run over min(K, G) NICs in parallel, so each GPU sees
+  min(K, G)·β_inter/G (α unchanged), still capped by its switch's uplink: with K NICs the
+  S GPUs behind one switch share that switch's uplink, min(K·β_inter/G, β_up/S). K = 1 is
+  the single NIC above, computed exactly as before.
 
 - **sharded data parallelism** (FSDP, ZeRO-3) all-gathers parameters and reduce-scatters
   gradients of n bytes (each rank holding n/(G·N)). Hierarchically, an all-gather is an
@@ -72,7 +77,7 @@ class LinkCost:
     alpha_s: float
     beta_bytes_per_s: float
     curve: BusBandwidthCurve | None = None
-    ways: int = 1
+    ways: float = 1
 
     @classmethod
     def of(cls, link: Any) -> LinkCost:
@@ -80,7 +85,7 @@ class LinkCost:
         optionally a measured ``curve``)."""
         return cls(float(link.latency_s), float(link.bytes_per_s), getattr(link, "curve", None))
 
-    def shared(self, ways: int) -> LinkCost:
+    def shared(self, ways: float) -> LinkCost:
         """The same link divided between ``ways`` concurrent users (bandwidth only)."""
         return LinkCost(self.alpha_s, self.beta_bytes_per_s / ways, self.curve, self.ways * ways)
 
@@ -129,22 +134,28 @@ def hierarchical_allreduce_s(
     intra: LinkCost,
     inter: LinkCost,
     uplink: tuple[LinkCost, int] | None = None,
+    nics: int = 1,
 ) -> tuple[float, str]:
     """Reduce-scatter in the node, all-reduce of n/G across nodes, all-gather in the node.
 
     The algorithm named is the one the inter-node all-reduce picks. ``uplink`` (a PCIe
-    switch's uplink and the K GPUs sharing it) caps each GPU's inter-node bandwidth.
+    switch's uplink and the K GPUs sharing it) caps each GPU's inter-node bandwidth;
+    ``nics`` NICs per node carry the G local rings in parallel.
     """
     g = per_node
-    across, algorithm = allreduce_s(n_bytes / g, nodes, _nic_share(inter, g, uplink))
+    across, algorithm = allreduce_s(n_bytes / g, nodes, _nic_share(inter, g, uplink, nics))
     inside = ring_reduce_scatter_s(n_bytes, g, intra) + ring_all_gather_s(n_bytes, g, intra)
     return inside + across, algorithm
 
 
-def _nic_share(inter: LinkCost, per_node: int, uplink: tuple[LinkCost, int] | None) -> LinkCost:
+def _nic_share(
+    inter: LinkCost, per_node: int, uplink: tuple[LinkCost, int] | None, nics: int = 1
+) -> LinkCost:
     """What one of the node's ``per_node`` GPUs gets of its inter-node link: β_inter/G, or
-    less through a PCIe switch's uplink shared by K GPUs (β_up/K)."""
-    nic = inter.shared(per_node)
+    min(K, G)·β_inter/G with ``nics`` = K NICs, or less through a PCIe switch's uplink shared
+    by the S GPUs behind it (β_up/S)."""
+    # K = 1 keeps the exact arithmetic of one NIC (β/G), so predictions without K are unchanged.
+    nic = inter.shared(per_node) if nics == 1 else inter.shared(per_node / min(nics, per_node))
     if uplink is not None:
         link, sharing = uplink
         through_switch = link.beta_bytes_per_s / sharing
@@ -161,10 +172,12 @@ def data_parallel_s(
     intra: LinkCost | None,
     inter: LinkCost | None,
     uplink: tuple[LinkCost, int] | None = None,
+    nics: int = 1,
 ) -> tuple[float, str]:
     """``collective`` ("all_reduce", or "all_gather" of a tensor sharded over the ranks) of
     ``n_bytes`` over ``devices`` placed ``per_node`` to a node. One node: the intra link,
-    flat. One device per node: the inter link, flat. Otherwise hierarchical (module doc).
+    flat. One device per node: the inter link, flat. Otherwise hierarchical (module doc),
+    the node's ``nics`` NICs carrying the inter-node phase in parallel.
     Returns (time, algorithm); one device costs (0, "none"). A reduce-scatter of
     ``n_bytes`` costs what its all-gather does."""
     if devices <= 1:
@@ -176,14 +189,20 @@ def data_parallel_s(
         if per_node == 1:
             return allreduce_s(n_bytes, nodes, _needed(inter, "inter"))
         t, algorithm = hierarchical_allreduce_s(
-            n_bytes, per_node, nodes, _needed(intra, "intra"), _needed(inter, "inter"), uplink
+            n_bytes,
+            per_node,
+            nodes,
+            _needed(intra, "intra"),
+            _needed(inter, "inter"),
+            uplink,
+            nics,
         )
         return t, f"hierarchical/{algorithm}"
     if devices <= per_node:
         return ring_all_gather_s(n_bytes, devices, _needed(intra, "intra")), RING
     if per_node == 1:
         return ring_all_gather_s(n_bytes, nodes, _needed(inter, "inter")), RING
-    nic = _nic_share(_needed(inter, "inter"), per_node, uplink)
+    nic = _nic_share(_needed(inter, "inter"), per_node, uplink, nics)
     across = ring_all_gather_s(n_bytes / per_node, nodes, nic)
     inside = ring_all_gather_s(n_bytes, per_node, _needed(intra, "intra"))
     return across + inside, f"hierarchical/{RING}"

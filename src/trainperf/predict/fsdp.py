@@ -86,6 +86,7 @@ from trainperf.predict.model import (
     finite_prediction,
     layout,
     link_costs,
+    nics_note,
     placement_inputs,
     prepare,
     scaled_rows,
@@ -239,12 +240,15 @@ def predict_fsdp(
     compute = compute_rate(spec, device, precision, measured, counts.size, profile=profile)
     per_node = placement.per_node
     links, uplink = link_costs(placement.intra, placement.inter, per_node, placement.pcie_uplink)
+    nics = placement.nics_per_node
     peak = device.peak_flops(precision) if hasattr(device, "peak_flops") else None
     tokens = spec.tokens_per_sample(counts.size)
     share = counts.block_flops_share
 
     def collective(kind: Any, params: int, bytes_each: int, count: int) -> float:
-        return kind(params * bytes_each, count, per_node, links["intra"], links["inter"], uplink)[0]
+        return kind(
+            params * bytes_each, count, per_node, links["intra"], links["inter"], uplink, nics
+        )[0]
 
     def row(count: int, device_batch: int) -> dict[str, Any]:
         t = compute.seconds(device_batch)
@@ -300,13 +304,14 @@ def predict_fsdp(
             "comm_bytes_per_rank": sum(traffic.values()) * (count - 1) / count,
             "fits": memory.fits,
             "memory": memory.as_dict(),
-            "algorithm": gather(1.0, count, per_node, links["intra"], links["inter"])[1],
+            "algorithm": gather(1.0, count, per_node, links["intra"], links["inter"], nics=nics)[1],
         }
 
     baseline, rows = scaled_rows(prepared, workload.batch_size, row)
     prediction = {
         "rows": rows,
-        "assumptions": _assumptions(compute, counts, sharding, precision, measured),
+        "assumptions": _assumptions(compute, counts, sharding, precision, measured)
+        + nics_note(placement),
         "inputs": placement_inputs(workload, placement, counts.size)
         | {"parallel": "fsdp", **asdict(sharding), "pcie_uplink": uplink_input(placement)}
         | {

@@ -108,7 +108,9 @@ class Placement:
     each of the device counts ``devices``, ``per_node`` to a node, joined by ``intra``
     within a node and ``inter`` between nodes (catalog ``Link``s or alike).
     ``pcie_uplink`` = (link, K): the K GPUs behind one PCIe switch reach the NIC through
-    that one link (``comm.hierarchical_allreduce_s``)."""
+    that one link (``comm.hierarchical_allreduce_s``). ``nics_per_node`` NICs (1 to
+    ``per_node``; rail-optimised clusters give every GPU or every few GPUs one) carry the
+    inter-node phase in parallel, each at the ``inter`` link's bandwidth."""
 
     device: Any
     devices: Sequence[int]
@@ -116,6 +118,7 @@ class Placement:
     intra: Any | None = None
     inter: Any | None = None
     pcie_uplink: tuple[Any, int] | None = None
+    nics_per_node: int = 1
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,7 @@ def prepare(workload: Workload, placement: Placement) -> Prepared:
         raise PredictError(f"unknown precision '{workload.precision}': allowed {allowed}")
     counts = sorted(set(placement.devices))
     check_placement(counts, placement.per_node, placement.intra, placement.inter)
+    check_nics(placement.nics_per_node, placement.per_node)
     batches = device_batches(workload.batch_size, counts, workload.scaling)
     device = placement.device
     gpu = getattr(device, "kind", "gpu") != "cpu"
@@ -190,7 +194,7 @@ def scaled_rows(
 
 def placement_inputs(workload: Workload, placement: Placement, size: int) -> dict[str, Any]:
     """The inputs a prediction echoes first: the model, device, batch and links."""
-    return {
+    inputs = {
         "model": workload.spec.name,
         "size": size,
         "device": getattr(placement.device, "id", None),
@@ -201,6 +205,23 @@ def placement_inputs(workload: Workload, placement: Placement, size: int) -> dic
         "intra": getattr(placement.intra, "id", None),
         "inter": getattr(placement.inter, "id", None),
     }
+    # Echoed only when not the default 1, so that a prediction without --nics-per-node
+    # prints byte for byte what it printed before the option existed.
+    if placement.nics_per_node != 1:
+        inputs["nics_per_node"] = placement.nics_per_node
+    return inputs
+
+
+def nics_note(placement: Placement) -> list[str]:
+    """The assumption a prediction with several NICs per node adds (none for one)."""
+    k = placement.nics_per_node
+    if k == 1:
+        return []
+    return [
+        f"{k} NICs per node: the inter-node phase runs min({k}, {placement.per_node}) rings "
+        "in parallel, each GPU getting that many NICs' bandwidth over the GPUs of its node "
+        "(latency unchanged)"
+    ]
 
 
 def uplink_input(placement: Placement) -> dict[str, Any] | None:
@@ -432,6 +453,17 @@ def check_placement(counts: Sequence[int], per_node: int, intra: Any, inter: Any
             raise PredictError(f"{count} devices share a node: an intra-node link is needed")
 
 
+def check_nics(nics_per_node: Any, per_node: int) -> None:
+    """NICs per node: a positive integer no larger than the devices per node."""
+    if isinstance(nics_per_node, bool) or not isinstance(nics_per_node, int):
+        raise PredictError(f"NICs per node must be a positive integer, got {nics_per_node!r}")
+    if not 1 <= nics_per_node <= per_node:
+        raise PredictError(
+            f"NICs per node must be between 1 and the {per_node} devices per node, "
+            f"got {nics_per_node}"
+        )
+
+
 def link_costs(
     intra: Any | None, inter: Any | None, per_node: int, pcie_uplink: tuple[Any, int] | None
 ) -> tuple[dict[str, LinkCost | None], tuple[LinkCost, int] | None]:
@@ -515,6 +547,7 @@ def predict(
     compute = compute_rate(spec, device, precision, measured, shapes.size, winograd)
     per_node = placement.per_node
     links, uplink = link_costs(placement.intra, placement.inter, per_node, placement.pcie_uplink)
+    nics = placement.nics_per_node
     grad_bytes = shapes.trainable_params * COMPRESSION_BYTES[grad_compression]
     buckets = bucket_sizes(grad_bytes, bucket_mb * MIB)
     contention = contention_of(device, measured)
@@ -525,7 +558,7 @@ def predict(
 
         def allreduce(n: float) -> float:
             return data_parallel_allreduce_s(
-                n, count, per_node, links["intra"], links["inter"], uplink
+                n, count, per_node, links["intra"], links["inter"], uplink, nics
             )[0]
 
         if contention.free:
@@ -538,7 +571,12 @@ def predict(
         sync_overhead = measured.overhead.seconds(count)
         step = synced + straggler + sync_overhead
         algorithm = data_parallel_allreduce_s(
-            max(buckets, default=0.0), count, per_node, links["intra"], links["inter"]
+            max(buckets, default=0.0),
+            count,
+            per_node,
+            links["intra"],
+            links["inter"],
+            nics=nics,
         )[1]
         memory = memory_breakdown(
             shapes, device_batch, precision, device.memory_bytes, devices=count
@@ -562,7 +600,8 @@ def predict(
         "rows": rows,
         "assumptions": _assumptions(
             compute, grad_compression, bucket_mb, workload, measured, contention
-        ),
+        )
+        + nics_note(placement),
         "inputs": placement_inputs(workload, placement, shapes.size)
         | {
             "bucket_mb": bucket_mb,

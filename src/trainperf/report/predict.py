@@ -29,10 +29,16 @@ def _fits(row: dict[str, Any]) -> str:
     return f"{verdict} {need}/{memory['available_bytes'] / GIB:.1f}"
 
 
+def _links(inputs: dict[str, Any]) -> str:
+    """'intra L, inter L' as given; the inter link with its NICs per node when not one."""
+    links = [f"{scope} {inputs[scope]}" for scope in ("intra", "inter") if inputs.get(scope)]
+    if inputs.get("inter") and inputs.get("nics_per_node", 1) != 1:
+        links[-1] += f" x {inputs['nics_per_node']} NICs"
+    return ", ".join(links)
+
+
 def _title(inputs: dict[str, Any]) -> str:
-    links = ", ".join(
-        f"{scope} {inputs[scope]}" for scope in ("intra", "inter") if inputs.get(scope)
-    )
+    links = _links(inputs)
     return escape(
         f"predicted {inputs['scaling']} scaling of {inputs['model']} "
         f"({inputs['size']}, batch {inputs['batch_size']}, {inputs['precision']}) "
@@ -100,7 +106,7 @@ def fsdp_prediction_table(
     ``wide`` adds recomputation, communication in all, the rate per device and the
     memory per device (sharded state, gathered weights and gradients, activations)."""
     inputs = prediction["inputs"]
-    links = ", ".join(f"{k} {inputs[k]}" for k in ("intra", "inter") if inputs.get(k))
+    links = _links(inputs)
     search = prediction.get("search")
     title = escape(
         (f"smallest count that holds it: {search['smallest_devices']}; " if search else "")
