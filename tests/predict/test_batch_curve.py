@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from predict_inputs import predict_ddp
+from predict_inputs import FakeDevice, predict_ddp, stored_result
 
 from trainperf import models
 from trainperf.predict.calibrate import calibrate
@@ -37,18 +37,6 @@ def test_the_fit_refuses_what_cannot_be_a_curve():
         fit_batch_curve([(8, 1.0), (64, 1000.0)])
 
 
-class Device:
-    id = "gpu-x"
-    kind = "gpu"
-    memory_bytes = 80e9
-
-    def peak_flops(self, precision):
-        return 15e12
-
-    def efficiency(self, precision):
-        return 0.5
-
-
 class Link:
     id = "free"
     scope = "intra"
@@ -59,7 +47,7 @@ class Link:
 def strong(**measured_terms):
     return predict_ddp(
         model="cifarnet",
-        device=Device(),
+        device=FakeDevice(),
         devices=[1, 8],
         per_node=8,
         intra=Link(),
@@ -86,18 +74,7 @@ def test_strong_scaling_pays_the_fixed_part_on_every_device():
 
 def test_explain_gives_the_curve_the_rows_read():
     curve = BatchCurve(FIXED_S, PER_SAMPLE_S, (8, 64), "synthetic")
-    prediction = predict_ddp(
-        model="cifarnet",
-        device=Device(),
-        devices=[1, 8],
-        per_node=8,
-        intra=Link(),
-        batch_size=64,
-        precision="fp32",
-        scaling="strong",
-        batch_curve=curve,
-        explain=True,
-    )
+    prediction = strong(batch_curve=curve, explain=True)
     points = {p["device_batch"]: p for p in prediction["compute_curve"]}
     assert sorted(points) == [1, 2, 4, 8, 16, 32, 64]
     for row in prediction["rows"]:
@@ -106,38 +83,20 @@ def test_explain_gives_the_curve_the_rows_read():
     assert "a fixed part per step" in prediction["assumptions"][0]
 
 
-def _single(batch: int) -> dict:
-    samples_per_s = measured(batch)
-    return {
-        "status": "ok",
-        "result_schema": 1,
-        "case": {
-            "model": "cifarnet",
-            "batch_size": batch,
-            "devices": 1,
-            "nodes": 1,
-            "precision": "fp32",
-            "device": "cpu",
-            "scaling": "weak",
-        },
-        "device": {"name": "cpu", "type": "cpu"},
-        "metrics": {
-            "samples_per_s_median": samples_per_s,
-            "step_s_median": batch / samples_per_s,
-            "image_size": 32,
-        },
-    }
-
-
 def test_calibration_fits_the_curve_from_results_at_several_batches(tmp_path):
     system = {"fingerprint": "curve0000001", "hostname": "curve", "memory_bytes": 2**34}
     path = tmp_path / "curve.db"
     with Store(path) as store:
         sweep_id = store.start_sweep(system)
-        store.add_result(sweep_id, system["fingerprint"], _single(16))
+
+        def store_at(batch):
+            result = stored_result(batch, measured(batch), device="cpu")
+            store.add_result(sweep_id, system["fingerprint"], result)
+
+        store_at(16)
         one = calibrate(path, models.get("cifarnet"))
-        for batch in (32, 64):
-            store.add_result(sweep_id, system["fingerprint"], _single(batch))
+        store_at(32)
+        store_at(64)
     assert one.batch_curve is None
     assert "fewer than 2 distinct batch sizes" in one.absent["batch_curve"]
 

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 import pytest
-from predict_inputs import predict_ddp
+from predict_inputs import predict_ddp, stored_result
 
 import report_fixture
 from trainperf import models
@@ -56,30 +56,6 @@ def test_fit_refuses_what_the_model_cannot_explain():
         fit_alpha_beta([(2, 1024, 1e-4), (1, 2048, 1e-4)])
 
 
-def _result(devices, batch, samples_per_s, flops):
-    return {
-        "status": "ok",
-        "result_schema": 1,
-        "case": {
-            "model": "cifarnet",
-            "batch_size": batch,
-            "devices": devices,
-            "nodes": 1,
-            "precision": "fp32",
-            "device": "cuda",
-            "scaling": "weak",
-            "bucket_mb": None,
-        },
-        "device": {"name": "GPU X", "type": "cuda", "memory_bytes": 80 * 2**30},
-        "metrics": {
-            "samples_per_s_median": samples_per_s,
-            "achieved_tflops": flops * samples_per_s / 1e12,
-            "step_s_median": batch * devices / samples_per_s,
-            "image_size": 32,
-        },
-    }
-
-
 @pytest.fixture(scope="module")
 def synthetic_db(tmp_path_factory):
     """Measurements made by the model itself: α, β, and the achieved fraction known."""
@@ -91,7 +67,7 @@ def synthetic_db(tmp_path_factory):
         single = 32 / compute_rate(
             CIFARNET, Device(), "fp32", Measured(achieved_fraction=FRACTION), 32
         ).seconds(32)
-        store.add_result(sweep_id, SYSTEM["fingerprint"], _result(1, 32, single, flops))
+        store.add_result(sweep_id, SYSTEM["fingerprint"], stored_result(32, single, flops=flops))
         for devices in (2, 4):
             predicted = predict_ddp(
                 model=CIFARNET,
@@ -104,7 +80,7 @@ def synthetic_db(tmp_path_factory):
                 achieved_fraction=FRACTION,
             )["rows"][0]["samples_per_s"]
             store.add_result(
-                sweep_id, SYSTEM["fingerprint"], _result(devices, 32, predicted, flops)
+                sweep_id, SYSTEM["fingerprint"], stored_result(32, predicted, devices, flops=flops)
             )
         for p in (2, 4):
             rows = [

@@ -4,7 +4,7 @@ synthetic inputs; a model that overlaps communication for free fails them."""
 import random
 
 import pytest
-from predict_inputs import predict_ddp
+from predict_inputs import FakeDevice, predict_ddp
 
 from trainperf import models
 from trainperf.predict.calibrate import calibrate
@@ -52,21 +52,7 @@ def test_a_slow_all_reduce_beside_compute_is_pushed_after_the_backward():
     assert step == pytest.approx(0.5 + 0.55 + 0.145 + 0.2)
 
 
-class Cpu:
-    id = "cpu-x"
-    kind = "cpu"
-    memory_bytes = 64e9
-
-    def peak_flops(self, precision):
-        return 1e12
-
-    def efficiency(self, precision):
-        return 0.5
-
-
-class Gpu(Cpu):
-    id = "gpu-x"
-    kind = "gpu"
+CPU, GPU = FakeDevice("cpu-x", "cpu", 64e9, 1e12), FakeDevice("gpu-x", "gpu", 64e9, 1e12)
 
 
 class Link:
@@ -92,14 +78,14 @@ def two_ranks(device, **terms):
 
 
 def test_cpu_ranks_time_share_unless_measured_gpus_overlap_for_free():
-    cpu, gpu = two_ranks(Cpu()), two_ranks(Gpu())
+    cpu, gpu = two_ranks(CPU), two_ranks(GPU)
     row_cpu, row_gpu = cpu["rows"][-1], gpu["rows"][-1]
     assert row_cpu["comm_s"] == pytest.approx(row_gpu["comm_s"])
     assert row_cpu["step_s"] == pytest.approx(row_cpu["compute_s"] + row_cpu["comm_s"])
     assert row_gpu["step_s"] < row_cpu["step_s"]
     assert any("time-shared" in a for a in cpu["assumptions"])
     assert not any("compute beside communication" in a for a in gpu["assumptions"])
-    measured = two_ranks(Cpu(), contention=Contention(1.2, 3.0, "synthetic"))
+    measured = two_ranks(CPU, contention=Contention(1.2, 3.0, "synthetic"))
     assert any("1/1.2 of its speed" in a for a in measured["assumptions"])
     assert measured["rows"][-1]["step_s"] != pytest.approx(row_cpu["step_s"])
 
