@@ -6,9 +6,11 @@ in an order that keeps the prediction honest: nothing measured on 2 ranks is sto
 the predictor reads the database (its calibration fits a per-step data-parallel overhead to
 stored multi-rank results of the model, which would close the gap by construction).
 
-1. ``trainperf micro collective --ops all_reduce --nprocs 2 --device cpu`` (gloo), 1 KiB to
+1. ``trainperf micro collective --ops all_reduce --devices 2 --device cpu`` (gloo), 1 KiB to
    64 MiB: it spans DDP's 1 MiB first bucket and its 25 MiB buckets, so the calibration can
-   fit the link (α and β, or a bus-bandwidth curve);
+   fit the link (α and β, or a bus-bandwidth curve); then ``micro collective --under-load``
+   on the same ranks, 1 to 64 MiB: how much the all-reduce and a GEMM slow each other on
+   the shared cores (the predictor's contention term);
 2. per network, ``trainperf run`` of one process (``--threads 1``);
 3. per network, ``trainperf predict --devices 1,2 --per-node 2 --calibrate DB --json``: no
    ``--device`` and no link flag, so compute is this machine's measured throughput and the
@@ -23,9 +25,10 @@ thread, the single process as well as each of the 2 ranks (and micro collective'
 which take 1 thread each by default): the 2-rank job then has twice the cores of the
 1-process one, as 2 GPUs have twice the devices of one, and efficiency =
 throughput(2 ranks) / (2 × throughput(1 process)) measures the cost of data parallelism,
-not of thread scaling. Gloo's own threads and the memory bus are still shared, which the
-predictor does not model; the second table shows it as the compute time of a rank
-growing from 1 to 2 processes.
+not of thread scaling. Gloo's own threads and the memory bus are still shared: the
+predictor prices that with the contention step 1 measured (compute and all-reduce slowing
+each other), and the second table shows it as the compute time of a rank growing from 1 to
+2 processes.
 
 The networks, at the ratio that sets data-parallel scaling (trainperf.models.flops): training
 FLOPs per sample / parameters, i.e. compute per sample over the all-reduce volume per step.
@@ -70,8 +73,12 @@ MISMATCH_POINTS = 10.0
 # Predicted terms added to the synchronized step: stragglers and per-step DDP overhead.
 LATE_TERMS = ("straggler_s", "overhead_s")
 RANKS = 2
-COLLECTIVE = ("--ops", "all_reduce", "--nprocs", str(RANKS), "--device", "cpu")
+COLLECTIVE = ("--ops", "all_reduce", "--devices", str(RANKS), "--device", "cpu")
 COLLECTIVE += ("--min-bytes", "1K", "--max-bytes", "64M", "--factor", "2", "--warmup", "3")
+# The same ranks' all-reduce beside a GEMM on their cores (issue 33, item 1): how much
+# each slows the other, which the predictor's host model prices the overlap with.
+UNDER_LOAD = ("--under-load", "--devices", str(RANKS), "--device", "cpu")
+UNDER_LOAD += ("--min-bytes", "1M", "--max-bytes", "64M", "--factor", "4", "--warmup", "2")
 
 
 @dataclass(frozen=True)
@@ -99,7 +106,11 @@ class Network:
         return f"{self.model} b{self.batch_size} @{self.size}"
 
 
-DEFAULT_NETWORKS = (Network("alexnet", 16, 64), Network("resnet18", 8, 128))
+DEFAULT_NETWORKS = (
+    Network("alexnet", 16, 64),
+    Network("resnet18", 8, 128),
+    Network("gpt2-small", 4, 64),
+)
 
 
 class Reader:
@@ -156,7 +167,7 @@ def run_case(net: Network, db: Path, args: argparse.Namespace, *extra: str) -> d
 def predict(net: Network, db: Path) -> dict | None:
     return trainperf(
         "predict", "-m", net.model, "--devices", f"1,{RANKS}", "--per-node", RANKS,
-        "-b", net.batch_size, "--size", net.size, "--calibrate", db,
+        "-b", net.batch_size, net.size_flag, net.size, "--calibrate", db,
     )  # fmt: skip
 
 
@@ -307,7 +318,8 @@ def main() -> int:
         "--network",
         type=Network.parse,
         action="append",
-        help="MODEL:BATCH:SIZE, repeatable (default: alexnet:16:64 and resnet18:8:128)",
+        help="MODEL:BATCH:SIZE, repeatable (default: alexnet:16:64, resnet18:8:128 and "
+        "gpt2-small:4:64)",
     )
     parser.add_argument("--steps", default="fixed:3:20", help="step budget of every case")
     parser.add_argument("--runs", default="5", help="independent runs per case")
@@ -333,6 +345,13 @@ def main() -> int:
         complete &= micro is not None and micro.get("status") == "ok"
         device = read.get(micro, "device", "micro collective") or {}
         print(f"  backend {device.get('backend')}, {device.get('threads')} thread(s) per rank")
+        loaded = trainperf("micro", "collective", *UNDER_LOAD, "--db", db)
+        complete &= loaded is not None and loaded.get("status") == "ok"
+        load = read.get(loaded, "metrics.under_load", "micro collective --under-load") or {}
+        print(
+            f"  under load: all-reduce {load.get('busbw_slowdown')}x, "
+            f"GEMM {load.get('gemm_slowdown')}x slower beside each other (median over sizes)"
+        )
         singles = {net: run_case(net, db, args) for net in nets}
         # All predictions before any 2-rank run: the calibration must not see the answer.
         predictions = {net: predict(net, db) for net in nets}
