@@ -297,8 +297,7 @@ def _batch_curve(
         cal.absent["batch_curve"] = str(exc)
         return
     cal.sources["batch_curve"] = [
-        {"result_id": r["id"], "batch_size": b, "samples_per_s": x}
-        for (b, x), r in zip(points, (newest[b] for b, _ in points), strict=True)
+        {"result_id": newest[b]["id"], "batch_size": b, "samples_per_s": x} for b, x in points
     ]
 
 
