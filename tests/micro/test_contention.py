@@ -66,11 +66,14 @@ def test_slowdowns_are_alone_over_under_load_medians():
         "comm_alone_s": [1e-3, 1e-3, 5e-3],
         "comm_loaded_s": [2e-3, 3e-3, 2e-3],
         "gemm_alone_s": [1e-4, 1e-4, 1e-4],
+        "gemm_solo_s": [8e-5, 5e-5, 1e-4],
         "gemm_loaded_s": [4e-4, 4e-4, 1e-4],
     }
     (row,) = contention.combine(rows_of(samples))
     assert row["busbw_slowdown"] == pytest.approx(2.0)
     assert row["gemm_slowdown"] == pytest.approx(4.0)
+    # solo 1.25x as fast as with every rank computing (median of 1.25, 2, 1)
+    assert row["neighbour_slowdown"] == pytest.approx(1.25)
     assert row["busbw_gbps"] == pytest.approx(row["busbw_gbps_loaded"] * 2)
     assert row["gemm_tflops"] == pytest.approx(2 * 64**3 / 1e-4 / 1e12)
 
@@ -80,6 +83,7 @@ def test_a_gemm_rate_that_could_not_be_measured_is_null_with_its_reason():
         "comm_alone_s": [1e-3],
         "comm_loaded_s": [2e-3],
         "gemm_alone_s": [1e-4],
+        "gemm_solo_s": [1e-4],
         "gemm_loaded_s": [None],
     }
     rows = contention.combine(rows_of(samples))
@@ -110,13 +114,15 @@ def test_under_load_through_the_cli_is_stored_with_both_slowdowns(tmp_path, run_
     for row in rows:
         assert row["gemm_n"] == 64 and row["repeats"] == 2 and row["iters"] >= 2
         assert len(row["samples"]["comm_loaded_s"]) == 2
-        for key in ("busbw_slowdown", "gemm_slowdown", "busbw_gbps", "busbw_gbps_loaded"):
+        keys = ("busbw_slowdown", "gemm_slowdown", "neighbour_slowdown", "busbw_gbps")
+        for key in (*keys, "busbw_gbps_loaded"):
             assert math.isfinite(row[key]) and row[key] > 0, (key, row)
         assert row["busbw_slowdown"] == pytest.approx(row["busbw_gbps"] / row["busbw_gbps_loaded"])
         assert row["gemm_slowdown"] == pytest.approx(row["gemm_tflops"] / row["gemm_tflops_loaded"])
     load = metrics["under_load"]
     assert load["gemm_n"] == 64 and load["gemm_dtype"] == "fp32" and load["repeats"] == 2
     assert load["busbw_slowdown"] > 0 and load["gemm_slowdown"] > 0
+    assert load["neighbour_slowdown"] > 0
     with Store(db) as store:
         (stored,) = store.micro("collective")
         assert stored["metrics"] == metrics
@@ -130,6 +136,7 @@ def test_under_load_table_fits_100_columns():
                 "comm_alone_s": [1e-3],
                 "comm_loaded_s": [2e-3],
                 "gemm_alone_s": [1e-4],
+                "gemm_solo_s": [5e-5],
                 "gemm_loaded_s": [3e-4],
             },
             gemm_n=16384,
@@ -140,7 +147,7 @@ def test_under_load_table_fits_100_columns():
         {"rows": rows, "under_load": contention.summary(rows, load, "bf16")}, 1024, "nccl"
     )
     assert all(len(line) <= 100 for line in table.splitlines())
-    assert "busbw 2.00  GEMM 3.00" in table
+    assert "busbw 2.00  GEMM 3.00  GEMM beside the other ranks' GEMMs 2.00" in table
 
 
 def test_under_load_is_refused_where_it_cannot_apply(tmp_path, run_cli):
@@ -172,3 +179,15 @@ def test_only_gemms_wholly_inside_the_window_count():
         clock, lambda: time.sleep(0.001), lambda: time.sleep(0.2), 3, peers
     )
     assert comm_s >= 0.001 and gemm_s is None
+
+
+def test_the_solo_gemm_runs_on_one_rank_at_a_time(monkeypatch):
+    """Rank 1 of 3 computes on its own turn only, between barriers that every rank passes
+    once per turn and once at the end."""
+    barriers, calls = [], []
+    monkeypatch.setattr(contention, "barrier", lambda peers: barriers.append(len(calls)))
+    peers = contention.Participant(1, 3, torch.device("cpu"), torch.float32)
+    seconds = contention._solo_gemm_s(
+        contention._Clock(peers.device), lambda: calls.append(1), 4, peers
+    )
+    assert barriers == [0, 0, 4, 4] and len(calls) == 4 and seconds > 0

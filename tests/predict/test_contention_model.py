@@ -61,6 +61,12 @@ class Link:
     bytes_per_s = 2e9
     latency_s = 1e-5
 
+    @classmethod
+    def inter(cls):
+        link = cls()
+        link.scope = "inter"
+        return link
+
 
 def two_ranks(device, **terms):
     return predict_ddp(
@@ -95,7 +101,10 @@ def test_calibration_reads_the_newest_under_load_run(tmp_path):
     path = tmp_path / "load.db"
     with Store(path) as store:
         store.start_sweep(system)
-        for gemm, busbw in ((1.5, 4.0), (0.9, 10.45)):
+        for gemm, busbw, neighbours in ((1.5, 4.0, None), (0.9, 10.45, 1.3)):
+            load = {"gemm_slowdown": gemm, "busbw_slowdown": busbw}
+            if neighbours is not None:  # runs before it was measured have none
+                load["neighbour_slowdown"] = neighbours
             store.add_micro(
                 system,
                 {"kind": "collective", "device": "cpu", "under_load": {"gemm_n": 256}},
@@ -105,16 +114,43 @@ def test_calibration_reads_the_newest_under_load_run(tmp_path):
                     "metrics": {
                         "rows": [],
                         "world_size": 2,
-                        "under_load": {"gemm_slowdown": gemm, "busbw_slowdown": busbw},
+                        "under_load": load,
                     },
                 },
             )
     cal = calibrate(path, models.get("cifarnet"), system=system["fingerprint"])
     assert cal.contention.compute_slowdown == 1.0  # 0.9 measured: noise, not a speed-up
     assert cal.contention.comm_slowdown == pytest.approx(10.45)
+    assert cal.contention.neighbour_slowdown == pytest.approx(1.3)
     assert "under-load" in cal.contention.source
     empty = tmp_path / "empty.db"
     with Store(empty) as store:
         store.start_sweep(system)
     cal = calibrate(empty, models.get("cifarnet"), system=system["fingerprint"])
     assert cal.contention is None and "under-load" in cal.absent["contention"]
+
+
+def test_ranks_sharing_a_host_compute_at_the_measured_neighbour_slowdown():
+    """Compute of each of 2 ranks on one host = the single device's x the slowdown beside
+    the other rank's compute; a rank alone on its host, or one device, is not slowed. A
+    model that prices only the link (compute as measured alone) fails it."""
+    alone = Contention(1.0, 1.0, "synthetic")
+    beside = Contention(1.0, 1.0, "synthetic", neighbour_slowdown=1.4)
+    base, slowed = two_ranks(GPU, contention=alone), two_ranks(GPU, contention=beside)
+    assert slowed["rows"][0]["compute_s"] == pytest.approx(base["rows"][0]["compute_s"])
+    assert slowed["rows"][-1]["compute_s"] == pytest.approx(1.4 * base["rows"][-1]["compute_s"])
+    assert slowed["rows"][-1]["efficiency"] < base["rows"][-1]["efficiency"] / 1.2
+    assert any("1.4x slower while the others compute" in a for a in slowed["assumptions"])
+    one_per_host = predict_ddp(
+        model="alexnet",
+        device=GPU,
+        devices=[1, 2],
+        per_node=1,
+        inter=Link.inter(),
+        batch_size=16,
+        precision="fp32",
+        size=64,
+        single_device_throughput=100.0,
+        contention=beside,
+    )
+    assert one_per_host["rows"][-1]["compute_s"] == pytest.approx(base["rows"][0]["compute_s"])

@@ -10,12 +10,17 @@ kernels on their stream beside a GEMM stream). Per message size, every rank meas
   (trainperf.micro.collective);
 - a square GEMM (``gemm_n``³, the sweep's dtype) alone: back-to-back calls, TFLOP/s =
   2·n³ / time per call (DeepBench's definition, trainperf.micro.gemm);
+- the GEMM solo: one rank at a time runs the same GEMMs while the others wait, so its
+  rate against the GEMM alone (every rank computing at once, no all_reduce) tells how much
+  ranks that share a host slow each other's compute (cores, caches, the memory bus) even
+  when nothing is communicated: ``neighbour_slowdown`` = solo / alone TFLOP/s (1 when each
+  rank has a device of its own);
 - both together: the all_reduce window runs in a second thread while the main thread
   issues GEMMs back to back from before the window opens until it closes. The window's
   time is the all_reduce under load; the GEMMs that ran wholly inside it give the GEMM rate
   under communication, so neither number includes a stretch where the other was idle.
 
-The three are repeated ``repeats`` times in turn (alone, alone, together), so slow drift
+The four are repeated ``repeats`` times in turn (alone, alone, solo, together), so slow drift
 of the machine falls on all three alike; each is the median over repetitions of the mean
 over ranks. slowdown = alone / under load (busbw, and GEMM TFLOP/s): 1 when the two do not
 compete, 2 when each gets half the machine. The window holds at least ``MIN_GEMMS`` GEMMs'
@@ -188,6 +193,20 @@ def _together(
     return clock.seconds(start, end) / iters, gemm_s
 
 
+def _solo_gemm_s(
+    clock: _Clock, gemm: Callable[[], object], calls: int, peers: Participant
+) -> float:
+    """Seconds per GEMM on this rank while every other rank waits at a barrier: the ranks
+    take turns, one at a time."""
+    mine = 0.0
+    for turn in range(peers.n):
+        barrier(peers)
+        if turn == peers.rank:
+            mine = _per_call_s(clock, _gemms(clock, gemm, lambda done: done >= calls))
+    barrier(peers)
+    return mine
+
+
 def _agreed_max(value: float, peers: Participant) -> float:
     """The largest ``value`` over the ranks (so that every rank runs the same count)."""
     tensor = torch.tensor([value], dtype=torch.float64, device=peers.device)
@@ -237,6 +256,7 @@ def measure_size(
         barrier(peers)
         spans = _gemms(clock, gemm, lambda done: done >= calls)
         samples["gemm_alone_s"].append(_per_call_s(clock, spans))
+        samples["gemm_solo_s"].append(_solo_gemm_s(clock, gemm, calls, peers))
         barrier(peers)
         comm_loaded, gemm_loaded = _together(clock, run, gemm, iters, peers)
         samples["comm_loaded_s"].append(comm_loaded)
@@ -266,7 +286,7 @@ def _tflops(n: int, seconds: float) -> float:
     return 2 * n**3 / seconds / 1e12
 
 
-_SAMPLES = ("comm_alone_s", "gemm_alone_s", "comm_loaded_s", "gemm_loaded_s")
+_SAMPLES = ("comm_alone_s", "gemm_alone_s", "gemm_solo_s", "comm_loaded_s", "gemm_loaded_s")
 
 
 def _over_ranks(same: Sequence[dict[str, Any]], key: str) -> list[float | None]:
@@ -294,6 +314,10 @@ def combine(per_rank: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
         gemm_alone = [_tflops(row["gemm_n"], s) for s in means["gemm_alone_s"]]
         loaded = [_tflops(row["gemm_n"], s) for s in means["gemm_loaded_s"] if s is not None]
         row["gemm_tflops"] = statistics.median(gemm_alone)
+        row["gemm_tflops_solo"] = statistics.median(
+            _tflops(row["gemm_n"], s) for s in means["gemm_solo_s"]
+        )
+        row["neighbour_slowdown"] = row["gemm_tflops_solo"] / row["gemm_tflops"]
         if loaded:
             row["gemm_tflops_loaded"] = statistics.median(loaded)
             row["gemm_slowdown"] = row["gemm_tflops"] / row["gemm_tflops_loaded"]
@@ -310,7 +334,7 @@ def combine(per_rank: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
 def summary(rows: Sequence[dict[str, Any]], load: UnderLoad, dtype: str) -> dict[str, Any]:
     """What the predictor's host model reads: the median slowdowns over the sizes."""
     out: dict[str, Any] = {"gemm_n": load.gemm_n, "gemm_dtype": dtype, "repeats": load.repeats}
-    for key in ("busbw_slowdown", "gemm_slowdown"):
+    for key in ("busbw_slowdown", "gemm_slowdown", "neighbour_slowdown"):
         values = [r[key] for r in rows if r.get(key) is not None]
         out[key] = statistics.median(values) if values else None
         if not values:
@@ -362,8 +386,10 @@ def format_table(metrics: dict[str, Any], world_size: int, backend: str) -> str:
     lines.append(
         f"# Median slowdown      : busbw {_number(load['busbw_slowdown'], 0, '.2f')}"
         f"  GEMM {_number(load['gemm_slowdown'], 0, '.2f')}"
+        f"  GEMM beside the other ranks' GEMMs "
+        f"{_number(load.get('neighbour_slowdown'), 0, '.2f')}"
     )
-    for key in ("busbw_slowdown", "gemm_slowdown"):
+    for key in ("busbw_slowdown", "gemm_slowdown", "neighbour_slowdown"):
         if load.get(f"{key}_absent_reason"):
             lines.append(f"# {key} absent: {load[f'{key}_absent_reason']}")
     absent = {

@@ -35,8 +35,9 @@ From a results database (``trainperf.store.database``):
     takes each device's step from the curve at the batch that device gets, not B / X at
     the one batch measured.
 (g) contention: the newest ``micro collective --under-load`` run of the system gives the
-    slowdowns of compute beside an all-reduce and of the all-reduce beside compute
-    (``terms.Contention``), which a prediction on this machine prices the overlap with.
+    slowdowns of compute beside an all-reduce, of the all-reduce beside compute, and of a
+    rank's compute beside the other ranks' (``terms.Contention``), which a prediction on
+    this machine prices the overlap and the ranks sharing a host with.
 
 Whatever cannot be measured stays with the catalog (``Calibration.absent`` says why).
 """
@@ -385,8 +386,9 @@ def _link(
 
 def _contention(cal: Calibration, loaded: list[dict[str, Any]]) -> None:
     """(g) contention: the newest ``micro collective --under-load`` run of the system gives
-    how much the all-reduce and the compute slow each other (their median slowdowns over
-    the sizes; one below 1, which is noise, counts as 1: running both never speeds one up)."""
+    how much the all-reduce and the compute slow each other, and how much the ranks' compute
+    slows beside the other ranks' (their median slowdowns over the sizes; one below 1, which
+    is noise, counts as 1: running both never speeds one up)."""
     usable = [
         r
         for r in loaded
@@ -398,15 +400,18 @@ def _contention(cal: Calibration, loaded: list[dict[str, Any]]) -> None:
         return
     newest = usable[-1]
     load = newest["metrics"]["under_load"]
+    neighbour = load.get("neighbour_slowdown")  # absent from runs before it was measured
     cal.contention = Contention(
         max(1.0, float(load["gemm_slowdown"])),
         max(1.0, float(load["busbw_slowdown"])),
         f"measured by micro collective --under-load, run {newest['id']}",
+        max(1.0, float(neighbour)) if neighbour is not None else 1.0,
     )
     cal.sources["contention"] = {
         "micro_id": newest["id"],
         "gemm_slowdown": load["gemm_slowdown"],
         "busbw_slowdown": load["busbw_slowdown"],
+        "neighbour_slowdown": neighbour,
     }
 
 

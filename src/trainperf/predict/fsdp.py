@@ -83,6 +83,7 @@ from trainperf.predict.model import (
     baseline_inputs,
     compute_curve,
     compute_rate,
+    contention_of,
     finite_prediction,
     layout,
     link_costs,
@@ -250,9 +251,16 @@ def predict_fsdp(
             params * bytes_each, count, per_node, links["intra"], links["inter"], uplink, nics
         )[0]
 
+    # Ranks sharing a host slow each other's compute (measured, terms.Contention); the
+    # overlap of the collectives with compute is taken as free, GPU-style.
+    contention = contention_of(device, measured)
+
     def row(count: int, device_batch: int) -> dict[str, Any]:
-        t = compute.seconds(device_batch)
-        recompute = _recompute_s(compute, device_batch, sharding.activation_checkpointing) * share
+        shared = contention.shared_host_compute(min(count, per_node))
+        t = compute.seconds(device_batch) * shared
+        recompute = (
+            shared * share * _recompute_s(compute, device_batch, sharding.activation_checkpointing)
+        )
         gather, scatter = data_parallel_all_gather_s, data_parallel_reduce_scatter_s
         block, root = counts.block_params, counts.root_params
         parts = StepParts(

@@ -22,6 +22,11 @@ Per step and device, with B the batch per device:
    end_k = start_k + t_allreduce(bucket_k). The first bucket is DDP's 1 MiB one, the last
    (the first layers' gradients, ready when the backward ends) never overlaps.
    t_sync = max(t_fwd + t_bwd, end_K); comm = Σ t_allreduce.
+   Where communication shares the compute's cores (``terms.Contention``: CPU ranks, or as
+   ``micro collective --under-load`` measured), an all-reduce and the backward running at
+   once each advance at 1/s of their speed alone (``contended_ddp_step``); and where ranks
+   share a host, every rank's compute is the single device's × the measured slowdown
+   beside its neighbours' compute.
    Then the terms of ``trainperf.predict.terms``: stragglers s(N) = E[max of N step
    times] − E[one] and the per-step overhead o(N) = a + b·log2 N:
    step = t_sync + s(N) + o(N); exposed communication = t_sync − compute; comm share =
@@ -553,7 +558,8 @@ def predict(
     contention = contention_of(device, measured)
 
     def row(count: int, device_batch: int) -> dict[str, Any]:
-        t_compute = compute.seconds(device_batch)
+        shared = contention.shared_host_compute(min(count, per_node))
+        t_compute = compute.seconds(device_batch) * shared
         t_fwd = FORWARD_SHARE * t_compute
 
         def allreduce(n: float) -> float:
@@ -654,6 +660,15 @@ def _assumptions(
         f"DDP buckets of {bucket_mb:g} MiB in reverse layer order after a 1 MiB first one, "
         "gradients produced uniformly over the backward pass, all-reduces one at a time "
         "overlapping it, the last bucket after the backward",
+        *(
+            []
+            if contention.neighbour_slowdown == 1
+            else [
+                "ranks sharing a host: each computes "
+                f"{contention.neighbour_slowdown:.3g}x slower while the others compute "
+                f"({contention.source})"
+            ]
+        ),
         *(
             []
             if contention.free

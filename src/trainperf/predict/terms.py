@@ -164,15 +164,24 @@ class Contention:
     rank's gloo all-reduce runs on the cores and memory bus the backward pass uses: with
     nothing measured, the cores are time-shared, each half as fast (2 and 2), which makes
     overlapped work cost what it would in sequence. ``trainperf micro collective
-    --under-load`` measures both factors."""
+    --under-load`` measures both factors, and a third: ``neighbour_slowdown``, how much
+    slower a rank computes while the other ranks of its host compute too (cores, caches and
+    the memory bus shared; 1 where each rank has a device of its own), which stretches every
+    rank's compute whenever a host holds more than one."""
 
     compute_slowdown: float
     comm_slowdown: float
     source: str = ""
+    neighbour_slowdown: float = 1.0
 
     @property
     def free(self) -> bool:
+        """Communication overlaps compute at no cost (the neighbours aside)."""
         return self.compute_slowdown == 1 and self.comm_slowdown == 1
+
+    def shared_host_compute(self, ranks_per_host: int) -> float:
+        """Factor on a rank's compute time when ``ranks_per_host`` ranks share its host."""
+        return self.neighbour_slowdown if ranks_per_host > 1 else 1.0
 
 
 OWN_ENGINE = Contention(1.0, 1.0, "collectives on their own engine (GPU copy engines, NCCL)")
