@@ -350,7 +350,8 @@ def main() -> int:
         load = read.get(loaded, "metrics.under_load", "micro collective --under-load") or {}
         print(
             f"  under load: all-reduce {load.get('busbw_slowdown')}x, "
-            f"GEMM {load.get('gemm_slowdown')}x slower beside each other (median over sizes)"
+            f"GEMM {load.get('gemm_slowdown')}x slower beside each other (median over sizes);"
+            f" a rank's GEMM {load.get('neighbour_slowdown')}x slower beside the other ranks'"
         )
         singles = {net: run_case(net, db, args) for net in nets}
         # All predictions before any 2-rank run: the calibration must not see the answer.

@@ -344,3 +344,30 @@ def test_a_host_staged_link_needs_a_source_and_an_intra_link(tmp_path, document)
         rtx["host_staged_intra"] = link
         with pytest.raises(CatalogFileError, match=f"host_staged_intra '{link}' is not an intra"):
             load_catalog(_write(tmp_path, document))
+
+
+def test_kernel_rates_for_the_llm_step(catalog):
+    """The per-op model's kernel rates (issue 33, item 7): on every 16-bit tensor-core GPU
+    from A100 on, GEMMs faster than the fused attention kernel, both within the peak."""
+    for device in ("a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm", "h200-sxm"):
+        for precision in ("fp16", "bf16"):
+            rates = catalog.device(device).kernel_fractions(precision)
+            assert 0 < rates["attention"] < rates["gemm"] <= 1, (device, rates)
+    assert catalog.device("v100-sxm2-16gb").kernel_fractions("fp16") is None
+    assert catalog.device("h100-sxm").kernel_fractions("fp32") is None
+
+
+def test_kernel_rates_need_both_kernels_and_a_peak(tmp_path, document):
+    entry = document["devices"]["h100-sxm"]
+    del entry["attention_efficiency"]["bf16"], entry["sources"]["attention_efficiency.bf16"]
+    with pytest.raises(CatalogFileError, match="must cover the same precisions"):
+        load_catalog(_write(tmp_path, document))
+    entry = yaml.safe_load(builtin_path().read_text(encoding="utf-8"))["devices"]["k80"]
+    document["devices"]["k80"] = entry | {
+        "gemm_efficiency": {"fp16": 0.5},
+        "attention_efficiency": {"fp16": 0.3},
+        "sources": entry["sources"]
+        | {"gemm_efficiency.fp16": "x", "attention_efficiency.fp16": "y"},
+    }
+    with pytest.raises(CatalogFileError, match="gemm_efficiency for precisions without a peak"):
+        load_catalog(_write(tmp_path, document))

@@ -208,3 +208,55 @@ def test_bad_arguments_are_refused(kwargs, message):
     args = {"peak_flops": 1e12, "memory_bytes_per_s": 1e9, **kwargs}
     with pytest.raises(ValueError, match=message):
         roofline_seconds_per_sample(_relu_profile(3), **args)
+
+
+def test_op_classes():
+    from trainperf.predict.roofline import op_class
+
+    assert op_class("aten.mm.default") == op_class("aten.addmm.default") == "gemm"
+    assert op_class("aten.bmm.default") == "gemm"
+    assert op_class("aten._scaled_dot_product_flash_attention.default") == "attention"
+    assert op_class("aten._scaled_dot_product_efficient_attention_backward.default") == (
+        "attention"
+    )
+    assert op_class("aten.convolution_backward.default") == "conv"
+    assert op_class("aten.native_layer_norm.default") == "other"
+
+
+def test_class_fractions_price_each_kind_of_kernel_at_its_own_rate():
+    """A linear layer's three matmuls at the GEMM rate; the whole-step fraction no longer
+    applies to them. An unknown class or a fraction outside (0, 1] is refused."""
+    profile = _linear_profile(64, 64)
+    flops = 3 * 2 * 64 * 64
+    time = roofline_seconds_per_sample(
+        profile, 1e12, HUGE, compute_fraction=0.1, class_fractions={"gemm": 0.8}
+    )
+    assert time.seconds_per_sample == pytest.approx(flops / 0.8e12, rel=1e-12)
+    with pytest.raises(ValueError, match="unknown op classes"):
+        roofline_seconds_per_sample(profile, 1e12, HUGE, class_fractions={"gemms": 0.8})
+    with pytest.raises(ValueError, match="class_fractions"):
+        roofline_seconds_per_sample(profile, 1e12, HUGE, class_fractions={"gemm": 1.5})
+
+
+def test_a_causal_fused_attention_kernel_does_half_the_flops():
+    """The flash kernel with is_causal skips the blocks above the diagonal: half the FLOPs
+    of FlopCounterMode's formula, forward and backward; without is_causal, all of them."""
+    from trainperf.models.attention import AttentionPlan
+    from trainperf.predict.memory import FusedAttention
+
+    def attention(causal):
+        class Net(nn.Module):
+            def forward(self, x):
+                q = x.view(x.shape[0], 2, 16, 8)
+                return nn.functional.scaled_dot_product_attention(q, q, q, is_causal=causal)
+
+        with FusedAttention(AttentionPlan("cuda", sixteen_bit=True, capability=(9, 0))):
+            profile = profile_step(
+                Net,
+                lambda b: (torch.randn(b, 256, device="meta", requires_grad=True), None),
+                _sum_loss,
+            )
+        return sum(o.count * o.flops(2) for o in profile.ops if "attention" in o.op)
+
+    full, causal = attention(False), attention(True)
+    assert full > 0 and causal == full // 2

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from trainperf.predict.catalog import load_catalog
 
@@ -82,3 +83,40 @@ def test_the_catalog_holds_the_fit_over_all_rows(validate):
     assert held.step_noise_cv == pytest.approx(fitted.step_noise_cv, abs=5e-4)
     assert held.sync_overhead_s == pytest.approx(fitted.sync_overhead_s, abs=5e-5)
     assert held.tcp_efficiency == pytest.approx(fitted.tcp_efficiency, abs=5e-3)
+
+
+def test_mpt_shapes_have_llm_foundrys_parameter_counts(validate):
+    """The MPT models built from (d_model, heads, layers) hold exactly the NumParams of
+    llm-foundry's tables at 2048 tokens (docs/predict-sources.md)."""
+    published = {
+        "mpt-1b": 1_315_950_592,
+        "mpt-3b": 2_651_837_440,
+        "mpt-7b": 6_658_859_008,
+        "mpt-13b": 12_853_954_560,
+        "mpt-30b": 29_975_214_080,
+        "mpt-70b": 64_862_437_376,
+    }
+    for name, count in published.items():
+        spec = validate.model_spec(name, 2048)
+        with torch.device("meta"):
+            net = spec.build()
+        assert sum(p.numel() for p in net.parameters()) == count, name
+
+
+def test_the_gemm_fit_interpolates_the_zero_of_the_mean_log_ratio(validate):
+    grid = validate.GEMM_GRID
+    # two points whose log ratio is linear in the fraction, zero at 0.5 and 0.6
+    curves = [[g - 0.5 for g in grid], [g - 0.6 for g in grid]]
+    assert validate.fit_gemm(curves) == pytest.approx(0.55)
+    assert validate.fit_gemm([[1.0] * len(grid)]) == grid[0]  # always too fast
+    assert validate.fit_gemm([[-1.0] * len(grid)]) == grid[-1]  # always too slow
+
+
+def test_every_fsdp_point_names_a_known_model_device_and_link(validate):
+    catalog = load_catalog()
+    assert len(validate.FSDP_POINTS) >= 6
+    assert {p.generation for p in validate.FSDP_POINTS} >= {"a100", "h100"}
+    for point in validate.FSDP_POINTS:
+        catalog.device(point.device), catalog.link(point.intra)
+        assert point.inter is None or catalog.link(point.inter)
+        assert validate.model_spec(point.model, point.size).name == point.model

@@ -103,6 +103,11 @@ class Device(_Sourced):
     memory_bandwidth_gbps: Positive
     tdp_w: Positive
     default_efficiency: dict[Precision, Fraction]
+    # The fractions of the peak that the kernels of a training step reach on their own, for
+    # the per-op model of an LLM step (``kernel_fractions``): large GEMMs, and the fused
+    # attention kernel (its FLOPs counted as the kernel does them, a causal one half).
+    gemm_efficiency: dict[Precision, Fraction] = Field(default_factory=dict)
+    attention_efficiency: dict[Precision, Fraction] = Field(default_factory=dict)
     # A GPU's CUDA compute capability (major, minor): which fused attention kernel it runs
     # (FlashAttention needs 8.0; trainperf.models.attention).
     compute_capability: list[int] | None = None
@@ -117,7 +122,12 @@ class Device(_Sourced):
     sources: dict[str, str]  # figure ("memory_gb", "peak_tflops.fp16") -> where it comes from
 
     _SCALARS: ClassVar[tuple[str, ...]] = ("memory_gb", "memory_bandwidth_gbps", "tdp_w")
-    _MAPPINGS: ClassVar[tuple[str, ...]] = ("peak_tflops", "default_efficiency")
+    _MAPPINGS: ClassVar[tuple[str, ...]] = (
+        "peak_tflops",
+        "default_efficiency",
+        "gemm_efficiency",
+        "attention_efficiency",
+    )
 
     def figures(self) -> list[str]:
         optional = [
@@ -149,6 +159,16 @@ class Device(_Sourced):
                 f"peaks for {', '.join(_ordered(peaks))}, "
                 f"efficiencies for {', '.join(_ordered(efficiencies))}"
             )
+        for kernels in ("gemm_efficiency", "attention_efficiency"):
+            stray = set(getattr(self, kernels)) - peaks
+            if stray:
+                raise ValueError(
+                    f"{kernels} for precisions without a peak: {', '.join(_ordered(stray))}"
+                )
+        if set(self.gemm_efficiency) != set(self.attention_efficiency):
+            raise ValueError(
+                "gemm_efficiency and attention_efficiency must cover the same precisions"
+            )
         if self.cuda_names and self.kind != "gpu":
             raise ValueError("cuda_names are for GPUs only")
         blank = [name for name in self.cuda_names if not name or name != name.strip()]
@@ -172,6 +192,14 @@ class Device(_Sourced):
     def efficiency(self, precision: str) -> float | None:
         """The assumed whole-step fraction of peak at ``precision``, None when absent."""
         return self.default_efficiency.get(_precision(precision))
+
+    def kernel_fractions(self, precision: str) -> dict[str, float] | None:
+        """{"gemm": g, "attention": a}: the fractions of peak the step's GEMMs and its fused
+        attention kernel reach at ``precision``, None where the catalog has none."""
+        key = _precision(precision)
+        if key not in self.gemm_efficiency:
+            return None
+        return {"gemm": self.gemm_efficiency[key], "attention": self.attention_efficiency[key]}
 
     @property
     def memory_bytes(self) -> int:

@@ -8,7 +8,12 @@ with B the batch per rank (``trainperf.predict.memory.block_counts`` splits the 
 1. **Compute**: t = B × the roofline of ``trainperf.predict.model.compute_rate`` (or B / X
    from a measured throughput), with attention priced as the fused kernel a GPU runs
    (``fused_attention_profile``; the data-parallel prediction keeps the math path, so that
-   its numbers do not move). It is split between the blocks and the root by their forward
+   its numbers do not move). A language model's step is priced from its operators at the
+   device's kernel rates where the catalog has them (``Device.kernel_fractions``): GEMMs
+   at the GEMM fraction of peak, the fused attention kernel at its own (a causal kernel
+   doing half the FLOPs of the full square), the element-wise and norm work at the memory
+   bandwidth; one whole-step fraction otherwise. Ranks sharing a host (CPU ranks) stretch
+   t by the measured neighbour slowdown (``terms.Contention``). It is split between the blocks and the root by their forward
    FLOPs (share s of the blocks): per block f = t/3 · s/n forward and b = 2t/3 · s/n
    backward; the root f_R = t/3 · (1 − s), b_R = 2t/3 · (1 − s).
    Activation checkpointing adds to each block's backward the recomputation of its forward:
@@ -238,12 +243,15 @@ def predict_fsdp(
     counts = _counts(spec, workload.size, prepared.plan)
     priced = prepared.gpu and measured.single_device_throughput is None
     profile = fused_attention_profile(spec, counts.size, prepared.plan) if priced else None
-    compute = compute_rate(spec, device, precision, measured, counts.size, profile=profile)
+    tokens = spec.tokens_per_sample(counts.size)
+    # A language model's step from its operators at the device's kernel rates (item 1).
+    compute = compute_rate(
+        spec, device, precision, measured, counts.size, profile=profile, kernels=bool(tokens)
+    )
     per_node = placement.per_node
     links, uplink = link_costs(placement.intra, placement.inter, per_node, placement.pcie_uplink)
     nics = placement.nics_per_node
     peak = device.peak_flops(precision) if hasattr(device, "peak_flops") else None
-    tokens = spec.tokens_per_sample(counts.size)
     share = counts.block_flops_share
 
     def collective(kind: Any, params: int, bytes_each: int, count: int) -> float:

@@ -299,6 +299,7 @@ def compute_rate(
     size: int | None = None,
     winograd: bool | None = None,
     profile: OpProfile | None = None,
+    kernels: bool = False,
 ) -> Compute:
     """t_compute: B/X from a measured throughput X, else the per-op roofline
 
@@ -307,7 +308,12 @@ def compute_rate(
     with f the achieved fraction of peak of compute-bound ops (given, or the catalog's
     default for the device and precision) and m = MEMORY_FRACTION; ``winograd`` divides
     the FLOPs of 3×3 stride-1 convolutions by 2.25 (None: ``winograd_applies``).
-    ``profile``: the ops to price (default ``op_profile(spec, size)``).
+    ``profile``: the ops to price (default ``op_profile(spec, size)``). ``kernels``: when
+    nothing was measured and the catalog knows the device's kernel rates
+    (``Device.kernel_fractions``), each op's FLOPs go at its own kernel's rate (GEMMs at the
+    GEMM fraction, fused attention at the attention kernel's) instead of one whole-step f:
+    the operator model of an LLM step, whose MFU then follows each GPU's balance of compute,
+    attention and memory bandwidth.
     """
     name = getattr(device, "id", "the device")
     allowed = available_precisions(device)
@@ -337,6 +343,9 @@ def compute_rate(
             f"{name} has no {precision} peak FLOP/s: give a single-device throughput instead"
         )
     fraction, source = measured.achieved_fraction, ""
+    per_kernel = None
+    if fraction is None and kernels and hasattr(device, "kernel_fractions"):
+        per_kernel = device.kernel_fractions(precision)
     if fraction is None:
         fraction, source = device.efficiency(precision), " (the catalog's default)"
     if fraction is None:
@@ -363,10 +372,18 @@ def compute_rate(
         memory_fraction=MEMORY_FRACTION,
         activation_bytes=ACTIVATION_BYTES[precision],
         winograd=winograd,
+        class_fractions=per_kernel,
     )
     flops = profile.flops_per_sample()
+    rates = f"at {fraction:.1%}{source}"
+    if per_kernel is not None:
+        rates = (
+            f"GEMMs at {per_kernel['gemm']:.1%} and fused attention at "
+            f"{per_kernel['attention']:.1%} (the catalog's kernel rates), the rest at "
+            f"{fraction:.1%}{source}"
+        )
     return Compute(
-        f"roofline per op: {flops / 1e9:.3g} GFLOP/sample at {fraction:.1%}{source} of "
+        f"roofline per op: {flops / 1e9:.3g} GFLOP/sample {rates} of "
         f"{peak / 1e12:.4g} TFLOP/s {precision} peak, bytes at {MEMORY_FRACTION:.0%} of "
         f"{bandwidth / 1e9:.4g} GB/s" + (", Winograd 3×3 convolutions" if winograd else ""),
         roofline=roofline,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -84,6 +84,33 @@ _SELF_NOT_READ = {
 }
 
 Batch = tuple[Any, Any]
+
+# What kind of kernel an aten op runs, for the rate its FLOPs go at (``op_class``): the
+# fused attention kernels (flash, memory-efficient, cuDNN; forward and backward) reach a
+# lower fraction of peak than a GEMM (FlashAttention-2 50-73% of an A100's peak, 35% of an
+# H100's: Dao 2023, Shah et al. 2024), matrix multiplies their own, convolutions theirs.
+OP_CLASSES = ("gemm", "attention", "conv", "other")
+_GEMMS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "_addmm_activation"}
+
+
+def op_class(op: str) -> str:
+    """``op`` ("aten.mm.default") as one of ``OP_CLASSES``."""
+    name = op.split(".")[1] if op.count(".") >= 1 else op
+    if "attention" in name:
+        return "attention"
+    if name in _GEMMS:
+        return "gemm"
+    if "convolution" in name or name.startswith("_slow_conv") or name.startswith("cudnn_conv"):
+        return "conv"
+    return "other"
+
+
+def _causal_kernel(func: Any, bound: dict[str, Any]) -> bool:
+    """A fused attention kernel called with ``is_causal``: it skips the score blocks above
+    the diagonal (FlashAttention-2, Dao 2023, §3.1: "we can skip the computation of about
+    half of the blocks"), so it does half the FLOPs of the formula, which counts the whole
+    square. The math path materialises the whole square and is counted as it is."""
+    return "attention" in func._overloadpacket.__name__ and bound.get("is_causal") is True
 
 
 @dataclass(frozen=True)
@@ -216,6 +243,8 @@ class _OpRecorder(TorchDispatchMode):
         # Called as FlopCounterMode calls it: the registry's formula with ``out_val``.
         formula = flop_registry.get(func._overloadpacket)
         flops = formula(*args, **kwargs, out_val=out) if formula else 0
+        if _causal_kernel(func, bound):
+            flops //= 2
         if flops or moved:
             self.calls.append((str(func), int(flops), moved, _winograd_eligible(func, bound)))
 
@@ -293,6 +322,7 @@ def roofline_seconds_per_sample(
     activation_bytes: int = 4,
     winograd: bool = False,
     batch: int | None = None,
+    class_fractions: Mapping[str, float] | None = None,
 ) -> RooflineTime:
     """Roofline time of a training step per sample:
 
@@ -303,16 +333,23 @@ def roofline_seconds_per_sample(
     W ``memory_bytes_per_s``, c and m the fractions, a ``activation_bytes`` and e the
     profile's bytes per element (a = 2 halves the traffic for 16-bit training, an
     approximation: integer tensors and fp32 master weights are scaled alike), w =
-    WINOGRAD_SPEEDUP for Winograd-eligible convolutions when ``winograd``, else 1. An op
+    WINOGRAD_SPEEDUP for Winograd-eligible convolutions when ``winograd``, else 1;
+    ``class_fractions`` ({"gemm": c_g, "attention": c_a, ...}) give the ops of a class
+    (``op_class``) their own c instead of ``compute_fraction``. An op
     whose compute side is the larger (ties included) adds to ``compute_bound_s``, the
     others to ``memory_bound_s``."""
     if not peak_flops > 0:
         raise ValueError(f"peak_flops must be > 0 FLOP/s, got {peak_flops}")
     if not memory_bytes_per_s > 0:
         raise ValueError(f"memory_bytes_per_s must be > 0 bytes/s, got {memory_bytes_per_s}")
+    classes = dict(class_fractions or {})
+    unknown = sorted(set(classes) - set(OP_CLASSES))
+    if unknown:
+        raise ValueError(f"unknown op classes {unknown}: allowed {', '.join(OP_CLASSES)}")
     for name, fraction in (
         ("compute_fraction", compute_fraction),
         ("memory_fraction", memory_fraction),
+        *((f"class_fractions[{k!r}]", v) for k, v in classes.items()),
     ):
         if not 0 < fraction <= 1:
             raise ValueError(f"{name} must be in (0, 1], got {fraction}")
@@ -328,7 +365,10 @@ def roofline_seconds_per_sample(
     for op in profile.ops:
         op_flops, op_bytes = op.count * op.flops(batch), op.count * op.bytes(batch) * scale
         speedup = WINOGRAD_SPEEDUP if winograd and op.winograd else 1.0
-        t_flops, t_bytes = op_flops / speedup / flop_rate, op_bytes / byte_rate
+        rate = flop_rate
+        if classes:
+            rate = peak_flops * classes.get(op_class(op.op), compute_fraction)
+        t_flops, t_bytes = op_flops / speedup / rate, op_bytes / byte_rate
         if t_flops >= t_bytes:
             compute_s += t_flops
         else:
