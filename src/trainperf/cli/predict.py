@@ -437,7 +437,8 @@ def _calibrate(
         options["contention"] = cal.contention
         notes.append(
             f"calibration: compute {cal.contention.compute_slowdown:.3g}x and all-reduce "
-            f"{cal.contention.comm_slowdown:.3g}x slower beside each other, measured"
+            f"{cal.contention.comm_slowdown:.3g}x slower beside each other, and compute "
+            f"{cal.contention.neighbour_slowdown:.3g}x slower beside the other ranks', measured"
         )
     if cal.alpha_s is not None:
         notes.append(
