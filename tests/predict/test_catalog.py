@@ -349,8 +349,13 @@ def test_a_host_staged_link_needs_a_source_and_an_intra_link(tmp_path, document)
             load_catalog(_write(tmp_path, document))
 
 
-CPU_NODES = ("xeon-phi-7250", "xeon-phi-7230", "xeon-gold-6148-2s", "xeon-gold-6126-2s",
-             "epyc-9654-2s")
+CPU_NODES = (
+    "xeon-phi-7250",
+    "xeon-phi-7230",
+    "xeon-gold-6148-2s",
+    "xeon-gold-6126-2s",
+    "epyc-9654-2s",
+)
 
 
 def test_cpu_nodes_are_one_rank_each_with_sourced_figures(catalog):
@@ -368,7 +373,8 @@ def test_cpu_nodes_are_one_rank_each_with_sourced_figures(catalog):
     assert gold.peak_tflops["fp32"] == pytest.approx(40 * 2.4 * 64 / 1e3, abs=0.01)
     assert "84.08" in gold.sources["default_efficiency.fp32"]
     assert catalog.device("xeon-phi-7230").peak_tflops["fp32"] == pytest.approx(
-        64 * 1.3 * 64 / 1e3, abs=0.01)
+        64 * 1.3 * 64 / 1e3, abs=0.01
+    )
     for link in ("omnipath", "aries"):
         assert catalog.link(link).scope == "inter" and catalog.link(link).sources
 
