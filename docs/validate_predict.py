@@ -14,9 +14,16 @@ gives an efficiency. Two predictions per point:
 Three parameters of the data-parallel model cannot come from a data sheet, so they are
 fitted to these rows by least squares of the efficiency (``fit``): the relative step-time
 noise of a rank (straggler term), the per-step synchronisation overhead, and the
-efficiency of TCP Ethernet links. The catalog holds the fit over all rows. Every
-efficiency in the table is predicted out of sample (``leave_one_out``): the parameters
-fitted to all the other rows, then the held-out row predicted.
+efficiency of TCP Ethernet links. The catalog holds the fit over the GPU-fabric rows
+(``CATALOG_FIT``). Every efficiency in the table is predicted out of sample
+(``leave_one_out``): the parameters fitted to all the other rows, of every category, then
+the held-out row predicted.
+
+Each point has a category (``CATEGORIES``): "gpu-fabric" (NVLink, NVSwitch, PCIe with
+peer-to-peer, network fabrics), "pcie-no-p2p" (GeForce GPUs whose all-reduce goes through
+host memory) and "cpu" (CPU nodes, one rank per node); the summary gives the error per
+category (``category_summary``), and, as a diagnostic, with the three parameters fitted to
+each category apart (``leave_one_out_by_category``).
 
 Sharded data parallelism (FSDP2) is checked apart (``FSDP_POINTS``, ``fsdp_table``):
 torchtitan's published Llama runs, predicted from the catalog alone as `trainperf predict
