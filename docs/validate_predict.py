@@ -14,9 +14,16 @@ gives an efficiency. Two predictions per point:
 Three parameters of the data-parallel model cannot come from a data sheet, so they are
 fitted to these rows by least squares of the efficiency (``fit``): the relative step-time
 noise of a rank (straggler term), the per-step synchronisation overhead, and the
-efficiency of TCP Ethernet links. The catalog holds the fit over all rows. Every
-efficiency in the table is predicted out of sample (``leave_one_out``): the parameters
-fitted to all the other rows, then the held-out row predicted.
+efficiency of TCP Ethernet links. The catalog holds the fit over the GPU-fabric rows
+(``CATALOG_FIT``). Every efficiency in the table is predicted out of sample
+(``leave_one_out``): the parameters fitted to all the other rows, of every category, then
+the held-out row predicted.
+
+Each point has a category (``CATEGORIES``): "gpu-fabric" (NVLink, NVSwitch, PCIe with
+peer-to-peer, network fabrics), "pcie-no-p2p" (GeForce GPUs whose all-reduce goes through
+host memory) and "cpu" (CPU nodes, one rank per node); the summary gives the error per
+category (``category_summary``), and, as a diagnostic, with the three parameters fitted to
+each category apart (``leave_one_out_by_category``).
 
 Sharded data parallelism (FSDP2) is checked apart (``FSDP_POINTS``, ``fsdp_table``):
 torchtitan's published Llama runs, predicted from the catalog alone as `trainperf predict
@@ -62,12 +69,13 @@ class Point:
     batch: int  # per GPU
     gpus: int
     per_node: int
-    intra: str
+    intra: str | None  # None: one device per node (a CPU node is one rank)
     inter: str | None
     one_gpu: float | None  # measured 1-GPU throughput, samples/s
     n_gpu: float | None  # measured N-GPU throughput; None: the source gives an efficiency
     efficiency: float | None = None
     one_gpu_borrowed: bool = False  # 1-GPU throughput from the same cluster's other table
+    category: str = "gpu-fabric"  # one of CATEGORIES
 
     @property
     def measured_efficiency(self) -> float:
@@ -124,6 +132,69 @@ POINTS = [
     _p("dell-readyai-32gpu-tf-fp16", RN, 224, V100P, "fp16", 64, 32, 4, "pcie3", "ib-edr", None, None, 0.741),
 ]
 
+# The kinds of rows, each with its own leave-one-out error in the summary: GPUs whose
+# collectives have their own engine and peer-to-peer or a network fabric ("gpu-fabric"),
+# GeForce GPUs without PCIe peer-to-peer whose all-reduce goes through host memory
+# ("pcie-no-p2p"), and CPU nodes whose all-reduce runs on the cores ("cpu").
+CATEGORIES = ("gpu-fabric", "pcie-no-p2p", "cpu")
+
+# Lambda's 8 x RTX 2080 Ti server (no peer-to-peer: every entry of TensorFlow's peer-access
+# matrix is N), tf_cnn_benchmarks, replicated variables with NCCL all-reduce, synthetic
+# data, XLA, TensorFlow 1.15: the run Lambda publishes in tf-train-throughput-{fp32,fp16}.csv.
+# Per-GPU batch from the logs' "N per device"; throughputs the logs' "total images/sec".
+LAMBDA = {  # (network, size, precision, batch per GPU): 1-, 2-, 4-, 8-GPU images/s
+    ("resnet50", 224, "fp32", 64): (321.30, 569.30, 1101.22, 2165.08),
+    ("resnet50", 224, "fp16", 128): (770.01, 1442.77, 2804.51, 5540.23),
+    ("resnet152", 224, "fp32", 32): (122.38, 194.29, 368.63, 712.58),
+    ("resnet152", 224, "fp16", 64): (297.05, 513.66, 971.93, 1891.08),
+    ("inception_v3", 299, "fp32", 64): (214.01, 379.44, 741.39, 1475.17),
+    ("inception_v3", 299, "fp16", 128): (450.12, 828.62, 1599.15, 3262.60),
+    ("inception_v4", 299, "fp32", 16): (84.17, 131.22, 249.61, 490.66),
+    ("inception_v4", 299, "fp16", 32): (197.82, 336.19, 632.98, 1222.14),
+    ("vgg16", 224, "fp32", 56): (190.46, 275.06, 493.71, 960.65),
+    ("vgg16", 224, "fp16", 120): (400.09, 653.23, 1261.94, 2541.55),
+    ("alexnet", 224, "fp32", 512): (4184.27, 5986.95, 10368.89, 20045.87),
+    ("alexnet", 224, "fp16", 1024): (5297.08, 9223.84, 17878.20, 35393.60),
+}
+LAMBDA_SHORT = {"resnet50": "resnet50", "resnet152": "resnet152", "inception_v3": "inceptionv3",
+                "inception_v4": "inceptionv4", "vgg16": "vgg16", "alexnet": "alexnet"}
+
+PCIE_NO_P2P_POINTS = [
+    _p(f"lambda-2080ti-x{n}-{LAMBDA_SHORT[model]}-{precision}", model, size, "rtx-2080-ti",
+       precision, batch, n, 8, "pcie3-staged", None, rates[0], rates[i],
+       category="pcie-no-p2p")
+    for (model, size, precision, batch), rates in LAMBDA.items()
+    for i, n in ((1, 2), (2, 4), (3, 8))
+]
+
+# CPU nodes, one rank per node (the device is the node). Dell EMC's Zenith: Intel Caffe +
+# MLSL, ResNet-50, Omni-Path, "total batch kept <= 8k" (assumption: 8,192 / nodes per node,
+# rounded down); efficiencies only. tensorflow/benchmarks#397: TensorFlow + Horovod,
+# tf_cnn_benchmarks, fabric and batch not stated (assumptions: ethernet-10g; 64 for
+# ResNet-50 and 512 for AlexNet, the per-device batches Lambda's tf_cnn_benchmarks runs use).
+G6148, G6126 = "xeon-gold-6148-2s", "xeon-gold-6126-2s"
+TFB397 = {  # (framework, network, batch): 1-, 2-, 4-, 8-node images/s
+    ("mkl", "resnet50", 64): (33, 73, 118, 222),
+    ("mkl", "alexnet", 512): (192, 241, 260, 377),
+    ("eigen", "resnet50", 64): (11, 23, 46, 91),
+    ("eigen", "alexnet", 512): (112, 207, 343, 597),
+}
+CPU_POINTS = [
+    *(
+        _p(f"dell-zenith-skl6148-rn50-n{n}", RN, 224, G6148, "fp32", 8192 // n, n, 1, None,
+           "omnipath", None, None, eff, category="cpu")
+        for n, eff in ((128, 0.90), (256, 0.83), (314, 0.76))
+    ),
+    *(
+        _p(f"tfb397-{framework}-{model}-skl6126-n{n}", model, 224, G6126, "fp32", batch, n, 1,
+           None, "ethernet-10g", rates[0], rates[i], category="cpu")
+        for (framework, model, batch), rates in TFB397.items()
+        for i, n in ((1, 2), (2, 4), (3, 8))
+    ),
+]
+
+POINTS += PCIE_NO_P2P_POINTS + CPU_POINTS
+
 # The rows of docs/predict-sources.md not predicted, and why (a test checks that every row
 # there is either a point or here).
 EXCLUDED = {
@@ -142,6 +213,22 @@ EXCLUDED = {
     "horovod-128gpu-25g": "split into one point per network (horovod-128gpu-25g-*)",
     "dell-c4140m-scaleout": "GPU count not confirmed (probably 8) and precision not stated",
     "mlperf30-h100-rn50-ttt": "time to train, not a throughput: batch and epochs differ",
+}
+
+# CPU rows of docs/predict-sources.md not predicted.
+EXCLUDED |= {
+    **{
+        f"paddle-{version}-vgg16-bdw-t{n}": "parameter-server training (asynchronous pushes "
+        "to 20 parameter servers), not a data-parallel all-reduce; single-thread trainers "
+        "(MKL_NUM_THREADS=1) on an E5-2620 v4 not in the catalog"
+        for version in ("fluid", "v2")
+        for n in (20, 40, 80, 100)
+    },
+    "mlperf10-cpx-rn50-n2-vs-n1": "the 1-node run is another SKU (8-socket Platinum 8380H, "
+    "2.9 GHz) than the 2-node one (8376H, 2.6 GHz); Cooper Lake bf16 peak and fabric not "
+    "in the sources",
+    "mlperf10-cpx-rn50-n8-vs-n2": "8 nodes against 2 changes both the global batch (3,264 "
+    "to 4,096) and the per-worker batch (204 to 64); bf16 peak and fabric not in the sources",
 }
 
 # Rows of docs/predict-sources.md about sharded data parallelism that are not predicted.
@@ -427,7 +514,7 @@ class Prediction:
 
 def predict_point(point: Point, params: Params, catalog: Catalog) -> Prediction:
     device = catalog.device(point.device)
-    intra = catalog.link(point.intra)
+    intra = catalog.link(point.intra) if point.intra else None
     inter = catalog.link(point.inter) if point.inter else None
     if inter is not None and inter.id in TCP_LINKS:
         inter = inter.model_copy(update={"efficiency": params.tcp_efficiency})
@@ -469,6 +556,23 @@ def leave_one_out(points: Sequence[Point], catalog: Catalog) -> list[Prediction]
     ]
 
 
+def leave_one_out_by_category(points: Sequence[Point], catalog: Catalog) -> list[Prediction]:
+    """A diagnostic: each point predicted with the parameters fitted to the other points of
+    its own category only (as if each kind of system had its own three parameters)."""
+    found: dict[str, Prediction] = {}
+    for category in CATEGORIES:
+        group = [p for p in points if p.category == category]
+        found |= {p.id: pred for p, pred in zip(group, leave_one_out(group, catalog),
+                                                 strict=True)}
+    return [found[p.id] for p in points]
+
+
+# The rows whose fit the catalog holds (data_parallel and the TCP links' efficiency): the
+# GPU-fabric rows, as before issue 33. Fitted to all rows, the three shared parameters move
+# to fit the host-staged and CPU rows (docs/predict.md) and the GPU-fabric rows lose.
+CATALOG_FIT = "gpu-fabric"
+
+
 @dataclass(frozen=True)
 class Row:
     """One point: measured and predicted efficiency, and per-GPU throughput at N GPUs
@@ -479,6 +583,7 @@ class Row:
     per_gpu: float | None = None
     one_gpu: float | None = None  # measured 1-GPU throughput
     predicted_per_gpu: float | None = None
+    category: str = "gpu-fabric"
 
 
 def leave_one_out_means(values: Sequence[float]) -> list[float]:
@@ -520,6 +625,30 @@ def summary(rows: Sequence[Row]) -> dict[str, dict[str, float]]:
             "per-GPU throughput at N, median abs. error": throughput}
 
 
+def category_summary(rows: Sequence[Row]) -> dict[str, dict[str, float]]:
+    """Efficiency MAE (points) of the model and of the two trivial guesses, per category
+    (in the order of CATEGORIES, those with rows) and over all rows. The model's error is
+    each row's out-of-sample prediction (fitted to all the other rows, whatever their
+    category); "the mean of the other rows" is the mean of the other rows *of the same
+    category* (over all rows for "all")."""
+    groups = {c: [r for r in rows if r.category == c] for c in CATEGORIES}
+    groups = {c: g for c, g in groups.items() if g} | {"all": list(rows)}
+    out = {}
+    for name, group in groups.items():
+        measured = [r.efficiency for r in group]
+        others = leave_one_out_means(measured) if len(group) > 1 else [float("nan")]
+        out[name] = {
+            "rows": float(len(group)),
+            "model": mean_absolute([(r.predicted_efficiency - r.efficiency) * 100
+                                    for r in group]),
+            "perfect scaling": mean_absolute([(1 - e) * 100 for e in measured]),
+            "mean of the other rows": mean_absolute(
+                [(o - e) * 100 for o, e in zip(others, measured, strict=True)]
+            ),
+        }
+    return out
+
+
 def main() -> None:
     catalog = load_catalog()
     out_of_sample = leave_one_out(POINTS, catalog)
@@ -530,8 +659,8 @@ def main() -> None:
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for point, pred in zip(POINTS, out_of_sample, strict=True):
         measured = point.measured_efficiency
-        system = f"{point.gpus} x {point.device}, {point.per_node}/node, {point.intra}" + (
-            f" + {point.inter}" if point.inter else "")
+        links = " + ".join(link for link in (point.intra, point.inter) if link)
+        system = f"{point.gpus} x {point.device}, {point.per_node}/node, {links}"
         one = point.one_gpu
         one_text = "-" if one is None else f"{one:,.0f}" + ("*" if point.one_gpu_borrowed else "")
         error = "-"
@@ -546,7 +675,7 @@ def main() -> None:
         rows.append(Row(measured, pred.efficiency,
                         point.n_gpu / point.gpus if rated else None,
                         one if rated else None,
-                        one * pred.efficiency if rated else None))
+                        one * pred.efficiency if rated else None, point.category))
     print()
     print(f"{len(POINTS)} rows; * the 1-GPU throughput of the same cluster's 16-GPU table. "
           f"Per-GPU throughput from the catalog alone: median |error| "
@@ -560,15 +689,36 @@ def main() -> None:
         cells = " | ".join(unit.format(v) for v in scores.values())
         print(f"| {name} | {cells} |")
     print()
-    every = fit(POINTS, catalog)
+    apart = [
+        Row(r.efficiency, pred.efficiency, category=r.category)
+        for r, pred in zip(rows, leave_one_out_by_category(POINTS, catalog), strict=True)
+    ]
+    diagnostic = category_summary(apart)
+    print("| efficiency MAE (points), by kind of row | rows | model (out of sample) | "
+          "perfect scaling | mean of the other rows (same kind) | diagnostic: model, each "
+          "kind fitted apart |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for name, scores in category_summary(rows).items():
+        print(f"| {name} | {scores['rows']:.0f} | {scores['model']:.1f} | "
+              f"{scores['perfect scaling']:.1f} | {scores['mean of the other rows']:.1f} | "
+              f"{diagnostic[name]['model']:.1f} |")
+    print()
+    fits = {"all rows": fit(POINTS, catalog)} | {
+        f"{c} rows": fit([p for p in POINTS if p.category == c], catalog) for c in CATEGORIES
+    }
     held = Params.from_catalog(catalog)
-    print("| parameter | fitted to all rows | in the catalog |")
-    print("| --- | ---: | ---: |")
-    print(f"| step-time noise of a rank (cv) | {every.step_noise_cv:.3f} | {held.step_noise_cv:.3f} |")
-    print(f"| per-step synchronisation overhead | {every.sync_overhead_s * 1e3:.1f} ms | "
-          f"{held.sync_overhead_s * 1e3:.1f} ms |")
-    print(f"| TCP Ethernet link efficiency | {every.tcp_efficiency:.2f} | "
-          f"{held.tcp_efficiency:.2f} |")
+    print(f"| parameter | {' | '.join(f'fitted to {k}' for k in fits)} | in the catalog "
+          f"(fit to the {CATALOG_FIT} rows) |")
+    print("| --- |" + " ---: |" * (len(fits) + 1))
+    for label, get, unit in (
+        ("step-time noise of a rank (cv)", lambda q: q.step_noise_cv, "{:.3f}"),
+        ("per-step synchronisation overhead", lambda q: q.sync_overhead_s * 1e3, "{:.1f} ms"),
+        ("TCP Ethernet link efficiency", lambda q: q.tcp_efficiency, "{:.2f}"),
+    ):
+        cells = " | ".join(unit.format(get(q)) for q in [*fits.values(), held])
+        print(f"| {label} | {cells} |")
+    print("\nA category without a TCP link (pcie-no-p2p) leaves the TCP efficiency where the "
+          "fit starts (the catalog's).")
     print()
     fsdp_table(catalog)
 

@@ -323,13 +323,16 @@ def test_an_id_that_contradicts_its_key_is_refused(tmp_path, document):
 
 def test_geforce_lacks_peer_to_peer_and_stages_through_host_memory(catalog):
     """The RTX 2080 Ti has no PCIe peer-to-peer: its intra-node link is host-staged PCIe 3.0,
-    half the per-direction rate of pcie3 (two copies of every byte), NCCL's PCI latency."""
+    half the per-direction rate of pcie3 (two copies of every byte), NCCL's PCI latency,
+    and the efficiency that a measured bus bandwidth of 4.0 GB/s gives (2 x RTX 2080 Ti)."""
     rtx = catalog.device("rtx-2080-ti")
     assert not rtx.peer_to_peer and rtx.host_staged_intra == "pcie3-staged"
     staged, pcie3 = catalog.link("pcie3-staged"), catalog.link("pcie3")
     assert staged.scope == "intra"
     assert staged.bandwidth_gbps == pcie3.bandwidth_gbps / 2
-    assert staged.latency_us == pcie3.latency_us and staged.efficiency == pcie3.efficiency
+    assert staged.latency_us == pcie3.latency_us
+    assert staged.efficiency == pytest.approx(4.0 / staged.bandwidth_gbps, abs=0.005)
+    assert "measured" in staged.sources["efficiency"]
     others = [d for d in catalog.devices.values() if d.id != "rtx-2080-ti"]
     assert all(d.peer_to_peer and d.host_staged_intra is None for d in others)
 
@@ -370,4 +373,41 @@ def test_kernel_rates_need_both_kernels_and_a_peak(tmp_path, document):
         | {"gemm_efficiency.fp16": "x", "attention_efficiency.fp16": "y"},
     }
     with pytest.raises(CatalogFileError, match="gemm_efficiency for precisions without a peak"):
+        load_catalog(_write(tmp_path, document))
+
+
+CPU_NODES = (
+    "xeon-phi-7250",
+    "xeon-phi-7230",
+    "xeon-gold-6148-2s",
+    "xeon-gold-6126-2s",
+    "epyc-9654-2s",
+)
+
+
+def test_cpu_nodes_are_one_rank_each_with_sourced_figures(catalog):
+    """Issue 33 item 5: the CPU nodes of published scaling studies, one node = one rank,
+    every figure sourced; a figure no source gives (installed memory, TDP) is left out."""
+    for key in CPU_NODES:
+        node = catalog.device(key)
+        assert node.kind == "cpu" and node.precisions == ("fp32",)
+        assert set(node.sources) == set(node.figures())
+    for key in CPU_NODES[1:]:
+        assert "one rank" in catalog.device(key).note.lower()
+    gold = catalog.device("xeon-gold-6148-2s")
+    assert gold.memory_gb is None and gold.memory_bytes is None and gold.tdp_w is None
+    # cores x nominal clock x 2 FMA units x 16 lanes x 2
+    assert gold.peak_tflops["fp32"] == pytest.approx(40 * 2.4 * 64 / 1e3, abs=0.01)
+    assert "84.08" in gold.sources["default_efficiency.fp32"]
+    assert catalog.device("xeon-phi-7230").peak_tflops["fp32"] == pytest.approx(
+        64 * 1.3 * 64 / 1e3, abs=0.01
+    )
+    for link in ("omnipath", "aries"):
+        assert catalog.link(link).scope == "inter" and catalog.link(link).sources
+
+
+def test_a_figure_left_out_needs_no_source_but_a_stray_source_is_refused(tmp_path, document):
+    node = document["devices"]["xeon-gold-6148-2s"]
+    node["sources"]["tdp_w"] = "a source for a figure the entry does not have"
+    with pytest.raises(CatalogFileError, match="sources for figures the entry does not have"):
         load_catalog(_write(tmp_path, document))

@@ -99,9 +99,11 @@ class Device(_Sourced):
     name: str
     kind: Literal["gpu", "cpu"]
     peak_tflops: dict[Precision, Positive]
-    memory_gb: Positive
+    # None: no source gives it (a CPU node's installed memory, a TDP not retrieved); the
+    # entry then leaves the figure out, and a prediction says "fits" is unknown.
+    memory_gb: Positive | None = None
     memory_bandwidth_gbps: Positive
-    tdp_w: Positive
+    tdp_w: Positive | None = None
     default_efficiency: dict[Precision, Fraction]
     # The fractions of the peak that the kernels of a training step reach on their own, for
     # the per-op model of an LLM step (``kernel_fractions``): large GEMMs, and the fused
@@ -121,7 +123,7 @@ class Device(_Sourced):
     note: str | None = None
     sources: dict[str, str]  # figure ("memory_gb", "peak_tflops.fp16") -> where it comes from
 
-    _SCALARS: ClassVar[tuple[str, ...]] = ("memory_gb", "memory_bandwidth_gbps", "tdp_w")
+    _SCALARS: ClassVar[tuple[str, ...]] = ("memory_bandwidth_gbps",)
     _MAPPINGS: ClassVar[tuple[str, ...]] = (
         "peak_tflops",
         "default_efficiency",
@@ -132,7 +134,7 @@ class Device(_Sourced):
     def figures(self) -> list[str]:
         optional = [
             name
-            for name in ("compute_capability", "host_staged_intra")
+            for name in ("memory_gb", "tdp_w", "compute_capability", "host_staged_intra")
             if getattr(self, name) is not None
         ]
         return super().figures() + optional
@@ -202,8 +204,8 @@ class Device(_Sourced):
         return {"gemm": self.gemm_efficiency[key], "attention": self.attention_efficiency[key]}
 
     @property
-    def memory_bytes(self) -> int:
-        return round(self.memory_gb * GIGA)
+    def memory_bytes(self) -> int | None:
+        return None if self.memory_gb is None else round(self.memory_gb * GIGA)
 
     @property
     def memory_bytes_per_s(self) -> float:

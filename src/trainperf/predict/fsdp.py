@@ -13,9 +13,10 @@ with B the batch per rank (``trainperf.predict.memory.block_counts`` splits the 
    at the GEMM fraction of peak, the fused attention kernel at its own (a causal kernel
    doing half the FLOPs of the full square), the element-wise and norm work at the memory
    bandwidth; one whole-step fraction otherwise. Ranks sharing a host (CPU ranks) stretch
-   t by the measured neighbour slowdown (``terms.Contention``). It is split between the blocks and the root by their forward
-   FLOPs (share s of the blocks): per block f = t/3 · s/n forward and b = 2t/3 · s/n
-   backward; the root f_R = t/3 · (1 − s), b_R = 2t/3 · (1 − s).
+   t by the measured neighbour slowdown (``terms.Contention``). It is split between the
+   blocks and the root by their forward FLOPs (share s of the blocks): per block
+   f = t/3 · s/n forward and b = 2t/3 · s/n backward; the root f_R = t/3 · (1 − s),
+   b_R = 2t/3 · (1 − s).
    Activation checkpointing adds to each block's backward the recomputation of its forward:
    ``full``, all of it, + f (so the blocks' FLOPs are 4/3 of forward + backward);
    ``selective`` (the outputs of matrix multiplies and attention kept,
