@@ -58,6 +58,10 @@ def rows_of(samples, gemm_n=64):
     """Two ranks' rows of one size with the given per-repetition seconds."""
     row = {"op": "all_reduce", "size_bytes": 4096, "count": 1024, "dtype": "fp32"}
     row |= {"in_place": True, "redop": "sum", "iters": 2, "gemm_n": gemm_n, "wrong": 0}
+    row["stream_elements"] = 2**20
+    repeats = len(samples["comm_alone_s"])
+    stream = {"stream_alone_s": [2e-3], "stream_solo_s": [1e-3], "stream_loaded_s": [4e-3]}
+    samples = {k: v * repeats for k, v in stream.items()} | samples
     return [[row | samples], [row | samples]]
 
 
@@ -115,6 +119,7 @@ def test_under_load_through_the_cli_is_stored_with_both_slowdowns(tmp_path, run_
         assert row["gemm_n"] == 64 and row["repeats"] == 2 and row["iters"] >= 2
         assert len(row["samples"]["comm_loaded_s"]) == 2
         keys = ("busbw_slowdown", "gemm_slowdown", "neighbour_slowdown", "busbw_gbps")
+        keys += ("memory_slowdown", "memory_neighbour_slowdown", "stream_gbps_solo")
         for key in (*keys, "busbw_gbps_loaded"):
             assert math.isfinite(row[key]) and row[key] > 0, (key, row)
         assert row["busbw_slowdown"] == pytest.approx(row["busbw_gbps"] / row["busbw_gbps_loaded"])
@@ -191,3 +196,28 @@ def test_the_solo_gemm_runs_on_one_rank_at_a_time(monkeypatch):
         contention._Clock(peers.device), lambda: calls.append(1), 4, peers
     )
     assert barriers == [0, 0, 4, 4] and len(calls) == 4 and seconds > 0
+
+
+def test_the_memory_bound_kernel_gives_its_rates_and_slowdowns():
+    """STREAM add moves 3 arrays of 2^20 fp32 (12 MiB) a call: 2 ms alone is 6.29 GB/s;
+    solo 1 ms (2x faster without the neighbour), 4 ms beside the all_reduce (2x slower)."""
+    samples = {
+        "comm_alone_s": [1e-3],
+        "comm_loaded_s": [2e-3],
+        "gemm_alone_s": [1e-4],
+        "gemm_solo_s": [1e-4],
+        "gemm_loaded_s": [2e-4],
+    }
+    (row,) = contention.combine(rows_of(samples))
+    assert row["stream_gbps"] == pytest.approx(3 * 4 * 2**20 / 2e-3 / 1e9)
+    assert row["memory_neighbour_slowdown"] == pytest.approx(2.0)
+    assert row["memory_slowdown"] == pytest.approx(2.0)
+    none_inside = rows_of(samples)
+    for rank in none_inside:
+        rank[0]["stream_loaded_s"] = [None]
+    (row,) = contention.combine(none_inside)
+    assert row["memory_slowdown"] is None
+    assert row["memory_slowdown_absent_reason"] == contention.NO_STREAM_INSIDE
+    load = contention.summary([row], contention.UnderLoad(**UNDER_LOAD), "fp32")
+    assert load["memory_slowdown"] is None and load["memory_neighbour_slowdown"] == 2.0
+    assert load["stream_gbps_solo"] == pytest.approx(2 * row["stream_gbps"])

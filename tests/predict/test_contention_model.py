@@ -154,3 +154,42 @@ def test_ranks_sharing_a_host_compute_at_the_measured_neighbour_slowdown():
         contention=beside,
     )
     assert one_per_host["rows"][-1]["compute_s"] == pytest.approx(base["rows"][0]["compute_s"])
+
+
+def test_the_compute_slowdowns_weigh_gemm_and_stream_by_the_memory_bound_share(tmp_path):
+    """A run that measured both kernels: each slowdown is (1 − m)·GEMM's + m·STREAM's, m
+    the model's memory-bound share at the rates measured solo; a link-only model (or a
+    GEMM-only one) fails it, since STREAM's slowdowns here are far larger."""
+    from trainperf.micro.contention import SUMMARY_SLOWDOWNS
+    from trainperf.predict.calibrate import UNDER_LOAD_SLOWDOWNS
+
+    assert SUMMARY_SLOWDOWNS == UNDER_LOAD_SLOWDOWNS  # one list, two layers
+    system = {"fingerprint": "load00000002", "hostname": "load", "memory_bytes": 2**34}
+    path = tmp_path / "load.db"
+    load = {
+        "gemm_slowdown": 1.5,
+        "busbw_slowdown": 2.0,
+        "neighbour_slowdown": 1.2,
+        "memory_slowdown": 3.0,
+        "memory_neighbour_slowdown": 2.0,
+        "gemm_tflops_solo": 0.05,
+        "stream_gbps_solo": 5.0,
+    }
+    with Store(path) as store:
+        store.start_sweep(system)
+        store.add_micro(
+            system,
+            {"kind": "collective", "device": "cpu", "under_load": {"gemm_n": 256}},
+            {
+                "status": "ok",
+                "device": {"world_size": 2, "local_world_size": 2},
+                "metrics": {"rows": [], "world_size": 2, "under_load": load},
+            },
+        )
+    cal = calibrate(path, models.get("cifarnet"), system=system["fingerprint"], batch_size=8)
+    share = cal.sources["contention"]["memory_bound_share"]
+    assert 0 < share < 1
+    assert cal.contention.compute_slowdown == pytest.approx((1 - share) * 1.5 + share * 3.0)
+    assert cal.contention.neighbour_slowdown == pytest.approx((1 - share) * 1.2 + share * 2.0)
+    assert cal.contention.comm_slowdown == 2.0
+    assert f"memory-bound share {share:.2f}" in cal.contention.source

@@ -15,6 +15,14 @@ kernels on their stream beside a GEMM stream). Per message size, every rank meas
   ranks that share a host slow each other's compute (cores, caches, the memory bus) even
   when nothing is communicated: ``neighbour_slowdown`` = solo / alone TFLOP/s (1 when each
   rank has a device of its own);
+- a memory-bound kernel beside them: STREAM's "add" (c = a + b, McCalpin's STREAM
+  benchmark; 3 arrays moved per element, 2 read and 1 written) of ``STREAM_ELEMENTS``
+  elements, alone, solo and beside the all_reduce like the GEMM. A training step is partly
+  compute-bound, partly memory-bound (trainperf.predict.roofline), and its two kinds of
+  kernels suffer differently beside a neighbour or a collective (the memory bus is shared
+  where the cores are not), so the predictor weighs the two slowdowns by the step's
+  memory-bound share, computed at the rates measured here (GEMM TFLOP/s and STREAM GB/s
+  solo);
 - both together: the all_reduce window runs in a second thread while the main thread
   issues GEMMs back to back from before the window opens until it closes. The window's
   time is the all_reduce under load; the GEMMs that ran wholly inside it give the GEMM rate
@@ -59,11 +67,19 @@ MIN_GEMMS = 8
 # Default GEMM side: ~1-10 ms per call on a CPU core, ~0.1 ms on a current GPU in bf16.
 DEFAULT_GEMM_N = {"cpu": 256, "cuda": 4096}
 DEFAULT_REPEATS = 3
+# STREAM add arrays: 3 x 16 MiB fp32 on a CPU (far beyond its caches), 3 x 256 MiB on a GPU
+# (~0.3 ms a call on an H100's 3.35 TB/s).
+STREAM_ELEMENTS = {"cpu": 4 * 2**20, "cuda": 64 * 2**20}
+STREAM_ARRAYS = 3  # bytes moved per call = 3 x elements x element size (STREAM's count)
 UNDER_LOAD_OPS = ("all_reduce",)
 _DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+_DTYPES = {name: dtype for dtype, name in _DTYPE_NAMES.items()}
 NO_GEMM_INSIDE = (
     "no GEMM ran wholly inside the all_reduce window under load (one GEMM outlasts it): "
     "use a smaller --gemm-size"
+)
+NO_STREAM_INSIDE = (
+    "no STREAM add ran wholly inside the all_reduce window under load (one call outlasts it)"
 )
 
 
@@ -196,8 +212,8 @@ def _together(
 def _solo_gemm_s(
     clock: _Clock, gemm: Callable[[], object], calls: int, peers: Participant
 ) -> float:
-    """Seconds per GEMM on this rank while every other rank waits at a barrier: the ranks
-    take turns, one at a time."""
+    """Seconds per call of the kernel ``gemm`` on this rank while every other rank waits at
+    a barrier: the ranks take turns, one at a time."""
     mine = 0.0
     for turn in range(peers.n):
         barrier(peers)
@@ -237,16 +253,26 @@ def measure_size(
     def gemm() -> object:
         return torch.matmul(a, b)
 
+    elements = STREAM_ELEMENTS[peers.device.type]
+    x, y = (torch.rand(elements, device=peers.device, dtype=peers.dtype) for _ in range(2))
+    z = torch.empty_like(x)
+
+    def stream() -> object:
+        return torch.add(x, y, out=z)
+
     for _ in range(warmup):
         run()
         gemm()
+        stream()
     synchronize(peers.device)
     barrier(peers)
     comm_s = clock.seconds(*_comm_window(clock, run, iters)) / iters
     gemm_s = _per_call_s(clock, _gemms(clock, gemm, lambda calls: calls >= 3))
+    stream_s = _per_call_s(clock, _gemms(clock, stream, lambda calls: calls >= 3))
     # The window holds MIN_GEMMS GEMMs' worth of time, with one count on every rank.
     iters = int(_agreed_max(max(iters, math.ceil(MIN_GEMMS * gemm_s / comm_s)), peers))
     calls = max(MIN_GEMMS, math.ceil(iters * comm_s / gemm_s))
+    stream_calls = max(MIN_GEMMS, math.ceil(iters * comm_s / stream_s))
 
     samples: dict[str, list[float | None]] = {key: [] for key in _SAMPLES}
     for _ in range(load.repeats):
@@ -261,13 +287,19 @@ def measure_size(
         comm_loaded, gemm_loaded = _together(clock, run, gemm, iters, peers)
         samples["comm_loaded_s"].append(comm_loaded)
         samples["gemm_loaded_s"].append(gemm_loaded)
+        barrier(peers)
+        spans = _gemms(clock, stream, lambda done: done >= stream_calls)
+        samples["stream_alone_s"].append(_per_call_s(clock, spans))
+        samples["stream_solo_s"].append(_solo_gemm_s(clock, stream, stream_calls, peers))
+        barrier(peers)
+        samples["stream_loaded_s"].append(_together(clock, run, stream, iters, peers)[1])
 
     fill(op, buffers, lay, peers)
     run()
     synchronize(peers.device)
     row = {"op": op.name, "size_bytes": lay.size_bytes, "count": lay.count}
     row |= {"dtype": _DTYPE_NAMES[peers.dtype], "in_place": True, "redop": op.redop, "iters": iters}
-    row |= {"gemm_n": n, "gemm_calls_alone": calls}
+    row |= {"gemm_n": n, "gemm_calls_alone": calls, "stream_elements": elements}
     return row | samples | {"wrong": wrong_elements(op, buffers, lay, peers)}
 
 
@@ -286,7 +318,21 @@ def _tflops(n: int, seconds: float) -> float:
     return 2 * n**3 / seconds / 1e12
 
 
-_SAMPLES = ("comm_alone_s", "gemm_alone_s", "gemm_solo_s", "comm_loaded_s", "gemm_loaded_s")
+_SAMPLES = (
+    "comm_alone_s",
+    "gemm_alone_s",
+    "gemm_solo_s",
+    "comm_loaded_s",
+    "gemm_loaded_s",
+    "stream_alone_s",
+    "stream_solo_s",
+    "stream_loaded_s",
+)
+
+
+def _gbps(row: dict[str, Any], seconds: float) -> float:
+    itemsize = torch.empty((), dtype=_DTYPES[row["dtype"]]).element_size()
+    return STREAM_ARRAYS * row["stream_elements"] * itemsize / seconds / 1e9
 
 
 def _over_ranks(same: Sequence[dict[str, Any]], key: str) -> list[float | None]:
@@ -324,6 +370,7 @@ def combine(per_rank: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
         else:
             for key in ("gemm_tflops_loaded", "gemm_slowdown"):
                 row |= {key: None, f"{key}_absent_reason": NO_GEMM_INSIDE}
+        _stream_rates(row, means)
         row["repeats"] = len(first["comm_alone_s"])
         # Every repetition's value kept (seconds per call, mean over ranks; null: none fitted).
         row["samples"] = means
@@ -331,15 +378,46 @@ def combine(per_rank: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return combined
 
 
+def _stream_rates(row: dict[str, Any], means: dict[str, list[float | None]]) -> None:
+    """STREAM add GB/s alone, solo and under load into ``row``, and its two slowdowns."""
+    alone = statistics.median(_gbps(row, s) for s in means["stream_alone_s"])
+    solo = statistics.median(_gbps(row, s) for s in means["stream_solo_s"])
+    row |= {
+        "stream_gbps": alone,
+        "stream_gbps_solo": solo,
+        "memory_neighbour_slowdown": solo / alone,
+    }
+    loaded = [_gbps(row, s) for s in means["stream_loaded_s"] if s is not None]
+    if loaded:
+        row["stream_gbps_loaded"] = statistics.median(loaded)
+        row["memory_slowdown"] = alone / row["stream_gbps_loaded"]
+    else:
+        for key in ("stream_gbps_loaded", "memory_slowdown"):
+            row |= {key: None, f"{key}_absent_reason": NO_STREAM_INSIDE}
+
+
+# What the predictor's host model reads (``summary``): slowdowns, and the rates solo.
+SUMMARY_SLOWDOWNS = (
+    "busbw_slowdown",
+    "gemm_slowdown",
+    "neighbour_slowdown",
+    "memory_slowdown",
+    "memory_neighbour_slowdown",
+)
+SUMMARY_RATES = ("gemm_tflops_solo", "stream_gbps_solo")
+
+
 def summary(rows: Sequence[dict[str, Any]], load: UnderLoad, dtype: str) -> dict[str, Any]:
-    """What the predictor's host model reads: the median slowdowns over the sizes."""
+    """What the predictor's host model reads: the median slowdowns and rates over the
+    sizes."""
     out: dict[str, Any] = {"gemm_n": load.gemm_n, "gemm_dtype": dtype, "repeats": load.repeats}
-    for key in ("busbw_slowdown", "gemm_slowdown", "neighbour_slowdown"):
+    for key in SUMMARY_SLOWDOWNS + SUMMARY_RATES:
         values = [r[key] for r in rows if r.get(key) is not None]
         out[key] = statistics.median(values) if values else None
         if not values:
+            inside = {"gemm_slowdown": NO_GEMM_INSIDE, "memory_slowdown": NO_STREAM_INSIDE}
             out[f"{key}_absent_reason"] = "no size of the sweep measured it" + (
-                f" ({NO_GEMM_INSIDE})" if key == "gemm_slowdown" else ""
+                f" ({inside[key]})" if key in inside else ""
             )
     return out
 
@@ -389,7 +467,12 @@ def format_table(metrics: dict[str, Any], world_size: int, backend: str) -> str:
         f"  GEMM beside the other ranks' GEMMs "
         f"{_number(load.get('neighbour_slowdown'), 0, '.2f')}"
     )
-    for key in ("busbw_slowdown", "gemm_slowdown", "neighbour_slowdown"):
+    lines.append(
+        f"# STREAM add {_number(load.get('stream_gbps_solo'), 0, '.3g')} GB/s solo: "
+        f"beside the all_reduce {_number(load.get('memory_slowdown'), 0, '.2f')}, beside "
+        f"the other ranks' {_number(load.get('memory_neighbour_slowdown'), 0, '.2f')}"
+    )
+    for key in SUMMARY_SLOWDOWNS:
         if load.get(f"{key}_absent_reason"):
             lines.append(f"# {key} absent: {load[f'{key}_absent_reason']}")
     absent = {

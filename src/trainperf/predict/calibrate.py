@@ -54,6 +54,7 @@ from scipy.optimize import brentq
 
 from trainperf.case.modes import device_count
 from trainperf.models.spec import ModelSpec
+from trainperf.predict.memory import ACTIVATION_BYTES
 from trainperf.predict.model import (
     Measured,
     Placement,
@@ -62,6 +63,7 @@ from trainperf.predict.model import (
     compute_rate,
     predict,
 )
+from trainperf.predict.roofline import op_profile, roofline_seconds_per_sample
 from trainperf.predict.terms import (
     NO_NOISE,
     BatchCurve,
@@ -225,7 +227,7 @@ def calibrate(
     else:
         cal.absent["compute"] = f"no ok single-device result of {model} in {path}"
         cal.absent["noise"] = "no single-device result to take step times from"
-    _link(cal, runs, system, device_type)
+    _contention(cal, _link(cal, runs, system, device_type), spec, batch_size, size)
     _overhead(cal, spec, [r for r in results if device_count(r["case"]) > 1], device)
     _check(cal, spec, results, device)
     return cal
@@ -340,7 +342,8 @@ def _solve_fraction(
 
 def _link(
     cal: Calibration, runs: list[dict[str, Any]], system: str | None, device_type: str | None
-) -> None:
+) -> list[dict[str, Any]]:
+    """(c) the link; returns the ``--under-load`` runs among ``runs`` for (g)."""
     rows, used, local, busbw, loaded = [], [], [], [], []
     for run in runs:
         if run["status"] != "ok" or run["system"] != system:
@@ -364,15 +367,14 @@ def _link(
             ]
             used.append(run["id"])
             local.append(info.get("local_world_size", ranks) == ranks)
-    _contention(cal, loaded)
     if not rows:
         cal.absent["link"] = "no ok `trainperf micro collective` all_reduce rows on this system"
-        return
+        return loaded
     try:
         alpha, beta, residual = fit_alpha_beta(rows)
     except CalibrationError as exc:
         cal.absent["link"] = str(exc)
-        return
+        return loaded
     cal.alpha_s, cal.beta_bytes_per_s = alpha, beta
     cal.link_scope = "intra" if all(local) else "inter"
     cal.busbw_curve = BusBandwidthCurve.from_rows(busbw, f"micro collective {used}")
@@ -382,13 +384,38 @@ def _link(
         "ranks": sorted({p for p, _, _ in rows}),
         "rms_relative_residual": residual,
     }
+    return loaded
 
 
-def _contention(cal: Calibration, loaded: list[dict[str, Any]]) -> None:
+# The slowdowns ``micro collective --under-load`` stores (trainperf.micro.contention's
+# summary) that the contention term is made of.
+UNDER_LOAD_SLOWDOWNS = (
+    "busbw_slowdown",
+    "gemm_slowdown",
+    "neighbour_slowdown",
+    "memory_slowdown",
+    "memory_neighbour_slowdown",
+)
+
+
+def _contention(
+    cal: Calibration,
+    loaded: list[dict[str, Any]],
+    spec: ModelSpec,
+    batch_size: int | None,
+    size: int | None,
+) -> None:
     """(g) contention: the newest ``micro collective --under-load`` run of the system gives
     how much the all-reduce and the compute slow each other, and how much the ranks' compute
     slows beside the other ranks' (their median slowdowns over the sizes; one below 1, which
-    is noise, counts as 1: running both never speeds one up)."""
+    is noise, counts as 1: running both never speeds one up).
+
+    The compute's slowdowns are measured twice, on a GEMM (compute-bound) and on STREAM add
+    (memory-bound); the model's step takes them in the proportion of its time in each kind
+    of op: s = (1 − m)·s_GEMM + m·s_STREAM, m the roofline's memory-bound share of the
+    model's step (``trainperf.predict.roofline``) at the GEMM TFLOP/s and STREAM GB/s the same
+    run measured on one rank alone. A run without the memory-bound kernel (or without its
+    rates) gives the GEMM's slowdowns alone."""
     usable = [
         r
         for r in loaded
@@ -400,19 +427,48 @@ def _contention(cal: Calibration, loaded: list[dict[str, Any]]) -> None:
         return
     newest = usable[-1]
     load = newest["metrics"]["under_load"]
-    neighbour = load.get("neighbour_slowdown")  # absent from runs before it was measured
+    batch = cal.throughput_batch or batch_size or 1
+    share = _memory_bound_share(load, spec, batch, size, cal.precision)
+
+    def blended(compute_bound: str, memory_bound: str) -> float | None:
+        gemm, stream = load.get(compute_bound), load.get(memory_bound)
+        if gemm is None:
+            return None
+        if share is None or stream is None:
+            return max(1.0, float(gemm))
+        return max(1.0, (1 - share) * float(gemm) + share * float(stream))
+
+    neighbour = blended("neighbour_slowdown", "memory_neighbour_slowdown")
+    how = "" if share is None else f", GEMM and STREAM weighed by memory-bound share {share:.2f}"
     cal.contention = Contention(
-        max(1.0, float(load["gemm_slowdown"])),
+        blended("gemm_slowdown", "memory_slowdown"),
         max(1.0, float(load["busbw_slowdown"])),
-        f"measured by micro collective --under-load, run {newest['id']}",
-        max(1.0, float(neighbour)) if neighbour is not None else 1.0,
+        f"measured by micro collective --under-load, run {newest['id']}{how}",
+        1.0 if neighbour is None else neighbour,  # absent from runs before it was measured
     )
     cal.sources["contention"] = {
         "micro_id": newest["id"],
-        "gemm_slowdown": load["gemm_slowdown"],
-        "busbw_slowdown": load["busbw_slowdown"],
-        "neighbour_slowdown": neighbour,
+        **{key: load.get(key) for key in UNDER_LOAD_SLOWDOWNS},
+        "memory_bound_share": share,
     }
+
+
+def _memory_bound_share(
+    load: dict[str, Any], spec: ModelSpec, batch: int, size: int | None, precision: str | None
+) -> float | None:
+    """The roofline's memory-bound share of ``spec``'s step at ``batch`` on a device of the
+    GEMM TFLOP/s and STREAM GB/s measured solo, or None without them."""
+    tflops, gbps = load.get("gemm_tflops_solo"), load.get("stream_gbps_solo")
+    if not tflops or not gbps:
+        return None
+    roofline = roofline_seconds_per_sample(
+        op_profile(spec, size),
+        tflops * 1e12,
+        gbps * 1e9,
+        activation_bytes=ACTIVATION_BYTES[precision or "fp32"],
+        batch=batch,
+    )
+    return roofline.memory_bound_share
 
 
 def _compute_inputs(cal: Calibration, device: Any | None) -> tuple[dict[str, Any], Any] | None:
