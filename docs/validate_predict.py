@@ -287,6 +287,9 @@ class FsdpPoint:
     size: int = 8192
     # NICs of the inter-node link per node in the measured system (--nics-per-node).
     nics: int = 1
+    # torchtitan's selective policy also recomputes every second matmul of a block
+    # (predict-sources.md, "Selective checkpointing differs"): Sharding's 0.5.
+    recomputed_matmul_share: float = 0.0
     per_node: int = 8
     precision: str = "bf16"
 
@@ -298,15 +301,16 @@ class FsdpPoint:
 
 LF, TT = "llm-foundry", "torchtitan"
 FSDP_POINTS = [
-    # Grand Teton: "400 Gb/s per GPU", 8 GPUs per host: 8 NDR ports per node.
-    FsdpPoint("tt-h100-llama31-8b-8gpu", "llama3-8b", "h100-sxm", 8, "nvlink4", None, 2,
-              "selective", 5762, 82.4),
-    FsdpPoint("tt-h100-llama31-8b-128gpu", "llama3-8b", "h100-sxm", 128, "nvlink4", "ib-ndr",
-              2, "selective", 5605, 67.0, nics=8),
+    # Grand Teton's 96 GB, 500 W H100s; "400 Gb/s per GPU", 8 GPUs per host: 8 NDR ports
+    # per node.
+    FsdpPoint("tt-h100-llama31-8b-8gpu", "llama3-8b", "h100-sxm-96gb", 8, "nvlink4", None, 2,
+              "selective", 5762, 82.4, recomputed_matmul_share=0.5),
+    FsdpPoint("tt-h100-llama31-8b-128gpu", "llama3-8b", "h100-sxm-96gb", 128, "nvlink4",
+              "ib-ndr", 2, "selective", 5605, 67.0, nics=8, recomputed_matmul_share=0.5),
     # The A100 cluster's links are not published: 8 HDR ports per node assumed, as
     # llm-foundry's A100 clusters ("1600 Gbps node-node interconnect").
     FsdpPoint("tt-a100-llama3-8b-64gpu", "llama3-8b", "a100-sxm4-80gb", 64, "nvlink3",
-              "ib-hdr", 1, "selective", 2973, None, nics=8),
+              "ib-hdr", 1, "selective", 2973, None, nics=8, recomputed_matmul_share=0.5),
     FsdpPoint("tt-a100-llama3-70b-64gpu", "llama3-70b", "a100-sxm4-80gb", 64, "nvlink3",
               "ib-hdr", 1, "full", 331, None, nics=8),
 ]
@@ -376,7 +380,7 @@ def predict_fsdp_point(point: FsdpPoint, catalog: Catalog, gemm: float | None = 
         Placement(device, [point.gpus], point.per_node, catalog.link(point.intra),
                   catalog.link(point.inter) if point.inter else None, nics_per_node=point.nics),
         Measured(noise=catalog.data_parallel.noise(), overhead=catalog.data_parallel.overhead()),
-        Sharding(point.checkpointing),
+        Sharding(point.checkpointing, recomputed_matmul_share=point.recomputed_matmul_share),
     )["rows"][0]
 
 

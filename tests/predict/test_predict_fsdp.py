@@ -391,3 +391,24 @@ def test_an_llm_step_from_its_operators_gives_each_gpu_generation_its_own_mfu():
     for device, text in sources.items():
         rates = catalog.device(device).kernel_fractions("bf16")
         assert f"GEMMs at {rates['gemm']:.1%}" in text and "kernel rates" in text
+
+
+def test_another_frameworks_selective_policy_recomputes_its_share_of_the_matmuls():
+    """torchtitan's selective checkpointing also recomputes every second matmul: a share r
+    of the blocks' forward GEMM time more than trainperf's selective mode; refused with
+    another checkpointing mode or outside [0, 1]."""
+    base = fsdp(devices=[1], sharding=Sharding(activation_checkpointing="selective"), size=1024)
+    half = fsdp(
+        devices=[1],
+        sharding=Sharding(activation_checkpointing="selective", recomputed_matmul_share=0.5),
+        size=1024,
+    )
+    extra = half["rows"][0]["recompute_s"] - base["rows"][0]["recompute_s"]
+    assert extra > 0
+    assert half["rows"][0]["compute_s"] == pytest.approx(base["rows"][0]["compute_s"] + extra)
+    for bad, message in (
+        (dict(activation_checkpointing="full", recomputed_matmul_share=0.5), "needs selective"),
+        (dict(activation_checkpointing="selective", recomputed_matmul_share=1.5), "from 0 to 1"),
+    ):
+        with pytest.raises(PredictError, match=message):
+            Sharding(**bad)

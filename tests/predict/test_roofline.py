@@ -260,3 +260,13 @@ def test_a_causal_fused_attention_kernel_does_half_the_flops():
 
     full, causal = attention(False), attention(True)
     assert full > 0 and causal == full // 2
+
+
+def test_class_seconds_add_up_to_the_step():
+    """Each op's time (the larger of its two sides) goes to its class; the classes sum to
+    the step."""
+    profile = op_profile(models.get("resnet18"), 64)
+    time = roofline_seconds_per_sample(profile, 1e13, 1e12, batch=4)
+    assert set(time.class_seconds) <= {"gemm", "attention", "conv", "other"}
+    assert time.class_seconds["conv"] > 0 and time.class_seconds["other"] > 0
+    assert sum(time.class_seconds.values()) == pytest.approx(time.seconds_per_sample)

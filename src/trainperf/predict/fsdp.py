@@ -22,7 +22,10 @@ with B the batch per rank (``trainperf.predict.memory.block_counts`` splits the 
    ``selective`` (the outputs of matrix multiplies and attention kept,
    ``memory.SELECTIVE_SAVED_OPS``), only the element-wise ops, no FLOPs: + the forward's
    share of the step's memory-bound time, m · t/3 · s/n with m the roofline's memory-bound
-   share (nothing when the compute is a measured throughput, which has no such split).
+   share (nothing when the compute is a measured throughput, which has no such split);
+   another framework's selective policy that recomputes a share r of the forward matmuls
+   too (``Sharding.recomputed_matmul_share``, torchtitan's 0.5) adds r · g · t/3 · s/n, g
+   the GEMMs' share of the step.
 2. **Traffic** (Rajbhandari et al., "ZeRO: memory optimizations toward training trillion
    parameter models", SC20, §7.2.2): the parameters are all-gathered before the forward,
    the blocks' again before the backward (when resharded after the forward; not with
@@ -112,6 +115,11 @@ class Sharding:
     activation_checkpointing: str = "none"
     reshard_after_forward: bool = True
     fsdp_reduce: str = "fp32"
+    # Another framework's selective policy that also recomputes this share of the blocks'
+    # forward matmuls (trainperf's keeps them all: 0). torchtitan's per-op policy saves
+    # every second ``aten.mm`` output (``_custom_policy`` of its parallelize_llama.py): 0.5.
+    # Not a trainperf option: for predicting published runs of such frameworks.
+    recomputed_matmul_share: float = 0.0
 
     def __post_init__(self) -> None:
         if self.activation_checkpointing not in CHECKPOINTING:
@@ -119,6 +127,11 @@ class Sharding:
                 f"unknown activation checkpointing '{self.activation_checkpointing}': "
                 f"allowed {', '.join(CHECKPOINTING)}"
             )
+        share = self.recomputed_matmul_share
+        if not 0 <= share <= 1:
+            raise PredictError(f"recomputed matmul share must be from 0 to 1, got {share}")
+        if share and self.activation_checkpointing != "selective":
+            raise PredictError("a recomputed matmul share needs selective checkpointing")
         if self.fsdp_reduce not in REDUCE_BYTES:
             raise PredictError(
                 f"unknown FSDP reduce dtype '{self.fsdp_reduce}': allowed {', '.join(REDUCE_BYTES)}"
@@ -216,14 +229,15 @@ def _counts(spec: ModelSpec, size: int | None, plan: AttentionPlan) -> BlockCoun
         raise PredictError(str(exc)) from None
 
 
-def _recompute_s(compute: Compute, batch: int, checkpointing: str) -> float:
+def _recompute_s(compute: Compute, batch: int, sharding: Sharding) -> float:
     """Seconds the checkpointed blocks' recomputation adds to the whole step, before the
     blocks' share is taken (module doc, 1)."""
     t = compute.seconds(batch)
-    if checkpointing == "full":
+    if sharding.activation_checkpointing == "full":
         return FORWARD_SHARE * t
-    if checkpointing == "selective":
-        return FORWARD_SHARE * t * (compute.memory_bound_share(batch) or 0.0)
+    if sharding.activation_checkpointing == "selective":
+        matmuls = sharding.recomputed_matmul_share * (compute.class_share(batch, "gemm") or 0.0)
+        return FORWARD_SHARE * t * ((compute.memory_bound_share(batch) or 0.0) + matmuls)
     return 0.0
 
 
@@ -267,9 +281,7 @@ def predict_fsdp(
     def row(count: int, device_batch: int) -> dict[str, Any]:
         shared = contention.shared_host_compute(min(count, per_node))
         t = compute.seconds(device_batch) * shared
-        recompute = (
-            shared * share * _recompute_s(compute, device_batch, sharding.activation_checkpointing)
-        )
+        recompute = shared * share * _recompute_s(compute, device_batch, sharding)
         gather, scatter = data_parallel_all_gather_s, data_parallel_reduce_scatter_s
         block, root = counts.block_params, counts.root_params
         parts = StepParts(

@@ -283,6 +283,15 @@ class Compute:
         """The share of the step in memory-bound ops (roofline only)."""
         return None if self.roofline is None else self.roofline(batch=batch).memory_bound_share
 
+    def class_share(self, batch: int, kind: str) -> float | None:
+        """The share of the step in ops of class ``kind`` (``roofline.op_class``; roofline
+        only)."""
+        if self.roofline is None:
+            return None
+        time = self.roofline(batch=batch)
+        total = time.seconds_per_sample
+        return time.class_seconds.get(kind, 0.0) / total if total else 0.0
+
 
 def winograd_applies(device: Any, precision: str) -> bool:
     """cuDNN computes 3×3 stride-1 convolutions with Winograd transforms when it runs them

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -169,6 +169,8 @@ class RooflineTime:
     arithmetic_intensity: float
     winograd_share: float
     batch: int
+    # Seconds per sample of each op class (``op_class``), whichever side bounds its ops.
+    class_seconds: dict[str, float] = field(default_factory=dict)
 
 
 def tensor_bytes(t: torch.Tensor) -> int:
@@ -362,6 +364,7 @@ def roofline_seconds_per_sample(
     byte_rate = memory_bytes_per_s * memory_fraction
     scale = activation_bytes / profile.element_bytes
     compute_s = memory_s = flops = eligible = moved = 0.0
+    by_class: dict[str, float] = {}
     for op in profile.ops:
         op_flops, op_bytes = op.count * op.flops(batch), op.count * op.bytes(batch) * scale
         speedup = WINOGRAD_SPEEDUP if winograd and op.winograd else 1.0
@@ -373,6 +376,8 @@ def roofline_seconds_per_sample(
             compute_s += t_flops
         else:
             memory_s += t_bytes
+        kind = op_class(op.op)
+        by_class[kind] = by_class.get(kind, 0.0) + max(t_flops, t_bytes)
         flops += op_flops
         moved += op_bytes
         eligible += op_flops if op.winograd else 0.0
@@ -387,4 +392,5 @@ def roofline_seconds_per_sample(
         arithmetic_intensity=flops / moved if moved else math.inf,
         winograd_share=eligible / flops if flops else 0.0,
         batch=batch,
+        class_seconds={kind: seconds / batch for kind, seconds in by_class.items()},
     )
