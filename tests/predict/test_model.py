@@ -238,3 +238,24 @@ def test_nics_per_node_speed_the_cross_node_phase_only():
     assert one["rows"][:2] == four["rows"][:2]
     assert four["rows"][2]["comm_s"] < one["rows"][2]["comm_s"]
     assert four["rows"][2]["samples_per_s"] >= one["rows"][2]["samples_per_s"]
+
+
+def test_tied_weights_are_reduced_last_in_a_bucket_of_their_own():
+    """GPT-2's token embedding is its output layer too: its gradient is complete only when
+    the backward ends. The other buckets spread over the whole backward; the tied one waits
+    for its end, so more communication is exposed than if every byte were spread."""
+    from trainperf.predict.memory import shape_counts
+    from trainperf.predict.model import ddp_step, ready_fractions
+
+    assert ready_fractions([1.0, 3.0, 4.0]) == [0.125, 0.5, 1.0]
+    assert ready_fractions([1.0, 3.0, 4.0], at_end=1) == [0.25, 1.0, 1.0]
+    tied = shape_counts(models.get("gpt2-small"))
+    assert tied.tied_params == 50257 * 768  # wte, also lm_head
+    assert shape_counts(models.get("resnet18")).tied_params == 0
+
+    def allreduce(n):
+        return n / 1e3
+
+    spread, _ = ddp_step(0.0, 1.0, [500.0, 500.0], allreduce)
+    last, _ = ddp_step(0.0, 1.0, [500.0, 500.0], allreduce, ready_fractions([1.0, 1.0], 1))
+    assert (spread, last) == (pytest.approx(1.5), pytest.approx(2.0))

@@ -151,6 +151,9 @@ class ShapeCounts:
     optimizer: str
     activations: SavedTensors  # attention through the planned kernel
     plan: AttentionPlan
+    # Trainable parameters registered under more than one name (tied weights: GPT-2's
+    # token embedding is its output layer too), counted once.
+    tied_params: int = 0
 
 
 def saved_for_backward(model: nn.Module, step: Callable[[], Any]) -> SavedTensors:
@@ -284,7 +287,26 @@ def _count(spec: ModelSpec, size: int, plan: AttentionPlan) -> ShapeCounts:
 
     with FusedAttention(plan):
         activations = saved_for_backward(net, step).per(_COUNT_BATCH)
-    return ShapeCounts(**_model_fields(spec, size, net), activations=activations, plan=plan)
+    return ShapeCounts(
+        **_model_fields(spec, size, net),
+        activations=activations,
+        plan=plan,
+        tied_params=tied_parameters(net),
+    )
+
+
+def tied_parameters(net: nn.Module) -> int:
+    """Elements of the trainable parameters ``net`` registers under more than one name."""
+    names: dict[int, list[str]] = {}
+    tensors: dict[int, torch.Tensor] = {}
+    for name, param in net.named_parameters(remove_duplicate=False):
+        names.setdefault(id(param), []).append(name)
+        tensors[id(param)] = param
+    return sum(
+        tensors[key].numel()
+        for key, seen in names.items()
+        if len(seen) > 1 and tensors[key].requires_grad
+    )
 
 
 def _model_fields(spec: ModelSpec, size: int, net: nn.Module) -> dict[str, Any]:

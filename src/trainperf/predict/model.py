@@ -20,7 +20,10 @@ Per step and device, with B the batch per device:
    ready at t_fwd + (bytes up to and including it / all bytes) · t_bwd (k/K for equal
    buckets). All-reduces run one at a time: start_k = max(ready_k, end_{k−1}),
    end_k = start_k + t_allreduce(bucket_k). The first bucket is DDP's 1 MiB one, the last
-   (the first layers' gradients, ready when the backward ends) never overlaps.
+   (the first layers' gradients, ready when the backward ends) never overlaps. Tied
+   weights (GPT-2's token embedding, also its output layer) have their gradient complete
+   only when the backward reaches their first use, at its end: a bucket of their own,
+   reduced last (``ready_fractions``), the other buckets spread over the whole pass.
    t_sync = max(t_fwd + t_bwd, end_K); comm = Σ t_allreduce.
    Where communication shares the compute's cores (``terms.Contention``: CPU ranks, or as
    ``micro collective --under-load`` measured), an all-reduce and the backward running at
@@ -399,20 +402,37 @@ def compute_rate(
     )
 
 
+def ready_fractions(buckets: Sequence[float], at_end: int = 0) -> list[float]:
+    """When each bucket is ready, as a fraction of the backward pass: gradients appear
+    uniformly over it, so a bucket is ready once the bytes up to and including it are done;
+    the last ``at_end`` buckets (tied weights, whose gradient is complete only when the
+    backward reaches their first use, GPT-2's token embedding) are ready when it ends, the
+    others spread over the whole pass."""
+    spread = list(buckets[: len(buckets) - at_end])
+    total, done, out = sum(spread), 0.0, []
+    for size in spread:
+        done += size
+        out.append(done / total if total > 0 else 1.0)
+    return out + [1.0] * (len(buckets) - len(spread))
+
+
 def ddp_step(
-    t_fwd: float, t_bwd: float, buckets: Sequence[float], allreduce: Any
+    t_fwd: float,
+    t_bwd: float,
+    buckets: Sequence[float],
+    allreduce: Any,
+    ready: Sequence[float] | None = None,
 ) -> tuple[float, float]:
     """(step_s, comm_s) of DDP's bucketed all-reduces overlapped with the backward pass.
 
-    ``allreduce(n_bytes) -> seconds``; buckets in the order they become ready.
+    ``allreduce(n_bytes) -> seconds``; buckets in the order they become ready, at the
+    fractions ``ready`` of the backward (``ready_fractions`` by default).
     """
-    total = sum(buckets)
-    done = end = comm = 0.0
-    for size in buckets:
-        done += size
-        ready = t_fwd + done / total * t_bwd
+    fractions = ready_fractions(buckets) if ready is None else ready
+    end = comm = 0.0
+    for size, fraction in zip(buckets, fractions, strict=True):
         t = allreduce(size)
-        end = max(ready, end) + t
+        end = max(t_fwd + fraction * t_bwd, end) + t
         comm += t
     return max(t_fwd + t_bwd, end), comm
 
@@ -423,6 +443,7 @@ def contended_ddp_step(
     buckets: Sequence[float],
     allreduce: Any,
     contention: Contention,
+    ready: Sequence[float] | None = None,
 ) -> tuple[float, float]:
     """(step_s, comm_s) of DDP's bucketed all-reduces beside a backward pass that they slow
     and that slows them (module doc, 3): while both run, the backward's work advances at
@@ -433,10 +454,9 @@ def contended_ddp_step(
     needs = [allreduce(size) for size in buckets]
     if total <= 0 or not any(needs):
         return t_fwd + t_bwd, sum(needs)
-    ready, done = [], 0.0
-    for size in buckets:
-        done += size
-        ready.append(done / total * t_bwd)  # backward work (s alone) after which it is ready
+    fractions = ready_fractions(buckets) if ready is None else ready
+    # backward work (s alone) after which each bucket is ready
+    ready = [fraction * t_bwd for fraction in fractions]
     compute_rate, comm_rate = 1 / contention.compute_slowdown, 1 / contention.comm_slowdown
     clock, work, running, started = t_fwd, 0.0, 0.0, 0
     while work < t_bwd or running > 0 or started < len(needs):
@@ -580,7 +600,12 @@ def predict(
     links, uplink = link_costs(placement.intra, placement.inter, per_node, placement.pcie_uplink)
     nics = placement.nics_per_node
     grad_bytes = shapes.trainable_params * COMPRESSION_BYTES[grad_compression]
-    buckets = bucket_sizes(grad_bytes, bucket_mb * MIB)
+    # Tied weights' gradients are complete only at the end of the backward: their own
+    # bucket, reduced last (DDP rebuilds its buckets in the order gradients are ready).
+    tied_bytes = shapes.tied_params * COMPRESSION_BYTES[grad_compression]
+    buckets = bucket_sizes(grad_bytes - tied_bytes, bucket_mb * MIB)
+    buckets += [float(tied_bytes)] if tied_bytes else []
+    ready = ready_fractions(buckets, at_end=1 if tied_bytes else 0)
     contention = contention_of(device, measured)
 
     def row(count: int, device_batch: int) -> dict[str, Any]:
@@ -594,10 +619,10 @@ def predict(
             )[0]
 
         if contention.free:
-            synced, comm = ddp_step(t_fwd, t_compute - t_fwd, buckets, allreduce)
+            synced, comm = ddp_step(t_fwd, t_compute - t_fwd, buckets, allreduce, ready)
         else:
             synced, comm = contended_ddp_step(
-                t_fwd, t_compute - t_fwd, buckets, allreduce, contention
+                t_fwd, t_compute - t_fwd, buckets, allreduce, contention, ready
             )
         straggler = measured.noise.straggler_s(count, t_compute)
         sync_overhead = measured.overhead.seconds(count)
@@ -631,7 +656,7 @@ def predict(
     prediction = {
         "rows": rows,
         "assumptions": _assumptions(
-            compute, grad_compression, bucket_mb, workload, measured, contention
+            compute, grad_compression, bucket_mb, workload, measured, contention, tied_bytes
         )
         + nics_note(placement),
         "inputs": placement_inputs(workload, placement, shapes.size)
@@ -642,6 +667,7 @@ def predict(
             "params": shapes.params,
             "trainable_params": shapes.trainable_params,
             "grad_bytes": grad_bytes,
+            "tied_grad_bytes": tied_bytes,
             "buckets": len(buckets),
         }
         | baseline_inputs(compute, workload.batch_size, baseline),
@@ -670,6 +696,7 @@ def _assumptions(
     workload: Workload,
     measured: Measured,
     contention: Contention,
+    tied_bytes: int = 0,
 ) -> list[str]:
     size = COMPRESSION_BYTES[grad_compression]
     noise, overhead = measured.noise, measured.overhead
@@ -685,7 +712,13 @@ def _assumptions(
         + ")",
         f"DDP buckets of {bucket_mb:g} MiB in reverse layer order after a 1 MiB first one, "
         "gradients produced uniformly over the backward pass, all-reduces one at a time "
-        "overlapping it, the last bucket after the backward",
+        "overlapping it, the last bucket after the backward"
+        + (
+            "; tied weights' gradients (complete only when the backward ends) in a bucket "
+            "of their own, last"
+            if tied_bytes
+            else ""
+        ),
         *(
             []
             if contention.neighbour_slowdown == 1
