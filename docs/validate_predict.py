@@ -44,16 +44,17 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import cache, partial
 
-from scipy.optimize import brentq, least_squares
+from scipy.optimize import least_squares
 
 from trainperf import models
 from trainperf.models.gpt2 import GPT2Config, GPT2LMHeadModel
 from trainperf.models.spec import CausalLM, ModelSpec
 from trainperf.predict.catalog import Catalog, load_catalog
 from trainperf.predict.fsdp import Sharding, predict_fsdp
-from trainperf.predict.model import Measured, Placement, Workload, predict
+from trainperf.predict.inputs import Measured, Placement, Workload
+from trainperf.predict.model import predict
 from trainperf.predict.terms import Overhead, StepNoise
 
 
@@ -125,7 +126,7 @@ POINTS = [
            HVD_ONE[model], None, eff, one_gpu_borrowed=True)
         for n, effs in ((128, (0.90, 0.90, 0.79)), (512, (0.90, 0.90, 0.68)))
         for (short, model, size), eff in zip(
-            (("inception3", I3, 299), ("resnet101", R101, 224), ("vgg16", V16, 224)), effs
+            (("inception3", I3, 299), ("resnet101", R101, 224), ("vgg16", V16, 224)), effs, strict=False
         )
     ),
     _p("dell-readyai-32gpu-tf-fp32", RN, 224, V100P, "fp32", 64, 32, 4, "pcie3", "ib-edr", None, None, 0.688),
@@ -258,7 +259,7 @@ def _mpt_model(name: str, seq: int) -> GPT2LMHeadModel:
     return GPT2LMHeadModel(config)
 
 
-@lru_cache(maxsize=None)
+@cache
 def model_spec(name: str, seq: int) -> ModelSpec:
     """The zoo's model, or an MPT model of llm-foundry at sequence length ``seq``."""
     if name not in MPT_SHAPES:

@@ -220,7 +220,7 @@ def test_one_rule_decides_how_a_case_is_launched(fields, launch):
 
 def test_one_batch_per_device_rule_for_the_case_and_the_predictor():
     from trainperf.case.modes import device_batch, splits_evenly
-    from trainperf.predict.model import device_batches
+    from trainperf.predict.inputs import device_batches
 
     assert (device_batch(32, 4, "weak"), device_batch(32, 4, "strong")) == (32, 8)
     assert splits_evenly(8, 3, "weak") and not splits_evenly(8, 3, "strong")

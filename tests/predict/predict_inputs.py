@@ -6,7 +6,8 @@ from typing import Any
 
 from trainperf import models
 from trainperf.predict.fsdp import predict_fsdp
-from trainperf.predict.model import Measured, Placement, Workload, predict
+from trainperf.predict.inputs import Measured, Placement, Workload
+from trainperf.predict.model import predict
 
 
 def split(arguments: dict[str, Any]) -> tuple[Workload, Placement, Measured, dict[str, Any]]:

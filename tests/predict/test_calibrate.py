@@ -10,7 +10,8 @@ from trainperf import models
 from trainperf.models.flops import count_flops
 from trainperf.predict.calibrate import CalibrationError, calibrate, fit_alpha_beta
 from trainperf.predict.comm import LinkCost, ring_allreduce_s
-from trainperf.predict.model import Measured, compute_rate
+from trainperf.predict.compute import compute_rate
+from trainperf.predict.inputs import Measured
 from trainperf.store.database import Store
 
 ALPHA, BETA = 20e-6, 5e9

@@ -8,7 +8,7 @@ from predict_inputs import FakeDevice, predict_ddp
 
 from trainperf import models
 from trainperf.predict.calibrate import calibrate
-from trainperf.predict.model import contended_ddp_step, ddp_step
+from trainperf.predict.overlap import contended_ddp_step, ddp_step
 from trainperf.predict.terms import OWN_ENGINE, TIME_SHARED, Contention
 from trainperf.store.database import Store
 

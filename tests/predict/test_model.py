@@ -8,7 +8,9 @@ from predict_inputs import predict_ddp
 
 from trainperf import models
 from trainperf.predict.comm import LinkCost, data_parallel_allreduce_s
-from trainperf.predict.model import MEMORY_FRACTION, PredictError, ddp_step
+from trainperf.predict.compute import MEMORY_FRACTION
+from trainperf.predict.inputs import PredictError
+from trainperf.predict.overlap import ddp_step
 from trainperf.predict.roofline import op_profile, roofline_seconds_per_sample
 
 GIB = 2**30
@@ -245,7 +247,7 @@ def test_tied_weights_are_reduced_last_in_a_bucket_of_their_own():
     the backward ends. The other buckets spread over the whole backward; the tied one waits
     for its end, so more communication is exposed than if every byte were spread."""
     from trainperf.predict.memory import shape_counts
-    from trainperf.predict.model import ddp_step, ready_fractions
+    from trainperf.predict.overlap import ddp_step, ready_fractions
 
     assert ready_fractions([1.0, 3.0, 4.0]) == [0.125, 0.5, 1.0]
     assert ready_fractions([1.0, 3.0, 4.0], at_end=1) == [0.25, 1.0, 1.0]

@@ -30,19 +30,13 @@ from trainperf.predict.fsdp import (
     smallest_devices,
     traffic_bytes,
 )
+from trainperf.predict.inputs import FORWARD_SHARE, Measured, Placement, PredictError, Workload
 from trainperf.predict.memory import (
     FusedAttention,
     SavedTensors,
     block_counts,
     saved_for_backward,
     sharded_memory,
-)
-from trainperf.predict.model import (
-    FORWARD_SHARE,
-    Measured,
-    Placement,
-    PredictError,
-    Workload,
 )
 from trainperf.predict.terms import BusBandwidthCurve
 

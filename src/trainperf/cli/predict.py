@@ -196,7 +196,7 @@ def predict(
     from trainperf.models.custom import CustomModelError
     from trainperf.predict.catalog import CatalogError, load_catalog
     from trainperf.predict.fsdp import predict_fsdp
-    from trainperf.predict.model import Measured, Placement, PredictError, Workload
+    from trainperf.predict.inputs import Measured, Placement, PredictError, Workload
     from trainperf.predict.model import predict as predict_ddp
 
     one_output(as_json, table_format)
@@ -337,7 +337,7 @@ def _fitted_link(calibration: Any, scope: str) -> Any:
 
 def _sharding(options: dict[str, Any]) -> Any:
     """FSDP's options for --parallel fsdp, None for ddp; an option of the other mode refused."""
-    from trainperf.predict.model import PredictError
+    from trainperf.predict.inputs import PredictError
 
     mode = options.pop("parallel")
     sharding = {key: options.pop(key) for key in FSDP_ONLY}
@@ -358,7 +358,7 @@ def _sharding(options: dict[str, Any]) -> Any:
 def _smallest(spec: ModelSpec, device: Any, per_node: int, sharding: Any, options: dict) -> Any:
     """The search of --devices min, which only sharding makes meaningful."""
     from trainperf.predict.fsdp import smallest_devices
-    from trainperf.predict.model import PredictError
+    from trainperf.predict.inputs import PredictError
 
     if sharding is None:
         raise BadInput(

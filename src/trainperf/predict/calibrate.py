@@ -7,7 +7,7 @@ From a results database (``trainperf.store.database``):
     mean over its independent runs, its 95% interval over them travelling with the
     source), which the model uses as t_compute = B / X: the way for a CPU with no catalog
     entry; and, for a named catalog device, the achieved fraction f of peak that makes the
-    roofline of ``trainperf.predict.model.compute_rate`` take exactly B / X (solved by
+    roofline of ``trainperf.predict.compute.compute_rate`` take exactly B / X (solved by
     ``scipy.optimize.brentq``), which carries over to another device's peak;
 (b) stragglers: the step times of that result's runs, each divided by its run's mean (the
     noise within a process, not between processes), are the distribution the N ranks draw
@@ -54,15 +54,10 @@ from scipy.optimize import brentq
 
 from trainperf.case.modes import device_count
 from trainperf.models.spec import ModelSpec
+from trainperf.predict.compute import compute_rate
+from trainperf.predict.inputs import Measured, Placement, PredictError, Workload
 from trainperf.predict.memory import ACTIVATION_BYTES
-from trainperf.predict.model import (
-    Measured,
-    Placement,
-    PredictError,
-    Workload,
-    compute_rate,
-    predict,
-)
+from trainperf.predict.model import predict
 from trainperf.predict.roofline import op_profile, roofline_seconds_per_sample
 from trainperf.predict.terms import (
     NO_NOISE,

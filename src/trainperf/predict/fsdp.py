@@ -5,7 +5,7 @@ repeated blocks is sharded on its own, the root holds the other parameters (embe
 final norm, output layer); every parameter is split over the N ranks. Per step and rank,
 with B the batch per rank (``trainperf.predict.memory.block_counts`` splits the model):
 
-1. **Compute**: t = B × the roofline of ``trainperf.predict.model.compute_rate`` (or B / X
+1. **Compute**: t = B × the roofline of ``trainperf.predict.compute.compute_rate`` (or B / X
    from a measured throughput), with attention priced as the fused kernel a GPU runs
    (``fused_attention_profile``; the data-parallel prediction keeps the math path, so that
    its numbers do not move). A language model's step is priced from its operators at the
@@ -37,7 +37,7 @@ with B the batch per rank (``trainperf.predict.memory.block_counts`` splits the 
    α–β model or on a measured bus-bandwidth curve, hierarchical across nodes
    (``trainperf.predict.comm.data_parallel_all_gather_s``), one per block and one for the
    root: ag_B, rs_B of a block's K parameters, ag_R, rs_R of the root's R.
-3. **Schedule** (FSDP2's overlap, like DDP's buckets in ``model.ddp_step``): collectives run
+3. **Schedule** (FSDP2's overlap, like DDP's buckets in ``overlap.ddp_step``): collectives run
    one at a time on the link, in the order issued; an issued collective starts when the
    link is free, end = max(issue, link free) + its time. Forward: ag_R and ag_1 issued at
    0; block k starts at max(end of block k−1, end of ag_k) and issues ag_{k+1} as it starts
@@ -71,6 +71,22 @@ from trainperf.models.blocks import CHECKPOINTING, NoBlocks
 from trainperf.models.custom import CustomModelError
 from trainperf.models.spec import ModelSpec, SizeError
 from trainperf.predict.comm import data_parallel_all_gather_s, data_parallel_reduce_scatter_s
+from trainperf.predict.compute import Compute, baseline_inputs, compute_curve, compute_rate
+from trainperf.predict.inputs import (
+    FORWARD_SHARE,
+    NOTHING_MEASURED,
+    Measured,
+    Placement,
+    PredictError,
+    Workload,
+    layout,
+    link_costs,
+    nics_note,
+    placement_inputs,
+    prepare,
+    scaled_rows,
+    uplink_input,
+)
 from trainperf.predict.memory import (
     ACTIVATION_BYTES,
     WORKSPACE_FRACTION,
@@ -81,27 +97,8 @@ from trainperf.predict.memory import (
     block_counts,
     sharded_memory,
 )
-from trainperf.predict.model import (
-    FORWARD_SHARE,
-    NOTHING_MEASURED,
-    Compute,
-    Measured,
-    Placement,
-    PredictError,
-    Workload,
-    baseline_inputs,
-    compute_curve,
-    compute_rate,
-    contention_of,
-    finite_prediction,
-    layout,
-    link_costs,
-    nics_note,
-    placement_inputs,
-    prepare,
-    scaled_rows,
-    uplink_input,
-)
+from trainperf.predict.model import finite_prediction
+from trainperf.predict.overlap import contention_of
 from trainperf.predict.roofline import OpProfile, zoo_step_profile
 
 REDUCE_BYTES = {"fp32": 4, "bf16": 2}

@@ -1,0 +1,208 @@
+"""Compute time of one device per batch (``trainperf.predict.model``, module doc 1): a measured
+throughput, a measured batch curve, or the per-op roofline at the catalog's rates."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from trainperf.core.limits import (
+    ACHIEVED_FRACTION_MIN,
+    THROUGHPUT_MAX,
+    THROUGHPUT_MIN,
+)
+from trainperf.models.spec import ModelSpec
+from trainperf.predict.inputs import (
+    NOTHING_MEASURED,
+    Measured,
+    PredictError,
+    Prepared,
+    available_precisions,
+)
+from trainperf.predict.memory import ACTIVATION_BYTES
+from trainperf.predict.roofline import (
+    OpProfile,
+    RooflineTime,
+    op_profile,
+    roofline_seconds_per_sample,
+)
+from trainperf.predict.terms import BatchCurve
+
+# Fraction of the data-sheet DRAM bandwidth that streaming kernels (element-wise ops,
+# normalization, pooling) reach. Assumption: STREAM-like copy and triad kernels on NVIDIA
+# data-centre GPUs reach about 0.8-0.9 of the data sheet; the lower end is taken because
+# framework kernels are less regular than STREAM.
+MEMORY_FRACTION = 0.8
+
+
+@dataclass(frozen=True)
+class Compute:
+    """Seconds of forward + backward on one device per batch, and where they come from:
+    a measured throughput X (t = B / X) or the roofline of ``trainperf.predict.roofline``."""
+
+    source: str
+    throughput: float | None = None
+    roofline: Callable[..., RooflineTime] | None = None  # called with batch=B
+    curve: BatchCurve | None = None
+
+    def seconds(self, batch: int) -> float:
+        if self.curve is not None:
+            return self.curve.seconds(batch)
+        if self.roofline is None:
+            return batch / self.throughput
+        return batch * self.roofline(batch=batch).seconds_per_sample
+
+    def batch_dependence(self) -> str:
+        """How the time grows with the batch, in the words of the assumptions."""
+        if self.curve is not None:
+            return "a fixed part per step, the rest per sample"
+        if self.roofline is None:
+            return "time linear in the batch"
+        return "weights move once per step, activations once per sample"
+
+    def memory_bound_share(self, batch: int) -> float | None:
+        """The share of the step in memory-bound ops (roofline only)."""
+        return None if self.roofline is None else self.roofline(batch=batch).memory_bound_share
+
+    def class_share(self, batch: int, kind: str) -> float | None:
+        """The share of the step in ops of class ``kind`` (``roofline.op_class``; roofline
+        only)."""
+        if self.roofline is None:
+            return None
+        time = self.roofline(batch=batch)
+        total = time.seconds_per_sample
+        return time.class_seconds.get(kind, 0.0) / total if total else 0.0
+
+
+def winograd_applies(device: Any, precision: str) -> bool:
+    """cuDNN computes 3×3 stride-1 convolutions with Winograd transforms when it runs them
+    on CUDA cores (fp32); on tensor cores (tf32, fp16, bf16) it mostly uses implicit GEMM,
+    so direct FLOPs stand. CPUs: not assumed (oneDNN's Winograd is opt-in)."""
+    return getattr(device, "kind", "gpu") == "gpu" and precision == "fp32"
+
+
+def compute_rate(
+    spec: ModelSpec,
+    device: Any,
+    precision: str,
+    measured: Measured = NOTHING_MEASURED,
+    size: int | None = None,
+    winograd: bool | None = None,
+    profile: OpProfile | None = None,
+    kernels: bool = False,
+) -> Compute:
+    """t_compute: B/X from a measured throughput X, else the per-op roofline
+
+        t = Σ_ops max(F_i / (peak · f), Q_i / (bandwidth · m))
+
+    with f the achieved fraction of peak of compute-bound ops (given, or the catalog's
+    default for the device and precision) and m = MEMORY_FRACTION; ``winograd`` divides
+    the FLOPs of 3×3 stride-1 convolutions by 2.25 (None: ``winograd_applies``).
+    ``profile``: the ops to price (default ``op_profile(spec, size)``). ``kernels``: when
+    nothing was measured and the catalog knows the device's kernel rates
+    (``Device.kernel_fractions``), each op's FLOPs go at its own kernel's rate (GEMMs at the
+    GEMM fraction, fused attention at the attention kernel's) instead of one whole-step f:
+    the operator model of an LLM step, whose MFU then follows each GPU's balance of compute,
+    attention and memory bandwidth.
+    """
+    name = getattr(device, "id", "the device")
+    allowed = available_precisions(device)
+    if allowed and precision not in allowed:
+        raise PredictError(f"{name} has no {precision} peak: allowed {', '.join(allowed)}")
+    single_device_throughput = measured.single_device_throughput
+    if single_device_throughput is not None:
+        if not THROUGHPUT_MIN <= single_device_throughput <= THROUGHPUT_MAX:
+            raise PredictError(
+                f"single-device throughput must be from {THROUGHPUT_MIN:g} to "
+                f"{THROUGHPUT_MAX:g} samples/s, got {single_device_throughput}"
+            )
+        return Compute(
+            f"one device trains {single_device_throughput:g} samples/s",
+            throughput=single_device_throughput,
+        )
+    if (curve := measured.batch_curve) is not None:
+        batches = ", ".join(str(b) for b in curve.batches)
+        return Compute(
+            f"one device's step {curve.fixed_s * 1e3:.3g} ms + {curve.per_sample_s * 1e3:.3g} "
+            f"ms per sample, fitted to batches {batches} ({curve.source})",
+            curve=curve,
+        )
+    peak = device.peak_flops(precision)
+    if not peak:
+        raise PredictError(
+            f"{name} has no {precision} peak FLOP/s: give a single-device throughput instead"
+        )
+    fraction, source = measured.achieved_fraction, ""
+    per_kernel = None
+    if fraction is None and kernels and hasattr(device, "kernel_fractions"):
+        per_kernel = device.kernel_fractions(precision)
+    if fraction is None:
+        fraction, source = device.efficiency(precision), " (the catalog's default)"
+    if fraction is None:
+        raise PredictError(
+            f"{name} has no default achieved fraction at {precision}: give one, "
+            "or a single-device throughput"
+        )
+    if not ACHIEVED_FRACTION_MIN <= fraction <= 1:
+        raise PredictError(
+            f"achieved fraction must be from {ACHIEVED_FRACTION_MIN:g} to 1, got {fraction}"
+        )
+    bandwidth = getattr(device, "memory_bytes_per_s", None)
+    if not bandwidth:
+        raise PredictError(f"{name} has no memory bandwidth: give a single-device throughput")
+    if winograd is None:
+        winograd = winograd_applies(device, precision)
+    profile = profile or op_profile(spec, size)
+    roofline = partial(
+        roofline_seconds_per_sample,
+        profile,
+        peak,
+        bandwidth,
+        compute_fraction=fraction,
+        memory_fraction=MEMORY_FRACTION,
+        activation_bytes=ACTIVATION_BYTES[precision],
+        winograd=winograd,
+        class_fractions=per_kernel,
+    )
+    flops = profile.flops_per_sample()
+    rates = f"at {fraction:.1%}{source}"
+    if per_kernel is not None:
+        rates = (
+            f"GEMMs at {per_kernel['gemm']:.1%} and fused attention at "
+            f"{per_kernel['attention']:.1%} (the catalog's kernel rates), the rest at "
+            f"{fraction:.1%}{source}"
+        )
+    return Compute(
+        f"roofline per op: {flops / 1e9:.3g} GFLOP/sample {rates} of "
+        f"{peak / 1e12:.4g} TFLOP/s {precision} peak, bytes at {MEMORY_FRACTION:.0%} of "
+        f"{bandwidth / 1e9:.4g} GB/s" + (", Winograd 3×3 convolutions" if winograd else ""),
+        roofline=roofline,
+    )
+
+
+def compute_curve(compute: Compute, prepared: Prepared, batch_size: int) -> list[dict]:
+    """One device's compute time against its batch, as the rows take it (``--explain``): at
+    1, 2, 4, ... up to the largest batch per device the prediction uses, and at each of
+    those batches."""
+    largest = max([batch_size, *prepared.batches.values()])
+    batches = {2**k for k in range(largest.bit_length()) if 2**k <= largest}
+    batches |= {batch_size, *prepared.batches.values()}
+    return [
+        {
+            "device_batch": b,
+            "compute_s": compute.seconds(b),
+            "samples_per_s": b / compute.seconds(b),
+        }
+        for b in sorted(batches)
+    ]
+
+
+def baseline_inputs(compute: Compute, batch_size: int, baseline: dict) -> dict[str, Any]:
+    """The inputs a prediction echoes last: compute per sample and the one-device row."""
+    return {
+        "compute_s_per_sample": compute.seconds(batch_size) / batch_size,
+        "memory_bound_share": compute.memory_bound_share(batch_size),
+        "baseline": {k: baseline[k] for k in ("device_batch", "samples_per_s", "step_s", "fits")},
+    }
