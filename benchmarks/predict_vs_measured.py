@@ -9,8 +9,9 @@ stored multi-rank results of the model, which would close the gap by constructio
 1. ``trainperf micro collective --ops all_reduce --devices 2 --device cpu`` (gloo), 1 KiB to
    64 MiB: it spans DDP's 1 MiB first bucket and its 25 MiB buckets, so the calibration can
    fit the link (α and β, or a bus-bandwidth curve); then ``micro collective --under-load``
-   on the same ranks, 1 to 64 MiB: how much the all-reduce and a GEMM slow each other on
-   the shared cores (the predictor's contention term);
+   on the same ranks, 1 to 64 MiB: how much the all-reduce and a GEMM (and STREAM add, a
+   memory-bound kernel) slow each other on the shared cores, and how much each kernel slows
+   beside the other rank's (the predictor's contention and neighbour terms);
 2. per network, ``trainperf run`` of one process (``--threads 1``);
 3. per network, ``trainperf predict --devices 1,2 --per-node 2 --calibrate DB --json``: no
    ``--device`` and no link flag, so compute is this machine's measured throughput and the
@@ -48,7 +49,9 @@ into compute and exposed communication, and which terms of the prediction were m
 and which came from the catalog or defaults (the predict JSON's ``calibration.sources``,
 ``calibration.absent`` and ``assumptions``). A key missing from a JSON document is shown as
 "-" and listed at the end. A report, not a gate: exit code 0 when every command ran and
-every case is ok, 1 otherwise. About 5 minutes on 2 cores with the defaults.
+every case is ok, 1 otherwise. About 20 minutes on 2 quiet cores with the defaults (gpt2-small
+alone about 12); run it with nothing else on the machine: a test suite beside it slowed each
+rank's compute by 25-45% in one run (docs/predict.md, "With the host model").
 
     python benchmarks/predict_vs_measured.py [--steps fixed:3:20] [--runs 5] [--db PATH]
 """
