@@ -157,11 +157,8 @@ LAMBDA = {  # (network, size, precision, batch per GPU): 1-, 2-, 4-, 8-GPU image
     ("alexnet", 224, "fp32", 512): (4184.27, 5986.95, 10368.89, 20045.87),
     ("alexnet", 224, "fp16", 1024): (5297.08, 9223.84, 17878.20, 35393.60),
 }
-LAMBDA_SHORT = {"resnet50": "resnet50", "resnet152": "resnet152", "inception_v3": "inceptionv3",
-                "inception_v4": "inceptionv4", "vgg16": "vgg16", "alexnet": "alexnet"}
-
 PCIE_NO_P2P_POINTS = [
-    _p(f"lambda-2080ti-x{n}-{LAMBDA_SHORT[model]}-{precision}", model, size, "rtx-2080-ti",
+    _p(f"lambda-2080ti-x{n}-{model.replace('_', '')}-{precision}", model, size, "rtx-2080-ti",
        precision, batch, n, 8, "pcie3-staged", None, rates[0], rates[i],
        category="pcie-no-p2p")
     for (model, size, precision, batch), rates in LAMBDA.items()

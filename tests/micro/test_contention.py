@@ -192,9 +192,7 @@ def test_the_solo_gemm_runs_on_one_rank_at_a_time(monkeypatch):
     barriers, calls = [], []
     monkeypatch.setattr(contention, "barrier", lambda peers: barriers.append(len(calls)))
     peers = contention.Participant(1, 3, torch.device("cpu"), torch.float32)
-    seconds = contention._solo_gemm_s(
-        contention._Clock(peers.device), lambda: calls.append(1), 4, peers
-    )
+    seconds = contention._solo_s(contention._Clock(peers.device), lambda: calls.append(1), 4, peers)
     assert barriers == [0, 0, 4, 4] and len(calls) == 4 and seconds > 0
 
 

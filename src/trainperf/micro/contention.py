@@ -135,15 +135,15 @@ class _Clock:
 # ---------------------------------------------------------------- one size
 
 
-def _gemms(
-    clock: _Clock, gemm: Callable[[], object], until: Callable[[int], bool]
+def _back_to_back(
+    clock: _Clock, kernel: Callable[[], object], until: Callable[[int], bool]
 ) -> list[tuple[Any, Any]]:
-    """(start, end) of GEMMs run back to back until ``until(calls so far)``; on a GPU at
-    most two are queued ahead, so the host's loop follows the device."""
+    """(start, end) of calls of ``kernel`` run back to back until ``until(calls so far)``;
+    on a GPU at most two are queued ahead, so the host's loop follows the device."""
     spans: list[tuple[Any, Any]] = []
     while not until(len(spans)):
         start = clock.now()
-        gemm()
+        kernel()
         spans.append((start, clock.now()))
         if len(spans) > 2:
             clock.wait(spans[-3][1])
@@ -170,11 +170,12 @@ def _comm_window(clock: _Clock, run: Callable[[], None], iters: int) -> tuple[An
 def _together(
     clock: _Clock,
     run: Callable[[], None],
-    gemm: Callable[[], object],
+    kernel: Callable[[], object],
     iters: int,
     peers: Participant,
 ) -> tuple[float, float | None]:
-    """(all_reduce seconds per call, GEMM seconds per call or None) with both running."""
+    """(all_reduce seconds per call, ``kernel`` seconds per call or None: none wholly
+    inside the window) with both running."""
     window: list[Any] = []
     done = threading.Event()
     failure: list[BaseException] = []
@@ -193,10 +194,10 @@ def _together(
         finally:
             done.set()
 
-    gemm()  # the load is running before the window opens
+    kernel()  # the load is running before the window opens
     thread = threading.Thread(target=communicate, name="trainperf-all-reduce", daemon=True)
     thread.start()
-    spans = _gemms(clock, gemm, lambda calls: done.is_set())
+    spans = _back_to_back(clock, kernel, lambda calls: done.is_set())
     thread.join()
     synchronize(peers.device)
     if failure:
@@ -205,20 +206,18 @@ def _together(
     inside = [
         (s, e) for s, e in spans if clock.seconds(start, s) >= 0 and clock.seconds(e, end) >= 0
     ]
-    gemm_s = _per_call_s(clock, inside) if inside else None
-    return clock.seconds(start, end) / iters, gemm_s
+    kernel_s = _per_call_s(clock, inside) if inside else None
+    return clock.seconds(start, end) / iters, kernel_s
 
 
-def _solo_gemm_s(
-    clock: _Clock, gemm: Callable[[], object], calls: int, peers: Participant
-) -> float:
-    """Seconds per call of the kernel ``gemm`` on this rank while every other rank waits at
-    a barrier: the ranks take turns, one at a time."""
+def _solo_s(clock: _Clock, kernel: Callable[[], object], calls: int, peers: Participant) -> float:
+    """Seconds per call of ``kernel`` on this rank while every other rank waits at a
+    barrier: the ranks take turns, one at a time."""
     mine = 0.0
     for turn in range(peers.n):
         barrier(peers)
         if turn == peers.rank:
-            mine = _per_call_s(clock, _gemms(clock, gemm, lambda done: done >= calls))
+            mine = _per_call_s(clock, _back_to_back(clock, kernel, lambda done: done >= calls))
     barrier(peers)
     return mine
 
@@ -233,8 +232,9 @@ def _agreed_max(value: float, peers: Participant) -> float:
 def measure_size(
     load: UnderLoad, peers: Participant, size: int, warmup: int, iters: int
 ) -> dict[str, Any] | None:
-    """This rank's row of one message size: per repetition, all_reduce and GEMM seconds
-    alone and under load (GEMM None where none fitted), and the wrong elements."""
+    """This rank's row of one message size: per repetition, the all_reduce's seconds alone
+    and beside the GEMM, and the GEMM's and STREAM add's per call alone, solo and beside the
+    all_reduce (None where none fitted), and the wrong elements."""
     op = COLLECTIVES["all_reduce"]
     elsize = torch.empty((), dtype=peers.dtype).element_size()
     lay = layout(op.name, size, elsize, peers.n)
@@ -267,39 +267,39 @@ def measure_size(
     synchronize(peers.device)
     barrier(peers)
     comm_s = clock.seconds(*_comm_window(clock, run, iters)) / iters
-    gemm_s = _per_call_s(clock, _gemms(clock, gemm, lambda calls: calls >= 3))
-    stream_s = _per_call_s(clock, _gemms(clock, stream, lambda calls: calls >= 3))
+    probe = {
+        name: _per_call_s(clock, _back_to_back(clock, kernel, lambda calls: calls >= 3))
+        for name, kernel in (("gemm", gemm), ("stream", stream))
+    }
     # The window holds MIN_GEMMS GEMMs' worth of time, with one count on every rank.
-    iters = int(_agreed_max(max(iters, math.ceil(MIN_GEMMS * gemm_s / comm_s)), peers))
-    calls = max(MIN_GEMMS, math.ceil(iters * comm_s / gemm_s))
-    stream_calls = max(MIN_GEMMS, math.ceil(iters * comm_s / stream_s))
+    iters = int(_agreed_max(max(iters, math.ceil(MIN_GEMMS * probe["gemm"] / comm_s)), peers))
+    kernels = [
+        (name, kernel, max(MIN_GEMMS, math.ceil(iters * comm_s / probe[name])))
+        for name, kernel in (("gemm", gemm), ("stream", stream))
+    ]
 
     samples: dict[str, list[float | None]] = {key: [] for key in _SAMPLES}
     for _ in range(load.repeats):
         barrier(peers)
         start, end = _comm_window(clock, run, iters)
         samples["comm_alone_s"].append(clock.seconds(start, end) / iters)
-        barrier(peers)
-        spans = _gemms(clock, gemm, lambda done: done >= calls)
-        samples["gemm_alone_s"].append(_per_call_s(clock, spans))
-        samples["gemm_solo_s"].append(_solo_gemm_s(clock, gemm, calls, peers))
-        barrier(peers)
-        comm_loaded, gemm_loaded = _together(clock, run, gemm, iters, peers)
-        samples["comm_loaded_s"].append(comm_loaded)
-        samples["gemm_loaded_s"].append(gemm_loaded)
-        barrier(peers)
-        spans = _gemms(clock, stream, lambda done: done >= stream_calls)
-        samples["stream_alone_s"].append(_per_call_s(clock, spans))
-        samples["stream_solo_s"].append(_solo_gemm_s(clock, stream, stream_calls, peers))
-        barrier(peers)
-        samples["stream_loaded_s"].append(_together(clock, run, stream, iters, peers)[1])
+        for name, kernel, calls in kernels:
+            barrier(peers)
+            spans = _back_to_back(clock, kernel, lambda done, calls=calls: done >= calls)
+            samples[f"{name}_alone_s"].append(_per_call_s(clock, spans))
+            samples[f"{name}_solo_s"].append(_solo_s(clock, kernel, calls, peers))
+            barrier(peers)
+            comm_loaded, kernel_loaded = _together(clock, run, kernel, iters, peers)
+            samples[f"{name}_loaded_s"].append(kernel_loaded)
+            if name == "gemm":  # the all_reduce under load: beside the GEMM
+                samples["comm_loaded_s"].append(comm_loaded)
 
     fill(op, buffers, lay, peers)
     run()
     synchronize(peers.device)
     row = {"op": op.name, "size_bytes": lay.size_bytes, "count": lay.count}
     row |= {"dtype": _DTYPE_NAMES[peers.dtype], "in_place": True, "redop": op.redop, "iters": iters}
-    row |= {"gemm_n": n, "gemm_calls_alone": calls, "stream_elements": elements}
+    row |= {"gemm_n": n, "gemm_calls_alone": kernels[0][2], "stream_elements": elements}
     return row | samples | {"wrong": wrong_elements(op, buffers, lay, peers)}
 
 
@@ -330,9 +330,13 @@ _SAMPLES = (
 )
 
 
+def _tflops_of(row: dict[str, Any], seconds: float) -> float:
+    return _tflops(row["gemm_n"], seconds)
+
+
 def _gbps(row: dict[str, Any], seconds: float) -> float:
-    itemsize = torch.empty((), dtype=_DTYPES[row["dtype"]]).element_size()
-    return STREAM_ARRAYS * row["stream_elements"] * itemsize / seconds / 1e9
+    """STREAM add's GB/s: 3 arrays of the row's elements moved per call."""
+    return STREAM_ARRAYS * row["stream_elements"] * _DTYPES[row["dtype"]].itemsize / seconds / 1e9
 
 
 def _over_ranks(same: Sequence[dict[str, Any]], key: str) -> list[float | None]:
@@ -357,20 +361,8 @@ def combine(per_rank: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
         row |= {"time_us": comm_alone * 1e6, "algbw_gbps": algbw, "busbw_gbps": busbw}
         row |= {"time_us_loaded": comm_loaded * 1e6, "busbw_gbps_loaded": busbw_loaded}
         row["busbw_slowdown"] = comm_loaded / comm_alone
-        gemm_alone = [_tflops(row["gemm_n"], s) for s in means["gemm_alone_s"]]
-        loaded = [_tflops(row["gemm_n"], s) for s in means["gemm_loaded_s"] if s is not None]
-        row["gemm_tflops"] = statistics.median(gemm_alone)
-        row["gemm_tflops_solo"] = statistics.median(
-            _tflops(row["gemm_n"], s) for s in means["gemm_solo_s"]
-        )
-        row["neighbour_slowdown"] = row["gemm_tflops_solo"] / row["gemm_tflops"]
-        if loaded:
-            row["gemm_tflops_loaded"] = statistics.median(loaded)
-            row["gemm_slowdown"] = row["gemm_tflops"] / row["gemm_tflops_loaded"]
-        else:
-            for key in ("gemm_tflops_loaded", "gemm_slowdown"):
-                row |= {key: None, f"{key}_absent_reason": NO_GEMM_INSIDE}
-        _stream_rates(row, means)
+        _rates(row, means, "gemm", "gemm_tflops", _tflops_of, NO_GEMM_INSIDE)
+        _rates(row, means, "stream", "stream_gbps", _gbps, NO_STREAM_INSIDE)
         row["repeats"] = len(first["comm_alone_s"])
         # Every repetition's value kept (seconds per call, mean over ranks; null: none fitted).
         row["samples"] = means
@@ -378,22 +370,36 @@ def combine(per_rank: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return combined
 
 
-def _stream_rates(row: dict[str, Any], means: dict[str, list[float | None]]) -> None:
-    """STREAM add GB/s alone, solo and under load into ``row``, and its two slowdowns."""
-    alone = statistics.median(_gbps(row, s) for s in means["stream_alone_s"])
-    solo = statistics.median(_gbps(row, s) for s in means["stream_solo_s"])
-    row |= {
-        "stream_gbps": alone,
-        "stream_gbps_solo": solo,
-        "memory_neighbour_slowdown": solo / alone,
-    }
-    loaded = [_gbps(row, s) for s in means["stream_loaded_s"] if s is not None]
+# The slowdowns each kernel's rates give (``_rates``): beside the other ranks' calls, and
+# beside the all_reduce.
+_SLOWDOWNS = {
+    "gemm": ("neighbour_slowdown", "gemm_slowdown"),
+    "stream": ("memory_neighbour_slowdown", "memory_slowdown"),
+}
+
+
+def _rates(
+    row: dict[str, Any],
+    means: dict[str, list[float | None]],
+    kernel: str,
+    rate: str,
+    rate_of: Callable[[dict[str, Any], float], float],
+    none_inside: str,
+) -> None:
+    """``kernel``'s rates into ``row`` (``rate``, ``rate``_solo, ``rate``_loaded: the median
+    over repetitions of ``rate_of(row, seconds per call)``) and its two slowdowns; the
+    loaded ones null with ``none_inside`` where no call fitted inside the window."""
+    neighbour, loaded_slowdown = _SLOWDOWNS[kernel]
+    alone = statistics.median(rate_of(row, s) for s in means[f"{kernel}_alone_s"])
+    solo = statistics.median(rate_of(row, s) for s in means[f"{kernel}_solo_s"])
+    row |= {rate: alone, f"{rate}_solo": solo, neighbour: solo / alone}
+    loaded = [rate_of(row, s) for s in means[f"{kernel}_loaded_s"] if s is not None]
     if loaded:
-        row["stream_gbps_loaded"] = statistics.median(loaded)
-        row["memory_slowdown"] = alone / row["stream_gbps_loaded"]
+        row[f"{rate}_loaded"] = statistics.median(loaded)
+        row[loaded_slowdown] = alone / row[f"{rate}_loaded"]
     else:
-        for key in ("stream_gbps_loaded", "memory_slowdown"):
-            row |= {key: None, f"{key}_absent_reason": NO_STREAM_INSIDE}
+        for key in (f"{rate}_loaded", loaded_slowdown):
+            row |= {key: None, f"{key}_absent_reason": none_inside}
 
 
 # What the predictor's host model reads (``summary``): slowdowns, and the rates solo.

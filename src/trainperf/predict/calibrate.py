@@ -222,7 +222,9 @@ def calibrate(
     else:
         cal.absent["compute"] = f"no ok single-device result of {model} in {path}"
         cal.absent["noise"] = "no single-device result to take step times from"
-    _contention(cal, _link(cal, runs, system, device_type), spec, batch_size, size)
+    here = _runs_here(runs, system, device_type)
+    _link(cal, here)
+    _contention(cal, [r for r in here if r["metrics"].get("under_load")], spec, batch_size, size)
     _overhead(cal, spec, [r for r in results if device_count(r["case"]) > 1], device)
     _check(cal, spec, results, device)
     return cal
@@ -335,18 +337,23 @@ def _solve_fraction(
     cal.achieved_fraction = float(brentq(excess, 1e-6, 1.0, xtol=1e-12))
 
 
-def _link(
-    cal: Calibration, runs: list[dict[str, Any]], system: str | None, device_type: str | None
+def _runs_here(
+    runs: list[dict[str, Any]], system: str | None, device_type: str | None
 ) -> list[dict[str, Any]]:
-    """(c) the link; returns the ``--under-load`` runs among ``runs`` for (g)."""
-    rows, used, local, busbw, loaded = [], [], [], [], []
+    """The ok ``micro collective`` runs of ``system`` (on ``device_type`` when given)."""
+    return [
+        run
+        for run in runs
+        if run["status"] == "ok"
+        and run["system"] == system
+        and (device_type is None or run["params"].get("device") == device_type)
+    ]
+
+
+def _link(cal: Calibration, runs: list[dict[str, Any]]) -> None:
+    """(c) the link, from the all_reduce rows of ``runs`` (this system's)."""
+    rows, used, local, busbw = [], [], [], []
     for run in runs:
-        if run["status"] != "ok" or run["system"] != system:
-            continue
-        if device_type is not None and run["params"].get("device") != device_type:
-            continue
-        if run["metrics"].get("under_load"):
-            loaded.append(run)
         info = run.get("device") or {}
         ranks = run["metrics"].get("world_size") or info.get("world_size")
         usable = [
@@ -364,12 +371,12 @@ def _link(
             local.append(info.get("local_world_size", ranks) == ranks)
     if not rows:
         cal.absent["link"] = "no ok `trainperf micro collective` all_reduce rows on this system"
-        return loaded
+        return
     try:
         alpha, beta, residual = fit_alpha_beta(rows)
     except CalibrationError as exc:
         cal.absent["link"] = str(exc)
-        return loaded
+        return
     cal.alpha_s, cal.beta_bytes_per_s = alpha, beta
     cal.link_scope = "intra" if all(local) else "inter"
     cal.busbw_curve = BusBandwidthCurve.from_rows(busbw, f"micro collective {used}")
@@ -379,7 +386,6 @@ def _link(
         "ranks": sorted({p for p, _, _ in rows}),
         "rms_relative_residual": residual,
     }
-    return loaded
 
 
 # The slowdowns ``micro collective --under-load`` stores (trainperf.micro.contention's

@@ -79,6 +79,7 @@ from trainperf.predict.inputs import (
     Placement,
     PredictError,
     Workload,
+    finite_prediction,
     layout,
     link_costs,
     nics_note,
@@ -97,7 +98,6 @@ from trainperf.predict.memory import (
     block_counts,
     sharded_memory,
 )
-from trainperf.predict.model import finite_prediction
 from trainperf.predict.overlap import contention_of
 from trainperf.predict.roofline import OpProfile, zoo_step_profile
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from trainperf.case.modes import SCALINGS, device_batch, splits_evenly
 from trainperf.case.precision import PRECISIONS  # what a case trains in
+from trainperf.core.limits import first_bad_number
 from trainperf.models.attention import AttentionPlan
 from trainperf.models.spec import ModelSpec
 from trainperf.predict.comm import LinkCost
@@ -239,3 +240,15 @@ def device_batches(batch_size: int, counts: Sequence[int], scaling: str) -> dict
                 + (" (fewer than 1 sample each)" if batch_size < c else "")
             )
     return {c: device_batch(batch_size, c, scaling) for c in counts}
+
+
+def finite_prediction(prediction: dict[str, Any]) -> dict[str, Any]:
+    """``prediction`` as it is, or PredictError naming its first number that is not finite
+    (or not a 64-bit integer). The inputs are bounded (``trainperf.core.limits``) so that none
+    overflows; this check makes sure that no input the bounds let through is answered
+    with an infinite or NaN time or rate."""
+    found = first_bad_number(prediction)
+    if found is not None:
+        where, problem = found
+        raise PredictError(f"the inputs are outside what the model computes: {where}: {problem}")
+    return prediction

@@ -48,7 +48,6 @@ from typing import Any
 from trainperf.core.limits import (
     BUCKET_MB_MAX,
     BUCKET_MB_MIN,
-    first_bad_number,
 )
 from trainperf.models.custom import CustomModelError
 from trainperf.models.spec import SizeError
@@ -68,6 +67,7 @@ from trainperf.predict.inputs import (
     Placement,
     PredictError,
     Workload,
+    finite_prediction,
     layout,
     link_costs,
     nics_note,
@@ -196,18 +196,6 @@ def predict(
     if explain:
         prediction["compute_curve"] = compute_curve(compute, prepared, workload.batch_size)
     return finite_prediction(prediction)
-
-
-def finite_prediction(prediction: dict[str, Any]) -> dict[str, Any]:
-    """``prediction`` as it is, or PredictError naming its first number that is not finite
-    (or not a 64-bit integer). The inputs are bounded (``trainperf.core.limits``) so that none
-    overflows; this check makes sure that no input the bounds let through is answered
-    with an infinite or NaN time or rate."""
-    found = first_bad_number(prediction)
-    if found is not None:
-        where, problem = found
-        raise PredictError(f"the inputs are outside what the model computes: {where}: {problem}")
-    return prediction
 
 
 def _assumptions(

@@ -368,15 +368,13 @@ def roofline_seconds_per_sample(
     for op in profile.ops:
         op_flops, op_bytes = op.count * op.flops(batch), op.count * op.bytes(batch) * scale
         speedup = WINOGRAD_SPEEDUP if winograd and op.winograd else 1.0
-        rate = flop_rate
-        if classes:
-            rate = peak_flops * classes.get(op_class(op.op), compute_fraction)
+        kind = op_class(op.op)
+        rate = peak_flops * classes[kind] if kind in classes else flop_rate
         t_flops, t_bytes = op_flops / speedup / rate, op_bytes / byte_rate
         if t_flops >= t_bytes:
             compute_s += t_flops
         else:
             memory_s += t_bytes
-        kind = op_class(op.op)
         by_class[kind] = by_class.get(kind, 0.0) + max(t_flops, t_bytes)
         flops += op_flops
         moved += op_bytes
