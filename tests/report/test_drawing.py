@@ -9,7 +9,7 @@ import pytest
 
 import report_fixture
 from trainperf.report import drawing
-from trainperf.report.figures import Drawing
+from trainperf.report.figure_kit import Drawing
 from trainperf.report.html import Report, read
 from trainperf.report.site import write_report
 from trainperf.store.database import Store

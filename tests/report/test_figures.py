@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from report_fixture import HOSTILE_MODEL, build
+from trainperf.report.figure_kit import Drawing, Figure, plain, slug, unique_keys
 from trainperf.report.figure_set import all_figures
-from trainperf.report.figures import Drawing, Figure, plain, slug, unique_keys
 from trainperf.store.database import Store
 
 KINDS = (
@@ -187,7 +187,7 @@ def test_helpers():
 def test_a_long_legend_label_is_cut_and_leaves_the_axes_their_room():
     from matplotlib.figure import Figure as MplFigure
 
-    from trainperf.report.figures import LEGEND_LABEL, legend
+    from trainperf.report.figure_kit import LEGEND_LABEL, legend
 
     fig = MplFigure(figsize=(6.4, 4.0), layout="constrained")
     ax = fig.add_subplot()

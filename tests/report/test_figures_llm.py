@@ -12,7 +12,7 @@ from matplotlib.figure import Figure as MplFigure
 from matplotlib.patches import Rectangle
 
 from report_fixture import hand_result, numbered, stored_and_rendered
-from trainperf.report.figures import STYLE
+from trainperf.report.figure_kit import STYLE
 from trainperf.report.figures_llm import (
     comm_parts,
     draw,

@@ -2,7 +2,7 @@
 parallel processes, all handed back in order.
 
 **Cache by content.** A figure's SVG is a function of its key (the prefix of its ids), its
-drawing (``figures.Drawing``: function, data, size) and the code and Matplotlib settings
+drawing (``figure_kit.Drawing``: function, data, size) and the code and Matplotlib settings
 that draw it. Its cache name is the SHA-256 of all of these: ``Drawing.content`` (the
 ``repr`` of plain data, exact for floats) and ``code_version()`` (the bytes of every
 source file of this trainperf, Python's and Matplotlib's versions, Matplotlib's
@@ -39,7 +39,7 @@ from functools import cache
 from pathlib import Path
 
 from trainperf.core.fileio import write_atomic
-from trainperf.report.figures import Drawing, Figure
+from trainperf.report.figure_kit import Drawing, Figure
 
 CACHE_DIR = ".figure-cache"
 MIN_PARALLEL = 4  # fewer figures to draw than this: a worker's start costs more than it saves

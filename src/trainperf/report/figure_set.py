@@ -9,15 +9,8 @@ from typing import Any
 
 from trainperf.analysis.scaling import scaling_rows
 from trainperf.report import figures_micro
-from trainperf.report.figures import (
-    Figure,
-    batch_figures,
-    devices_figures,
-    energy_figures,
-    hostname,
-    power_figures,
-    unique_keys,
-)
+from trainperf.report.figure_kit import Figure, hostname, unique_keys
+from trainperf.report.figures import batch_figures, devices_figures, energy_figures, power_figures
 from trainperf.report.figures_cases import case_figures
 from trainperf.report.figures_frameworks import framework_figures
 

@@ -24,7 +24,7 @@ from matplotlib.figure import Figure as MplFigure
 
 from trainperf.case.spec import label_of
 from trainperf.report import cap
-from trainperf.report.figures import (
+from trainperf.report.figure_kit import (
     Drawing,
     Figure,
     hostname,

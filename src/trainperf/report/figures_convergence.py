@@ -15,7 +15,7 @@ from typing import Any
 from matplotlib.figure import Figure as MplFigure
 
 from trainperf.report import cap
-from trainperf.report.figures import Drawing, Figure, make_figure, plain, slug
+from trainperf.report.figure_kit import Drawing, Figure, make_figure, plain, slug
 
 WIDE = (11.0, 4.2)
 

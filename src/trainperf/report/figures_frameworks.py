@@ -33,7 +33,7 @@ from trainperf.analysis.scaling import (
     setting_key,
 )
 from trainperf.case.spec import label_of, parallel_mode
-from trainperf.report.figures import (
+from trainperf.report.figure_kit import (
     CI_NOTE,
     Drawing,
     Figure,
@@ -192,7 +192,7 @@ def framework_figures(
 
 
 def _slimmed(c: Comparison) -> Comparison:
-    """``c`` with only what the figure draws of each result (``figures.slim``)."""
+    """``c`` with only what the figure draws of each result (``figure_kit.slim``)."""
     series = [replace(s, results={n: slim(r) for n, r in s.results.items()}) for s in c.series]
     return replace(c, series=series)
 

@@ -41,7 +41,7 @@ from trainperf.analysis.scaling import (
 )
 from trainperf.case.modes import RANK_MODES
 from trainperf.case.spec import label_of, parallel_mode
-from trainperf.report.figures import (
+from trainperf.report.figure_kit import (
     Drawing,
     Figure,
     failed_note,

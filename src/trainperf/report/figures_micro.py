@@ -1,7 +1,7 @@
 """The report's figures from micro-benchmark runs: step profiles, collectives, GEMMs.
 
 Each function takes the runs of ``Store.micro()`` (of any kind: it picks its own) and a
-mapping of system fingerprints to hostnames, and returns ``figures.Figure`` records. Where
+mapping of system fingerprints to hostnames, and returns ``figure_kit.Figure`` records. Where
 several ok runs measured the same thing on one system, the newest wins.
 """
 
@@ -14,7 +14,7 @@ from matplotlib.figure import Figure as MplFigure
 
 from trainperf.case.spec import label_of
 from trainperf.report import cap
-from trainperf.report.figures import (
+from trainperf.report.figure_kit import (
     FAILED_COLOR,
     Drawing,
     Figure,

@@ -37,7 +37,7 @@ from trainperf.report import cap
 from trainperf.store.query import EVERYTHING, ResultFilter
 
 if TYPE_CHECKING:
-    from trainperf.report.figures import Figure
+    from trainperf.report.figure_kit import Figure
 
 # Report sections in page order: (anchor, title, figure-key prefixes, what "no data" means).
 SECTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (

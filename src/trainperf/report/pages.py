@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from trainperf.core.fileio import write_atomic
 from trainperf.report import cap
-from trainperf.report.figures import slug
+from trainperf.report.figure_kit import slug
 
 if TYPE_CHECKING:
-    from trainperf.report.figures import Figure
+    from trainperf.report.figure_kit import Figure
     from trainperf.report.html import Report
 
 
