@@ -91,6 +91,7 @@ for s in "${STEPS[@]}"; do
     else
         last=$(tail -n 1 "$OUT/err.txt" | cut -c1-120)
         [ "$rc" = 124 ] && last="killed after ${limit} s"
+        sed 's/^/    /' <(tail -n 12 "$OUT/err.txt") >&2  # the failure's own words, in the log
         CHECKLIST+=("FAILED  $name (exit $rc, ${took} s): $last")
     fi
 done

@@ -150,6 +150,7 @@ class FakeCudaMemory:
     def __init__(self, monkeypatch, extra=0):
         self.allocated, self.peak, self.extra = 10 * 2**20, 10 * 2**20, extra
         for name, fake in [
+            ("init", lambda: None),
             ("memory_allocated", lambda index=None: self.allocated),
             ("reset_peak_memory_stats", self.reset),
             ("max_memory_allocated", lambda index=None: self.peak + self.extra),

@@ -7,6 +7,7 @@ from trainperf.measure.memory import read_peak, reset_peak
 
 def fake_stats(monkeypatch, allocated, reserved):
     reset = []
+    monkeypatch.setattr(torch.cuda, "init", lambda: reset.append("init"))
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda i: reset.append(i))
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda i: allocated[i])
     monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda i: reserved[i])
@@ -18,7 +19,7 @@ def test_data_parallel_peak_is_the_largest_gpu_with_each_kept(monkeypatch):
     cuda = torch.device("cuda", 0)
     reset_peak(cuda, [0, 1, 2])
     peak = read_peak(cuda, [0, 1, 2])
-    assert reset == [0, 1, 2]
+    assert reset == ["init", 0, 1, 2]  # CUDA (and its allocator) started before the resets
     assert peak.mem_peak_bytes == 500 and peak.mem_reserved_peak_bytes == 800
     assert peak.mem_peak_bytes_per_device == [500, 300, 200]
     assert "max over devices" in peak.source

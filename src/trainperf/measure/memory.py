@@ -37,6 +37,10 @@ def reset_peak(device: torch.device, device_indices: Sequence[int] | None = None
     ``device_indices``: every CUDA device the case uses (DataParallel); default ``device``.
     """
     if device.type == "cuda":
+        # The caching allocator exists only once CUDA is initialised; before that, resetting
+        # its statistics fails with "Invalid device argument" (seen on an H200, torch 2.11,
+        # in a single-GPU case whose first CUDA call this was). init() is a no-op after.
+        torch.cuda.init()
         for index in _indices(device, device_indices):
             torch.cuda.reset_peak_memory_stats(index)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -180,6 +181,17 @@ def _send_recv(buffers: Buffers, peers: Participant) -> None:
         request.wait()
 
 
+def _all_gather_single() -> Callable[..., Any]:
+    """torch.distributed.all_gather_single, under its older name where it lacks the new one
+    (torch 2.11 has only all_gather_into_tensor: seen on an H200 machine's image)."""
+    return getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+
+def _reduce_scatter_single() -> Callable[..., Any]:
+    """torch.distributed.reduce_scatter_single, or reduce_scatter_tensor (see above)."""
+    return getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
 def _ring(n: int) -> float:
     return (n - 1) / n
 
@@ -206,7 +218,7 @@ COLLECTIVES: dict[str, Collective] = {
             split=_gathered,
             factor=_ring,
             in_place=(False, True),
-            run=lambda b, p: dist.all_gather_single(b.recv, b.send),
+            run=lambda b, p: _all_gather_single()(b.recv, b.send),
             inputs=lambda i, lay, p: value(p.rank, p.rank * lay.count + i, p),
             expected=lambda i, lay, p: value(i // lay.count, i, p),
         ),
@@ -215,7 +227,7 @@ COLLECTIVES: dict[str, Collective] = {
             split=_scattered,
             factor=_ring,
             in_place=(False, True),
-            run=lambda b, p: dist.reduce_scatter_single(b.recv, b.send),
+            run=lambda b, p: _reduce_scatter_single()(b.recv, b.send),
             inputs=_own,
             expected=lambda i, lay, p: value_sum(p.rank * lay.count + i, p),
             redop="sum",
