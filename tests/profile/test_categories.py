@@ -160,7 +160,15 @@ def test_cuda_api_breakdown():
         ("custom_range", 999.0, 1),  # starts with "cu" but is not the API: left out
     ]
     groups = {g["group"]: g for g in cuda_api_breakdown(events, steps=2)}
-    assert list(groups) == ["synchronize", "malloc/free", "kernel launch", "memcpy", "other"]
+    assert list(groups) == [
+        "synchronize",
+        "malloc/free",
+        "kernel launch",
+        "memcpy",
+        "NCCL calls",
+        "other",
+    ]
+    assert groups["NCCL calls"]["calls"] == 0.0
     assert groups["kernel launch"] == {
         "group": "kernel launch",
         "ms": pytest.approx(0.25),
@@ -174,22 +182,25 @@ def test_cuda_api_breakdown():
     assert sum(g["share"] for g in groups.values()) == pytest.approx(1.0)
 
 
-def _host(name, self_cpu_us, self_device_us=0.0, kernels=()):
+def _host(name, self_cpu_us, self_device_us=0.0, kernels=(), start=0.0):
     return SimpleNamespace(
         key=name,
         device_type=DeviceType.CPU,
         is_async=False,
+        thread=1,
+        time_range=SimpleNamespace(start=start, end=start + self_cpu_us),
         self_cpu_time_total=self_cpu_us,
         self_device_time_total=self_device_us,
         kernels=[Kernel(k, 0, us) for k, us in kernels],
     )
 
 
-def _kernel(name, us):
+def _kernel(name, us, start=0.0):
     return SimpleNamespace(
         key=name,
         device_type=DeviceType.CUDA,
         is_async=False,
+        time_range=SimpleNamespace(start=start, end=start + us),
         self_cpu_time_total=0.0,
         self_device_time_total=us,
         kernels=[],

@@ -13,6 +13,7 @@ from trainperf.cli.common import (
     EXIT_FAILED_CASES,
     STEPS_METAVAR,
     BadInput,
+    Endpoint,
     batch_size_option,
     case_from_flags,
     case_options,
@@ -24,6 +25,7 @@ from trainperf.cli.common import (
     json_option,
     one_output,
     open_machine,
+    parallel_options,
     reading_store,
     result_filter_options,
     show_table,
@@ -75,6 +77,12 @@ PROFILE_WARMUP = 3  # warm-up steps of `profile --steps N`, as before fixed:W:N
 @click.option("--warmup", type=count_range(), hidden=True)  # deprecated: --steps fixed:W:N
 @click.option("--no-mkldnn", is_flag=True, help="switch oneDNN off (CPU engines)")
 @case_options
+@parallel_options
+@click.option(
+    "--rdzv-endpoint",
+    type=Endpoint(),
+    help="HOST:PORT of the torchrun rendezvous for several nodes (default: loopback)",
+)
 @db_option()
 @json_option
 def profile(
@@ -83,11 +91,14 @@ def profile(
     steps: str,
     warmup: int | None,
     no_mkldnn: bool,
+    devices: tuple[int, ...] | None,
+    rdzv_endpoint: str | None,
     db: Path,
     as_json: bool,
     **flags: Any,
 ) -> None:
-    """Where the time of a training step goes: per layer, optimizer, operator categories."""
+    """Where the time of a training step goes: per layer, optimizer, operator categories;
+    with --devices N under DDP or FSDP, on every rank, communication and its exposed part."""
     from trainperf.launch.runner import ChildJob, Interrupted, StopFlag, job_directory, run_job
 
     steps_warmup, measured = fixed_steps(steps, "profile")
@@ -96,9 +107,17 @@ def profile(
         if steps_warmup is not None:
             raise BadInput(f"--steps {steps} gives the warm-up: leave out --warmup")
     warmup = next(w for w in (steps_warmup, warmup, PROFILE_WARMUP) if w is not None)
+    if devices is not None and len(devices) > 1:
+        shown = ",".join(map(str, devices))
+        raise BadInput(f"--devices {shown}: profile takes one device count (run it per count)")
     record, capabilities = open_machine(db)
     case = case_from_flags(
-        capabilities, model=model, batch_size=batch_size, mkldnn=not no_mkldnn, **flags
+        capabilities,
+        model=model,
+        batch_size=batch_size,
+        mkldnn=not no_mkldnn,
+        **({"devices": devices[0]} if devices else {}),
+        **flags,
     )
     document = {"kind": "profile", "case": case.model_dump(), "steps": measured, "warmup": warmup}
     stderr.print(f"profiling {case.label()}", markup=False)
@@ -107,9 +126,12 @@ def profile(
             job_directory() as tmp,
             StopFlag().installed() as stop,
         ):
-            result = run_job(document, ChildJob(timeout_s=case.timeout_s), tmp, stop)
+            result = run_job(document, ChildJob.of_case(case), tmp, stop, rdzv_endpoint)
     except Interrupted as exc:
         fail(f"interrupted by {exc}: nothing stored", 128 + exc.signum)
+    if result.get("follower"):
+        stderr.print("this node took part; the node of rank 0 stores the result")
+        return
     with writing_store(db) as store:
         result["id"] = store.add_micro(record, document, result)
     if as_json:

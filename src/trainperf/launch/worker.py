@@ -103,8 +103,12 @@ def _profile(document: dict[str, Any], workdir: Path) -> dict[str, Any] | None:
     from trainperf.case.spec import Case
     from trainperf.profile.breakdown import profile_case
 
-    def profile() -> dict[str, Any]:
+    def profile() -> dict[str, Any] | None:
         case = Case.model_validate(document["case"])
+        if case.launch == "torchrun":  # every rank profiles; rank 0 reports
+            from trainperf.profile.ranks import run_distributed_profile
+
+            return run_distributed_profile(case, document["steps"], document["warmup"])
         return profile_case(case, document["steps"], document["warmup"])
 
     return guarded(document["case"], profile)

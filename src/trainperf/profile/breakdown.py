@@ -27,7 +27,7 @@ import torch
 from trainperf import models
 from trainperf.case.spec import Case
 from trainperf.profile.layers import LayerTimer, out_of_place_activations
-from trainperf.step.training_step import build_training_step
+from trainperf.step.training_step import TrainingStep, build_training_step
 
 DEFAULT_STEPS, DEFAULT_WARMUP = 10, 3
 
@@ -59,19 +59,34 @@ def _data_ms(inputs: torch.Tensor, device: torch.device, steps: int) -> float:
     return statistics.median(times) * 1e3
 
 
+def process_settings(case: Case, threads: int | None) -> None:
+    """This process's intra-op threads (None: torch's default) and the oneDNN switch."""
+    if threads:
+        torch.set_num_threads(threads)
+    torch.backends.mkldnn.enabled = case.mkldnn
+
+
 def profile_case(
     case: Case, steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP
 ) -> dict[str, Any]:
     """The breakdown of one training step of ``case`` (see the module docstring)."""
-    from trainperf.profile.categories import profile_categories
     from trainperf.step.benchmark import device_info
 
-    if case.threads:
-        torch.set_num_threads(case.threads)
-    torch.backends.mkldnn.enabled = case.mkldnn
-    spec = models.get(case.model)
+    process_settings(case, case.threads)
     device = torch.device(case.device)
-    training = build_training_step(spec, case, device)
+    training = build_training_step(models.get(case.model), case, device)
+    return {
+        "device": device_info(device),
+        "metrics": breakdown(training, device, steps, warmup),
+    }
+
+
+def breakdown(
+    training: TrainingStep, device: torch.device, steps: int, warmup: int
+) -> dict[str, Any]:
+    """The three passes of the module docstring over ``training``'s step: the metrics."""
+    from trainperf.profile.categories import profile_categories
+
     with out_of_place_activations(training.model), warnings.catch_warnings():
         # The first layer's input needs no gradient: its backward hook still fires (on
         # the gradient of its output), which is what is timed; PyTorch warns about it.
@@ -138,4 +153,4 @@ def profile_case(
         "mkldnn_enabled": torch.backends.mkldnn.enabled,
         **categories,
     }
-    return {"device": device_info(device), "metrics": metrics}
+    return metrics

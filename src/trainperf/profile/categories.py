@@ -45,6 +45,8 @@ from typing import Any
 import torch
 from torch.autograd import DeviceType
 
+from trainperf.profile.overlap import communication_overlap
+
 CATEGORIES = (
     "convolution",
     "matrix multiply",
@@ -306,12 +308,20 @@ CUDA_API_GROUPS: tuple[tuple[str, frozenset[str]], ...] = (
     ("memcpy", frozenset({"cudaMemcpy", "cudaMemcpyAsync", "cudaMemsetAsync"})),
 )
 CUDA_API_OTHER = "other"
+# The host's own time in the collective calls (the c10d ops, ``c10d::allreduce_``, which
+# enqueue NCCL's work on a GPU): beside the CUDA calls, what a multi-GPU step's host spends
+# on communication. Their CUDA calls (event records, stream waits) are counted as CUDA.
+NCCL_CALLS = "NCCL calls"
+_COLLECTIVE_CALL_PREFIX = "c10d::"
 _CUDA_API_NAME = re.compile(r"^(cuda|cu[A-Z])")
 _API_VERSION_SUFFIX = re.compile(r"_v\d+$")  # CUPTI may name cudaLaunchKernel_v7000
 
 
 def cuda_api_group(name: str) -> str | None:
-    """The group of a CUDA runtime/driver API call, or None for a name that is not one."""
+    """The group of a CUDA runtime/driver API call or a collective call (``NCCL_CALLS``),
+    or None for a name that is neither."""
+    if name.startswith(_COLLECTIVE_CALL_PREFIX):
+        return NCCL_CALLS
     if not _CUDA_API_NAME.match(name):
         return None
     bare = _API_VERSION_SUFFIX.sub("", name)
@@ -325,12 +335,12 @@ def cuda_api_breakdown(events: Iterable[tuple[str, float, int]], steps: int) -> 
     """Host time of the CUDA API calls among ``(name, self_time_us, calls)`` events, by group.
 
     One ``{"group", "ms", "share", "calls"}`` per group (``ms`` and ``calls`` per step,
-    ``share`` of all CUDA API time), in ``CUDA_API_GROUPS`` order then "other"; events
-    that are not CUDA API calls are left out.
+    ``share`` of all CUDA API time), in ``CUDA_API_GROUPS`` order, then ``NCCL_CALLS`` and
+    "other"; events that are neither CUDA API nor collective calls are left out.
     """
     if steps < 1:
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
-    groups = [group for group, _ in CUDA_API_GROUPS] + [CUDA_API_OTHER]
+    groups = [group for group, _ in CUDA_API_GROUPS] + [NCCL_CALLS, CUDA_API_OTHER]
     time_us = dict.fromkeys(groups, 0.0)
     calls = dict.fromkeys(groups, 0)
     for name, self_us, count in events:
@@ -368,6 +378,18 @@ def host_entries(events: Iterable[Any]) -> list[tuple[str, float, int]]:
     ]
 
 
+def async_communication_entries(events: Iterable[Any]) -> list[tuple[str, float, int]]:
+    """``(name, duration us, 1)`` of the collectives a CPU backend ran on its own threads:
+    gloo's ``gloo:all_reduce`` ranges are asynchronous host events, from the call to its
+    completion (waiting for the other ranks included), with no self CPU time of their own;
+    their durations are gloo's time, as the NCCL kernels' durations are on a GPU."""
+    return [
+        (e.key, e.time_range.end - e.time_range.start, 1)
+        for e in events
+        if e.device_type == DeviceType.CPU and e.is_async and categorize(e.key) == "communication"
+    ]
+
+
 def device_entries(
     events: Iterable[Any],
 ) -> tuple[list[tuple[str, float, int]], list[tuple[str, float, int]]]:
@@ -390,7 +412,9 @@ def device_entries(
             for kernel in event.kernels:
                 launched_us[kernel.name] += kernel.duration
                 launched_calls[kernel.name] += 1
-        elif not event.is_async:
+        elif not event.is_async and not getattr(event, "is_user_annotation", False):
+            # (A user annotation on the device's row, ProfilerStep#N or nccl:all_reduce, is a
+            # range drawn over kernels, not one: counting it would count them twice.)
             kernels.append((event.key, event.self_device_time_total, 1))
     kernel_us: dict[str, float] = defaultdict(float)
     kernel_calls: dict[str, int] = defaultdict(int)
@@ -415,13 +439,19 @@ def summarize(events: Iterable[Any], on_cuda: bool, steps: int, elapsed_s: float
         entries, kernels = device_entries(events)
         source = "torch.profiler self device time"
     else:
-        entries, kernels = host, []
+        entries, kernels = host + async_communication_entries(events), []
         source = "torch.profiler self CPU time"
     categories, top_ops = aggregate(entries, steps)
+    profiled_step_ms = elapsed_s * 1e3 / steps
+    overlap = communication_overlap(
+        events, on_cuda, steps, lambda name: categorize(name) == "communication"
+    )
     return {
         "source": source,
         "steps": steps,
-        "profiled_step_ms": elapsed_s * 1e3 / steps,
+        "profiled_step_ms": profiled_step_ms,
+        **overlap,
+        "comm_exposed_share": overlap["comm_exposed_ms"] / profiled_step_ms,
         "total_ms": sum(entry["ms"] for entry in categories),
         "categories": categories,
         "top_ops": top_ops,
