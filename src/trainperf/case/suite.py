@@ -4,6 +4,7 @@ A suite file is a mapping::
 
     name: short-test                 # required
     description: what it measures    # optional
+    claims: [{model: resnet50, batch_size: [32, 64]}]   # optional: the description's facts
     defaults: {steps: "fixed:10:100"}   # case fields applied to every case
     cases:                           # explicit cases (each merged over the defaults)
       - {model: resnet50, batch_size: 64}
@@ -13,6 +14,8 @@ A suite file is a mapping::
     exclude:                         # partial cases removed from the expansion
       - {model: alexnet, batch_size: max}
 
+``claims`` restate what the description says in a checked form (trainperf.case.claims;
+the built-in suites' are audited by tests/case/test_suite_claims.py).
 ``cases`` and ``matrix`` may both be given; the suite is the explicit cases followed by the
 expansion. An excluded case stays in the plan and is recorded as ``skipped`` with the
 exclusion that removed it. ``batch_size: max`` means the largest batch that fits (see
@@ -20,7 +23,7 @@ trainperf.launch.maxbatch), looked up or found when the case runs.
 
 The version of a suite is derived from its content: the first 12 hex digits of SHA-256
 over the parsed document (name, defaults, cases, matrix, exclude) in canonical JSON, so
-comments, layout, key order and the description do not change it. Resuming a sweep
+comments, layout, key order, the description and its claims do not change it. Resuming a sweep
 matches results by system, suite version and case key (``PlannedCase.key``).
 
 A suite file is bounded, so that a small file cannot hang or crash the loader: YAML
@@ -54,7 +57,11 @@ from trainperf.case.stored import ADDED_CASE_FIELDS
 from trainperf.core import fileio
 
 MAX_BATCH = "max"
-SUITE_FIELDS = ("name", "description", "defaults", "cases", "matrix", "exclude")
+SUITE_FIELDS = ("name", "description", "claims", "defaults", "cases", "matrix", "exclude")
+# What a suite says about its cases rather than what they are: not part of its version.
+PROSE_FIELDS = ("description", "claims")
+# The keys of a claim besides case fields (trainperf.case.claims says what they mean).
+CLAIM_FIELDS = ("where", "cases", "unchecked", "min_runs", "budget_s", "world")
 # Built-in suites, shipped as package data in trainperf/suites/NAME.yaml.
 BUILTIN = (
     "quick",
@@ -134,6 +141,7 @@ class Suite:
     source: str  # the file it was read from
     version: str
     planned: tuple[PlannedCase, ...]
+    claims: tuple[dict[str, Any], ...] = ()  # trainperf.case.claims
     _lines: dict[Path_, int] = field(default_factory=dict, repr=False, compare=False)
 
     def check(self, capabilities: dict[str, DeviceKind]) -> dict[str, str]:
@@ -244,6 +252,25 @@ def env_limit(variable: str, default: int) -> int:
     if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise SuiteError(f"{variable}={text!r} is not valid: give a positive integer")
     return int(text)
+
+
+def check_claims_shape(claims: Any) -> str | None:
+    """What is wrong with the form of a suite's ``claims`` (the loader's check); None if
+    nothing. Whether they hold is ``claim_problems``'s question."""
+    allowed = (*Case.model_fields, *CLAIM_FIELDS)
+    if not isinstance(claims, list):
+        return "must be a list of mappings (field: values the cases take)"
+    for index, claim in enumerate(claims):
+        if not isinstance(claim, dict) or not claim:
+            return f"[{index}] must be a non-empty mapping"
+        for key in claim:
+            if key not in allowed:
+                return f"[{index}]: unknown claim field '{key}': allowed {', '.join(allowed)}"
+        if not isinstance(claim.get("where", {}), dict):
+            return f"[{index}].where must be a mapping of case fields"
+        if not isinstance(claim.get("unchecked", []), list):
+            return f"[{index}].unchecked must be a list of phrases"
+    return None
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -389,6 +416,9 @@ class _Builder:
         description = doc.get("description", "")
         if not isinstance(description, str):
             raise self.fail(("description",), "must be a string")
+        claims = doc.get("claims", [])
+        if problem := check_claims_shape(claims):
+            raise self.fail(("claims",), problem)
         if "cases" not in doc and "matrix" not in doc:
             raise self.fail((), "a suite needs 'cases', 'matrix' or both")
 
@@ -404,13 +434,14 @@ class _Builder:
                     f"{self.source}:{planned_case.line}: {planned_case.origin}: the case "
                     f"{planned_case.label()} appears twice in the suite"
                 )
-        content = {k: doc.get(k) for k in SUITE_FIELDS if k != "description"}
+        content = {k: doc.get(k) for k in SUITE_FIELDS if k not in PROSE_FIELDS}
         return Suite(
             name=name,
             description=description.strip(),
             source=self.source,
             version=_digest(content, 12),
             planned=tuple(planned),
+            claims=tuple(claims),
             _lines=self.lines,
         )
 
