@@ -4,6 +4,7 @@
 #
 #   benchmarks/gpu_smoke.sh [DB]          # default DB: gpu-smoke.db (a fresh one each run)
 #   benchmarks/gpu_smoke.sh --list        # print the steps, run nothing
+#   benchmarks/gpu_smoke.sh --only REGEX  # only the steps whose names match (grep -E)
 #
 # Paths: a zoo case in fp32, tf32, bf16 and fp16; channels-last; torch.compile; DDP and
 # FSDP2 over all visible GPUs; a JAX case (when jax[cuda] is installed); micro gemm (with
@@ -19,12 +20,15 @@ if [ -z "$TRAINPERF" ]; then
 fi
 LIST=0
 DB=gpu-smoke.db
-for arg in "$@"; do
-    case "$arg" in
+ONLY=""
+while [ $# -gt 0 ]; do
+    case "$1" in
         --list) LIST=1 ;;
-        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-        *) DB=$arg ;;
+        --only) ONLY=${2:?--only needs a pattern}; shift ;;
+        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+        *) DB=$1 ;;
     esac
+    shift
 done
 
 GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
@@ -54,6 +58,7 @@ step "micro memory" 60 gpu "micro memory --device cuda --json"
 step "micro p2p" 120 two "micro p2p --bytes 64M --json"
 step "micro collective" 120 gpu "micro collective --devices $RANKS --ops all_reduce,all_gather --max-bytes 256M --device cuda --json"
 step "profile" 120 gpu "profile resnet50 -b 64 --precision bf16 --device cuda --steps fixed:3:5 --json"
+step "profile ddp x$RANKS" 150 gpu "profile resnet50 -b 64 --precision bf16 --device cuda --devices $RANKS --parallel ddp --steps fixed:3:5 --json"
 step "maxbatch" 180 gpu "maxbatch resnet18 --precision bf16 --image-size 112 --limit 2048 --device cuda --json"
 
 if [ "$LIST" = 1 ]; then
@@ -72,6 +77,9 @@ CHECKLIST=()
 started=$(date +%s)
 for s in "${STEPS[@]}"; do
     IFS='|' read -r name limit cond cmd <<<"$s"
+    if [ -n "$ONLY" ] && ! grep -qE -- "$ONLY" <<<"$name"; then
+        continue
+    fi
     why=""
     [ "$cond" != jax ] && [ "$GPUS" -lt 1 ] && why="no GPU visible to nvidia-smi"
     [ "$cond" = two ] && [ "$GPUS" -lt 2 ] && why="needs 2 GPUs, $GPUS visible"

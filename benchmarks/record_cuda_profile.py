@@ -45,6 +45,9 @@ def event_fields(event) -> dict:
         # A range of record_function (ProfilerStep#N, nccl:all_reduce) drawn on the device's
         # timeline too: it spans kernels and is not one (torch's own tables skip it).
         "is_user_annotation": bool(event.is_user_annotation),
+        # The CPU op (its id) whose launch this device event is: the link torch uses to
+        # attach kernels to ops, kept so a kernel's interval can be filed by its launcher.
+        "linked_correlation_id": event.linked_correlation_id,
         "kernels": [[k.name, k.device, k.duration] for k in event.kernels],
         "parent": event.cpu_parent.id if event.cpu_parent is not None else None,
     }

@@ -1,4 +1,5 @@
-"""The profile of a training step in the terminal: layers, then operator categories."""
+"""The profile of a training step in the terminal: layers, then operator categories; for a
+profile of several ranks, first a line per rank (the slowest rank's breakdown follows)."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def profile_view(m: dict[str, Any], label: str) -> Group:
             f"{op['calls']:g}",
             f"{op['share']:.1%}",
         )
-    parts: list[Any] = [header, layers, categories, top]
+    parts: list[Any] = [header, *_communication(m), layers, categories, top]
     if m.get("cuda_api"):
         api = Table(title="CUDA API host time")
         for name in ("group", "ms per step", "calls", "share"):
@@ -73,3 +74,36 @@ def profile_view(m: dict[str, Any], label: str) -> Group:
     elif m.get("cuda_api_absent_reason"):
         parts.append(Text(f"CUDA API: absent ({m['cuda_api_absent_reason']})"))
     return Group(*parts)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _communication(m: dict[str, Any]) -> list[Any]:
+    """The communication line, and the per-rank table of a profile of several ranks."""
+    if "comm_ms" not in m:  # a profile stored before communication was measured
+        return []
+    line = Text(
+        f"communication {m['comm_ms']:.2f} ms per step, exposed {m['comm_exposed_ms']:.2f} ms "
+        f"({m['comm_exposed_share']:.1%} of the profiled step, from the timeline)"
+    )
+    if not m.get("ranks"):
+        return [line]
+    spread = Text(
+        f"{m['world_size']} ranks: rank {m['slowest_rank']} is the slowest, "
+        f"{m['rank_spread']:+.1%} over rank {m['fastest_rank']}; the breakdown below is its own"
+    )
+    ranks = Table(title="per rank (ms per step)")
+    add_columns(ranks, "rank>, host, step>, no comm>, comm>, exposed>, by difference>")
+    for r in m["ranks"]:
+        ranks.add_row(
+            f"{r['rank']}{' *' if r['rank'] == m['slowest_rank'] else ''}",
+            escape(r["host"]),
+            _ms(r["step_ms_uninstrumented"]),
+            _ms(r.get("compute_step_ms")),
+            _ms(r["comm_ms"]),
+            _ms(r["comm_exposed_ms"]),
+            _ms(r.get("comm_exposed_by_difference_ms")),
+        )
+    return [line, spread, ranks]
