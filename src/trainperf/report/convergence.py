@@ -50,3 +50,26 @@ def olympic_line(olympic: dict[str, Any], runs: int) -> str:
         )
     reason = olympic.get("olympic_mean_s_absent_reason")
     return f"olympic mean over {runs} finished run(s): absent ({reason})"
+
+
+def time_split_line(split: dict[str, Any]) -> str:
+    """Where the wall-clock time to the target (or to the end) went, in one line
+    (trainperf.convergence.time_split)."""
+    until = "to target" if split["until"] == "target" else "to the end of the run"
+    total = split.get("total_s")
+    if total is None:
+        reason = split.get("total_s_absent_reason", "not measured")
+        head = f"wall clock {until}: absent ({reason});"
+    else:
+        head = f"wall clock {until}: {total:.1f} s ="
+    parts = []
+    for key, name in (
+        ("startup_s", "start-up"),
+        ("training_s", "training"),
+        ("data_loading_s", "data loading"),
+        ("evaluation_s", "evaluation"),
+    ):
+        value = split.get(key)
+        parts.append(f"{name} " + ("absent" if value is None else f"{value:.1f} s"))
+    where = f"{split['measured_on']}; start-up from {split['startup_from']}"
+    return f"{head} {' + '.join(parts)} ({where})"
