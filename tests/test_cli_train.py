@@ -52,8 +52,8 @@ def test_two_ranks_reach_the_target_with_weight_decay_and_split_the_wall_clock(
     args += ["--lr-schedule", "piecewise:0.01@0", "--workers", "0", "--db", db]
     code, out, err = run_cli(args)
     assert code == 0, out + err
-    assert "time to target:" in out and "wall clock to target:" in out
-    assert "start-up" in out and "data loading" in out and "(rank 0;" in out
+    assert "time to target:" in out and "+ data loading" in out and "+ evaluation" in out
+    assert "wall clock to target (rank 0):" in out and "= start-up" in out
     with sqlite3.connect(db) as connection:
         row = connection.execute("SELECT config_json, metrics_json, reached FROM train_runs")
         config, metrics, reached = row.fetchone()

@@ -247,7 +247,7 @@ def _train_once(
 
 
 def _show_run(run: dict[str, Any]) -> None:
-    from trainperf.report.convergence import run_table, time_split_line
+    from trainperf.report.convergence import run_table, time_split_text
 
     stdout.print(run_table(run))
     if run["reached"]:
@@ -261,7 +261,7 @@ def _show_run(run: dict[str, Any]) -> None:
         message = (run.get("error") or {}).get("message", "")
         stdout.print(f"{run['status']}: {message}", markup=False)
     if split := run["metrics"].get("time_split"):
-        stdout.print(time_split_line(split), markup=False)
+        stdout.print(time_split_text(split), markup=False)
 
 
 @click.command()
