@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -40,6 +41,32 @@ def test_cifarnet_reaches_its_target_and_the_mlperf_log_passes(cifar, tmp_path, 
     assert stored == [("ok", 1)]
 
 
+def test_two_ranks_reach_the_target_with_weight_decay_and_split_the_wall_clock(
+    cifar, tmp_path, run_cli
+):
+    """Issue 32's done-when: `train cifarnet --devices 2 --weight-decay 5e-4` on the sample
+    data reaches its target and records where the wall-clock time to it went."""
+    db = tmp_path / "t.db"
+    args = ["train", "cifarnet", "--data", f"cifar10:{cifar}", "--target", "top1=0.8"]
+    args += ["--devices", "2", "--weight-decay", "5e-4", "--max-epochs", "6", "-b", "16"]
+    args += ["--lr-schedule", "piecewise:0.01@0", "--workers", "0", "--db", db]
+    code, out, err = run_cli(args)
+    assert code == 0, out + err
+    assert "time to target:" in out and "+ data loading" in out and "+ evaluation" in out
+    assert "wall clock to target (rank 0):" in out and "= start-up" in out
+    with sqlite3.connect(db) as connection:
+        row = connection.execute("SELECT config_json, metrics_json, reached FROM train_runs")
+        config, metrics, reached = row.fetchone()
+    config, metrics = json.loads(config), json.loads(metrics)
+    assert reached == 1 and metrics["world_size"] == 2
+    assert (config["weight_decay"], config["momentum"], config["nodes"]) == (5e-4, 0.9, 1)
+    split = metrics["time_split"]
+    parts = [split[k] for k in ("startup_s", "training_s", "data_loading_s", "evaluation_s")]
+    assert split["until"] == "target" and min(parts) >= 0 and split["startup_s"] > 0
+    assert sum(parts) == pytest.approx(split["total_s"], rel=1e-9)
+    assert split["total_s"] == pytest.approx(split["startup_s"] + metrics["time_to_target_s"])
+
+
 def test_two_ranks_follow_the_curve_of_one_process(cifar, tmp_path, run_cli):
     db = tmp_path / "t.db"
     base = ["train", "cifarnet", "--data", f"cifar10:{cifar}", "--target", "top1=0.99"]
@@ -54,6 +81,36 @@ def test_two_ranks_follow_the_curve_of_one_process(cifar, tmp_path, run_cli):
     assert document["verdict"] == "agree", document["reason"]
 
 
+def test_a_run_across_two_nodes_is_stored_by_the_node_of_rank_0(cifar, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        endpoint = f"127.0.0.1:{s.getsockname()[1]}"
+    args = ["train", "cifarnet", "--data", f"cifar10:{cifar}", "--target", "top1=0.99"]
+    args += ["--max-epochs", "1", "-b", "16", "--workers", "0", "--nodes", "2"]
+    args += ["--rdzv-endpoint", endpoint, "--json"]
+    nodes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "trainperf", *args, "--db", str(tmp_path / f"node{n}.db")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(2)
+    ]
+    outputs = [node.communicate(timeout=180) for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outputs
+    documents = [json.loads(out) for out, _ in outputs]
+    assert sorted(len(d["runs"]) for d in documents) == [0, 1]
+    (leader,) = [d for d in documents if d["runs"]]
+    (follower,) = [d for d in documents if not d["runs"]]
+    (run,) = leader["runs"]
+    assert run["status"] == "ok" and run["config"]["nodes"] == 2
+    assert run["metrics"]["world_size"] == 2 and run["metrics"]["global_batch"] == 32
+    assert run["metrics"]["time_split"]["until"] == "end"
+    assert follower["followed"] == 1 and follower["config_runs"] == 0
+    assert all("start this same command on each of the 2 nodes" in e for _, e in outputs)
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -63,6 +120,13 @@ def test_two_ranks_follow_the_curve_of_one_process(cifar, tmp_path, run_cli):
         (["--data", "cifar10:/no/such/dir"], "/no/such/dir"),
         (["--data", "synthetic"], "nothing to learn"),
         (["--lr-schedule", "step:0.1"], "allowed"),
+        (["--momentum", "1"], "'--momentum': must be a finite number >= 0 and < 1, got '1'"),
+        (["--weight-decay", "-1"], "'--weight-decay': must be a finite number >= 0"),
+        (["--weight-decay", "nan"], "'--weight-decay': must be a finite number >= 0"),
+        (["--optimizer", "adam"], "'adam' is not one of 'sgd', 'adamw', 'lars'"),
+        (["--optimizer", "adamw", "--momentum", "0.5"], "adamw, which takes no momentum"),
+        (["--nodes", "0"], "'--nodes'"),
+        (["--rdzv-endpoint", "nohost"], "must be HOST:PORT"),
     ],
 )
 def test_bad_input_is_refused_before_anything_is_written(cifar, tmp_path, run_cli, args, message):

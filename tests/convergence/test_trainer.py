@@ -6,6 +6,7 @@ images, batch 32 (8 steps per epoch). cifarnet reaches top-1 >= 0.8 in 2-4 epoch
 
 import dataclasses
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -300,3 +301,44 @@ def test_reached_knows_which_way_is_better():
         {"eval_loss": 2.1}, "eval_loss", 2.0
     )
     assert not reached({"top5": None}, "top5", 0.5)
+
+
+def test_the_wall_clock_to_target_splits_into_parts_that_add_up():
+    launched = time.time() - 0.5  # as if the launcher had started the process 0.5 s ago
+    result = train(config(), loaders=patch_loaders(), launched_at=launched)
+    split = result["time_split"]
+    assert split["until"] == "target" and split["measured_on"] == "rank 0"
+    assert split["startup_from"] == "process launch" and split["startup_s"] >= 0.5
+    parts = [split[k] for k in ("startup_s", "training_s", "data_loading_s", "evaluation_s")]
+    assert all(part >= 0 for part in parts) and split["training_s"] > 0
+    assert sum(parts) == pytest.approx(split["total_s"], rel=1e-12)
+    assert split["total_s"] == pytest.approx(split["startup_s"] + result["time_to_target_s"])
+    assert split["evaluation_s"] == sum(e["eval_s"] for e in result["evaluations"]) > 0
+    assert split["data_loading_s"] == sum(e["data_wait_s"] for e in result["epochs"]) > 0
+
+
+def test_a_run_that_misses_its_target_splits_its_time_to_the_end():
+    result = train(config(max_epochs=1), loaders=patch_loaders(random_eval_labels=True))
+    split = result["time_split"]
+    assert not result["reached"] and split["until"] == "end"
+    assert split["startup_from"] == "train() call" and split["startup_s"] > 0
+    assert split["total_s"] == pytest.approx(split["startup_s"] + result["run_s"])
+    parts = sum(split[k] for k in ("startup_s", "training_s", "data_loading_s", "evaluation_s"))
+    assert parts == pytest.approx(split["total_s"], rel=1e-12)
+
+
+def test_the_configured_optimizer_trains(monkeypatch):
+    from trainperf.step.lars import LARS
+
+    steps = []
+    original = LARS.step
+    monkeypatch.setattr(LARS, "step", lambda self, *a: steps.append(self) or original(self, *a))
+    recorder = Recorder()
+    run = config(max_epochs=1, optimizer="lars", momentum=0.8, weight_decay=1e-4)
+    train(run, [recorder], loaders=patch_loaders(1))
+    assert len(steps) == STEPS_PER_EPOCH
+    assert steps[0].param_groups[0]["momentum"] == 0.8
+    assert steps[0].param_groups[0]["weight_decay"] == 1e-4
+    assert steps[0].param_groups[1]["weight_decay"] == 0.0  # biases and norm weights
+    info = dict((c[0], c[1:]) for c in recorder.calls)["run_start"][0]
+    assert (info["optimizer"], info["momentum"], info["weight_decay"]) == ("lars", 0.8, 1e-4)

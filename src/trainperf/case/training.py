@@ -8,6 +8,7 @@ checks an imported run's configuration without it.
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from dataclasses import dataclass
 from typing import Any
@@ -18,10 +19,17 @@ from trainperf.case.schedule import parse_schedule
 # The quality targets a run can stop at: top-k accuracy (higher is better) or eval loss.
 HIGHER_IS_BETTER = {"top1": True, "top5": True, "eval_loss": False}
 
+# The optimizers a run can train with (built in trainperf.step.training_step.make_optimizer):
+# SGD with momentum, AdamW, and LARS (SGD with momentum and a per-layer trust ratio,
+# trainperf.step.lars). None in a config: the model's own (ModelSpec.optimizer).
+OPTIMIZERS = ("sgd", "adamw", "lars")
+
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """One time-to-accuracy run. ``batch_size`` is per device; ``eval_every`` in epochs."""
+    """One time-to-accuracy run. ``batch_size`` is per device (``devices`` per node, over
+    ``nodes`` nodes); ``eval_every`` in epochs. ``optimizer`` None: the model's own (SGD
+    for the CNNs, AdamW for the language models); ``momentum`` is SGD's and LARS's."""
 
     model: str
     data: str  # data source text, e.g. "cifar10:/path"
@@ -31,11 +39,13 @@ class TrainConfig:
     batch_size: int
     lr_schedule: str = "piecewise:0.1@0"
     warmup_epochs: float = 0.0
+    optimizer: str | None = None
     momentum: float = 0.9
     weight_decay: float = 5e-4
     precision: str = "fp32"
     device: str = "cpu"
     devices: int = 1
+    nodes: int = 1
     workers: int = 0
     seed: int = 0
     image_size: int | None = None
@@ -49,7 +59,7 @@ class TrainConfig:
         if self.precision not in PRECISIONS:
             allowed = ", ".join(PRECISIONS)
             raise ValueError(f"precision '{self.precision}' is not one of {allowed}")
-        for name in ("max_epochs", "batch_size", "devices", "eval_every"):
+        for name in ("max_epochs", "batch_size", "devices", "nodes", "eval_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if HIGHER_IS_BETTER[self.target_metric] and not 0 < self.target_value <= 1:
@@ -59,7 +69,19 @@ class TrainConfig:
             )
         if self.workers < 0:
             raise ValueError(f"workers must be 0 or more, got {self.workers}")
+        if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
+            allowed = ", ".join(OPTIMIZERS)
+            raise ValueError(f"optimizer '{self.optimizer}' is not one of {allowed}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay}")
+        if not (math.isfinite(self.momentum) and 0 <= self.momentum < 1):
+            raise ValueError(f"momentum must be a finite number in [0, 1), got {self.momentum}")
         parse_schedule(self.lr_schedule, self.warmup_epochs)  # ScheduleError if malformed
+
+    @property
+    def world(self) -> int:
+        """Processes in all: ``devices`` per node times ``nodes``."""
+        return self.devices * self.nodes
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -367,6 +367,32 @@ def parallel_options(function: Any) -> Any:
     return _apply(options, function)
 
 
+rdzv_option = click.option(
+    "--rdzv-endpoint",
+    type=Endpoint(),
+    help="HOST:PORT of the torchrun rendezvous for runs on several nodes "
+    "(default: loopback 127.0.0.1:29400, one machine only)",
+)
+
+
+def tell_other_nodes(nodes: int, rdzv_endpoint: str | None, added: Sequence[str] = ()) -> None:
+    """A job on several nodes needs the same command started on every node: print it (this
+    one's, with ``added`` arguments), and with no ``rdzv_endpoint`` the one that makes the
+    loopback rendezvous explicit, with a warning that all 'nodes' must then be this machine."""
+    from trainperf.parallel.torchrun import LOOPBACK_ENDPOINT
+
+    command = ["trainperf", *sys.argv[1:], *added]
+    if rdzv_endpoint is None:
+        command += ["--rdzv-endpoint", LOOPBACK_ENDPOINT]
+        stderr.print(
+            f"this command spans up to {nodes} nodes; the rendezvous listens on loopback "
+            f"({LOOPBACK_ENDPOINT}), so all 'nodes' must be this machine; give "
+            "--rdzv-endpoint HOST:PORT (an address of the first node) for real nodes"
+        )
+    stderr.print(f"start this same command on each of the {nodes} nodes:")
+    stderr.print("  " + " ".join(command), soft_wrap=True, markup=False)
+
+
 def precision_option(function: Any) -> Any:
     """``--precision``: one of the case's precisions, fp32 by default."""
     return click.option(

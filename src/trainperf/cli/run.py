@@ -16,7 +16,6 @@ from trainperf.case.modes import RANK_MODES
 from trainperf.cli.common import (
     EXIT_FAILED_CASES,
     BadInput,
-    Endpoint,
     PositiveInt,
     apply_options,
     batch_size_option,
@@ -33,6 +32,7 @@ from trainperf.cli.common import (
     one_output,
     open_machine,
     parallel_options,
+    rdzv_option,
     reading_store,
     report_command,
     result_filter_options,
@@ -43,6 +43,7 @@ from trainperf.cli.common import (
     stdout,
     table_output_options,
     table_width,
+    tell_other_nodes,
     warn_deprecated,
     wide_option,
     workers_option,
@@ -115,12 +116,7 @@ CASE_FLAGS = (
 @db_option()
 @json_option
 @parallel_options
-@click.option(
-    "--rdzv-endpoint",
-    type=Endpoint(),
-    help="HOST:PORT of the torchrun rendezvous for cases on several nodes "
-    "(default: loopback 127.0.0.1:29400, one machine only)",
-)
+@rdzv_option
 @click.option(
     "--set",
     "overrides",
@@ -255,23 +251,13 @@ def _tell_other_nodes(items: list, rdzv_endpoint: str | None, order_seed: int | 
     nodes = max((item.case.nodes for item in items), default=1)
     if nodes == 1:
         return order_seed
-    from trainperf.parallel.torchrun import LOOPBACK_ENDPOINT
-
-    command = ["trainperf", *sys.argv[1:]]
+    added = []
     if order_seed is None:
         # The nodes shuffle alike without talking: a seed from the cases themselves.
         cases = json.dumps([item.fields for item in items], sort_keys=True)
         order_seed = int(hashlib.sha256(cases.encode()).hexdigest()[:8], 16)
-        command += ["--order-seed", str(order_seed)]
-    if rdzv_endpoint is None:
-        command += ["--rdzv-endpoint", LOOPBACK_ENDPOINT]
-        stderr.print(
-            f"cases span up to {nodes} nodes; the rendezvous listens on loopback "
-            f"({LOOPBACK_ENDPOINT}), so all 'nodes' must be this machine; give "
-            "--rdzv-endpoint HOST:PORT (an address of the first node) for real nodes"
-        )
-    stderr.print(f"start this same command on each of the {nodes} nodes:")
-    stderr.print("  " + " ".join(command), soft_wrap=True, markup=False)
+        added = ["--order-seed", str(order_seed)]
+    tell_other_nodes(nodes, rdzv_endpoint, added)
     return order_seed
 
 

@@ -1,10 +1,13 @@
 """``trainperf train`` (time to accuracy) and ``trainperf isoaccuracy`` (registered in
 trainperf.cli).
 
-A training run goes to a child process (torchrun over ``--devices`` processes when more
-than one), like a benchmark case: a crash, an out-of-memory or a hang becomes a stored
-status. The parent stores the run when it starts and again after every evaluation the
-child reports (``progress.jsonl``), so Ctrl-C or a crash keeps what was reached.
+A training run goes to a child process (torchrun over ``--devices`` processes per node on
+``--nodes`` nodes when more than one), like a benchmark case: a crash, an out-of-memory or
+a hang becomes a stored status. The parent stores the run when it starts and again after
+every evaluation the child reports (``progress.jsonl``), so Ctrl-C or a crash keeps what
+was reached. On several nodes every node runs the same command and only the node of rank
+0 hears of the run (rank 0 alone writes the progress file): it stores the run when the
+progress file says it started, and the other nodes store nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from typing import Any
 
 import click
 
+from trainperf.case.stored import ADDED_TRAIN_FIELDS
+from trainperf.case.training import OPTIMIZERS
 from trainperf.cli.common import (
     EXIT_FAILED_CASES,
     BadInput,
@@ -32,11 +37,13 @@ from trainperf.cli.common import (
     emit_json,
     open_machine,
     precision_option,
+    rdzv_option,
     reading_store,
     resolve_device,
     seed_range,
     stderr,
     stdout,
+    tell_other_nodes,
     workers_option,
     writing_store,
 )
@@ -64,9 +71,10 @@ def parse_target(text: str) -> tuple[str, float]:
     return metric, number
 
 
-def _check_config(config: dict[str, Any], capabilities: dict) -> None:
+def _check_config(config: dict[str, Any], capabilities: dict, momentum_given: bool) -> None:
     """Everything that can be refused before a process starts: the run's own checks
-    (``TrainConfig``: schedule, sizes; ``check_metric``), and the model and data."""
+    (``TrainConfig``: schedule, sizes, optimizer settings; ``check_metric``), the model and
+    data, and a ``--momentum`` the optimizer would ignore (AdamW's)."""
     from trainperf import models
     from trainperf.case.training import TrainConfig
     from trainperf.convergence.trainer import check_metric, requested_size
@@ -97,6 +105,12 @@ def _check_config(config: dict[str, Any], capabilities: dict) -> None:
             check_metric(spec, run.target_metric)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
+    optimizer = run.optimizer or (spec.optimizer if spec is not None else None)
+    if momentum_given and optimizer == "adamw":
+        raise BadInput(
+            f"--momentum: {config['model']} trains with adamw, which takes no momentum; "
+            "give --optimizer sgd or lars, or leave --momentum out"
+        )
     available = capabilities.get(config["device"])
     if available is None or (config["device"] == "cuda" and available.count < config["devices"]):
         have = 0 if available is None else available.count
@@ -113,15 +127,24 @@ def _mllog_path(base: Path, index: int, runs: int) -> Path:
 
 
 class Progress:
-    """Reads the child's progress file as it grows, stores new evaluations, prints each."""
+    """Reads the child's progress file as it grows, stores new evaluations, prints each.
 
-    def __init__(
-        self, store: Any, run_id: int, path: Path, max_epochs: int, metric: str, target: float
-    ) -> None:
-        self.store, self.run_id, self.path = store, run_id, path
-        self.max_epochs, self.metric, self.target = max_epochs, metric, target
+    The run's row is made by ``stored_id``: before the child starts on one node, and on
+    several when the progress file first speaks (only rank 0's node has one)."""
+
+    def __init__(self, store: Any, record: dict, config: dict[str, Any], path: Path) -> None:
+        self.store, self.record, self.config, self.path = store, record, config, path
+        self.run_id: int | None = None
         self.evaluations: list[dict[str, Any]] = []
         self._offset = 0  # bytes of whole lines already read
+
+    def stored_id(self) -> int:
+        """The run's id in the store, its row added (status running) on the first call."""
+        from trainperf.convergence.records import start_run
+
+        if self.run_id is None:
+            self.run_id = start_run(self.store, self.record, self.config)
+        return self.run_id
 
     def poll(self) -> None:
         if not self.path.exists():
@@ -133,6 +156,7 @@ class Progress:
         if not complete:
             return
         self._offset += len(complete)
+        run_id = self.stored_id()
         fresh = []
         for line in complete.decode().splitlines():
             event = json.loads(line)
@@ -140,18 +164,19 @@ class Progress:
                 fresh.append({k: v for k, v in event.items() if k != "event"})
         if fresh:
             self.evaluations += fresh
-            self.store.update_train_run(self.run_id, self.evaluations)
+            self.store.update_train_run(run_id, self.evaluations)
             for e in fresh:
                 self._show(e)
 
     def _show(self, e: dict[str, Any]) -> None:
-        value = e.get(self.metric)
+        metric, target = self.config["target_metric"], self.config["target_value"]
+        value = e.get(metric)
         shown = "-" if value is None else f"{value:.4f}"
         eta = e.get("eta_s")
         eta_text = "-" if eta is None else time.strftime("%H:%M:%S", time.gmtime(eta))
         stderr.print(
-            f"epoch {e['epoch']}/{self.max_epochs}  {self.metric} {shown} "
-            f"(target {self.metric}={self.target:g})"
+            f"epoch {e['epoch']}/{self.config['max_epochs']}  {metric} {shown} "
+            f"(target {metric}={target:g})"
             f"  eval loss {e.get('eval_loss', float('nan')):.4f}  at {e['time_s']:.1f} s"
             f"  time left ≤ {eta_text}",
             markup=False,
@@ -165,43 +190,45 @@ def _train_once(
     config: dict[str, Any],
     document: dict[str, Any],
     timeout: float | None,
-) -> dict[str, Any]:
+    rendezvous: str | None,
+) -> dict[str, Any] | None:
+    """Run and store one training run; its stored document, or None on a node that only
+    took part (the node of rank 0 stores the run)."""
     from trainperf.convergence.job import PROGRESS_FILE
-    from trainperf.convergence.records import start_run
     from trainperf.launch.runner import ChildJob, Interrupted, StopFlag, job_directory, run_job
 
-    run_id = start_run(store, record, config)
-    devices = config["devices"]
-    child = ChildJob(devices > 1, devices, 1, timeout, f"trainperf-train-{run_id}")
+    child = ChildJob.of_training(config, timeout)
     with job_directory() as tmp:
-        progress = Progress(
-            store,
-            run_id,
-            tmp / PROGRESS_FILE,
-            config["max_epochs"],
-            config["target_metric"],
-            config["target_value"],
-        )
+        progress = Progress(store, record, config, tmp / PROGRESS_FILE)
+        if config["nodes"] == 1:
+            progress.stored_id()  # stored before it starts: Ctrl-C in start-up keeps it
         try:
             with StopFlag().installed() as stop:
-                result = run_job(document, child, tmp, stop, on_poll=progress.poll)
+                launched = document | {"launched_at": time.time()}
+                result = run_job(launched, child, tmp, stop, rendezvous, on_poll=progress.poll)
         except Interrupted as exc:
             progress.poll()
+            if progress.run_id is None:
+                stderr.print(f"interrupted by {exc}: this node stored nothing", markup=False)
+                sys.exit(128 + exc.signum)
             store.update_train_run(
-                run_id,
+                progress.run_id,
                 progress.evaluations,
                 status="aborted",
                 error={"type": "Interrupted", "message": f"stopped by {exc}"},
             )
-            stored = store.train_run(str(run_id))
+            stored = store.train_run(str(progress.run_id))
             stderr.print(
-                f"interrupted by {exc}: stored run {run_id} with "
+                f"interrupted by {exc}: stored run {progress.run_id} with "
                 f"{len(progress.evaluations)} evaluation(s)",
                 markup=False,
             )
             _show_run(stored)
             sys.exit(128 + exc.signum)
         progress.poll()
+    if result.get("follower"):
+        return None
+    run_id = progress.stored_id()
     metrics = result.get("metrics") or {}
     if result["status"] == "ok":
         store.update_train_run(
@@ -220,16 +247,21 @@ def _train_once(
 
 
 def _show_run(run: dict[str, Any]) -> None:
-    from trainperf.report.convergence import run_table
+    from trainperf.report.convergence import run_table, time_split_text
 
     stdout.print(run_table(run))
     if run["reached"]:
-        stdout.print(f"time to target: {run['time_to_target_s']:.1f} s", markup=False)
+        stdout.print(
+            f"time to target: {run['time_to_target_s']:.1f} s (MLPerf's clock: from run start)",
+            markup=False,
+        )
     elif run["status"] == "ok":
         stdout.print("target not reached within the epoch limit", markup=False)
     else:
         message = (run.get("error") or {}).get("message", "")
         stdout.print(f"{run['status']}: {message}", markup=False)
+    if split := run["metrics"].get("time_split"):
+        stdout.print(time_split_text(split), markup=False)
 
 
 @click.command()
@@ -245,11 +277,31 @@ def _show_run(run: dict[str, Any]) -> None:
     help="piecewise:LR@EPOCH,...  |  cosine[:BASE_LR]  |  constant:LR",
 )
 @click.option("--warmup-epochs", type=FiniteFloat(min=0), default=0.0, show_default=True)
+@click.option(
+    "--optimizer",
+    type=click.Choice(OPTIMIZERS),
+    help="default: the model's own (sgd for the CNNs, adamw for the language models); "
+    "lars: SGD with momentum and a per-layer trust ratio (You et al. 2017)",
+)
+@click.option(
+    "--momentum",
+    type=FiniteFloat(min=0, max=1, max_open=True),
+    help="sgd and lars momentum  [default: 0.9]",
+)
+@click.option(
+    "--weight-decay",
+    type=FiniteFloat(min=0),
+    default=ADDED_TRAIN_FIELDS["weight_decay"],
+    show_default=True,
+    help="L2 penalty (AdamW: decoupled; lars: not on biases and norm weights)",
+)
 @count_option(
     "--devices",
     1,
-    "processes (one device each) under torchrun with DDP",
+    "processes (one device each) per node under torchrun with DDP",
 )
+@count_option("--nodes", 1, "nodes, each running this same command (torchrun rendezvous)")
+@rdzv_option
 @workers_option(2, "data-loader processes per device")
 @precision_option
 @device_option
@@ -280,12 +332,15 @@ def train(
     runs: int,
     mllog: Path | None,
     timeout_s: float | None,
+    rdzv_endpoint: str | None,
+    momentum: float | None,
     db: Path,
     as_json: bool,
     **options: Any,
 ) -> None:
     """Train MODEL on real data until --target (or --max-epochs): time to accuracy."""
     from trainperf.convergence.olympic import olympic_mean
+    from trainperf.convergence.records import config_key
 
     metric, value = parse_target(target_text)
     last_seed = options["seed"] + runs - 1  # run k trains with seed + k - 1
@@ -301,14 +356,17 @@ def train(
         "target_metric": metric,
         "target_value": value,
         "device": device,
+        "momentum": ADDED_TRAIN_FIELDS["momentum"] if momentum is None else momentum,
         **options,
     }
-    _check_config(config, capabilities)
+    _check_config(config, capabilities, momentum_given=momentum is not None)
     if mllog is not None:  # every run's log, before the first run starts
         for index in range(runs):
             check_out_file(_mllog_path(mllog, index, runs), "--mllog")
+    if config["nodes"] > 1:
+        tell_other_nodes(config["nodes"], rdzv_endpoint)
 
-    stored = []
+    stored, followed = [], 0
     with writing_store(db) as store:
         for index in range(runs):
             this = config | {"seed": config["seed"] + index}
@@ -324,14 +382,19 @@ def train(
                 f"until {target_text} (seed {this['seed']})",
                 markup=False,
             )
-            run = _train_once(store, record, this, document, timeout_s)
+            run = _train_once(store, record, this, document, timeout_s, rdzv_endpoint)
+            if run is None:
+                followed += 1
+                stderr.print("this node took part; the node of rank 0 stores the run", markup=False)
+                continue
             stored.append(run)
             if not as_json:
                 _show_run(run)
-        same = [r for r in store.train_runs(stored[-1]["config_key"]) if r["status"] == "ok"]
+        same = [r for r in store.train_runs(config_key(config)) if r["status"] == "ok"]
     olympic = olympic_mean([r["time_to_target_s"] if r["reached"] else None for r in same])
     if as_json:
-        emit_json({"runs": stored, "olympic": olympic, "config_runs": len(same)})
+        document = {"runs": stored, "olympic": olympic, "config_runs": len(same)}
+        emit_json(document | ({"followed": followed} if followed else {}))
     else:
         from trainperf.report.convergence import olympic_line
 

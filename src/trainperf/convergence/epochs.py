@@ -4,7 +4,8 @@
 owns the clock. Per epoch it keeps the global samples, the training time (evaluation
 excluded), the mean training loss over all ranks and the time spent blocked in
 ``next()`` on the training loader (``data_wait_s``; rank 0's own). The ``lr`` of an epoch
-(and of its evaluation) is the one its last step used.
+(and of its evaluation) is the one its last step used. The result's ``time_split`` says
+where the wall-clock time to the target went (trainperf.convergence.time_split).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 
 from trainperf.case.schedule import Schedule
 from trainperf.convergence.evaluation import evaluate, reached
+from trainperf.convergence.time_split import time_split
 from trainperf.core import strict_json
 from trainperf.measure.divergence import Diverged, LossWatch
 from trainperf.models.spec import ModelSpec
@@ -84,6 +86,8 @@ class Run:
     listeners: Sequence[Listener]
     progress: ProgressFile | None
     stop: Callable[[], bool]
+    # When start-up began: {"at": time.time() then, "from": "process launch" or "train() call"}
+    began: dict[str, Any] | None = None
 
     def execute(self, info: dict[str, Any]) -> dict[str, Any] | None:
         """Train and evaluate until the target, ``max_epochs`` or a stop; rank 0's result."""
@@ -93,6 +97,8 @@ class Run:
             raise ValueError("the training data gives no batch: fewer samples than batch_size")
         self._notify("run_start", info)
         self.start = time.perf_counter()
+        began = self.began or {"at": time.time(), "from": "run start"}
+        startup_s = time.time() - began["at"]
         epochs: list[dict[str, Any]] = []
         evaluations: list[dict[str, Any]] = []
         time_to_target_s = None
@@ -125,6 +131,8 @@ class Run:
         if not self.peers.is_leader:
             return None
         train_s = sum(e["train_s"] for e in epochs)
+        clock_s = run_s if time_to_target_s is None else time_to_target_s
+        split = time_split(startup_s, began["from"], clock_s, success, epochs, evaluations)
         return {
             "status": status,
             "reached": success,
@@ -145,6 +153,7 @@ class Run:
             "final_eval_loss": evaluations[-1]["eval_loss"] if evaluations else None,
             "data_wait_share": sum(e["data_wait_s"] for e in epochs) / train_s,
             "train_samples_per_s": samples / train_s,
+            "time_split": split,
         }
 
     def _train_epoch(self, epoch: int, steps_per_epoch: int) -> tuple[dict[str, Any], bool]:

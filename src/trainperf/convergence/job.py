@@ -3,7 +3,8 @@
 The parent (``trainperf.cli.train``) starts this through ``trainperf.launch.worker`` with a document
 of kind ``train``; under torchrun every rank joins the process group here and trains its
 shard. Rank 0 writes the progress file (one JSON line per evaluation, which the parent
-stores as it arrives) and, when asked, the MLPerf log.
+stores as it arrives) and, when asked, the MLPerf log. ``launched_at`` in the document is
+when the parent started this job (its wall clock): start-up is counted from there.
 """
 
 from __future__ import annotations
@@ -44,5 +45,7 @@ def run_training(document: dict[str, Any], workdir: Path) -> dict[str, Any] | No
                 )
             )
         progress = workdir / PROGRESS_FILE if leader else None
-        outcome = train(config, listeners, progress_path=progress)
+        outcome = train(
+            config, listeners, progress_path=progress, launched_at=document.get("launched_at")
+        )
         return None if outcome is None else {"metrics": outcome}

@@ -39,7 +39,7 @@ RULESET = "trainperf_common.yaml"
 _LOGGER_IDS = itertools.count()  # a fresh logging.Logger per run, never shared
 DIVISIONS = (c.OPEN, c.CLOSED)
 STATUSES = (c.ONPREM, c.CLOUD, c.RESEARCH)
-OPTIMIZERS = (c.SGD, c.ADAMW)
+OPTIMIZERS = (c.SGD, c.ADAMW, c.LARS)
 RUN_STATUSES = (c.SUCCESS, c.ABORTED)
 RUN_INFO = (
     "model",
@@ -166,7 +166,7 @@ class MLPerfLogger:
         log(c.GLOBAL_BATCH_SIZE, info["global_batch_size"])
         log(c.OPT_NAME, info["optimizer"])
         log(c.OPT_BASE_LR, info["base_lr"])
-        if info["optimizer"] == c.SGD:
+        if info["optimizer"] in (c.SGD, c.LARS):
             log(OPT_MOMENTUM, info["momentum"])
         log(c.OPT_WEIGHT_DECAY, info["weight_decay"])
         log(c.OPT_LR_WARMUP_EPOCHS, info["warmup_epochs"])

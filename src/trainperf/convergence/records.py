@@ -8,6 +8,9 @@ an interrupted or killed run keeps what it reached; the final status replaces ``
 
 ``config_key`` groups the runs that repeat one configuration (every field except the seed
 and the logging paths): the olympic mean of ``trainperf train --runs`` is taken over them.
+A field added since runs were first stored (``ADDED_TRAIN_FIELDS``: optimizer, momentum,
+weight decay, nodes) counts only away from the value every earlier run trained with, so an
+old run and a new one of the same configuration share their key.
 The SQL lives in ``trainperf.store.database`` (``Store.add_train_run`` and its siblings),
 like that of every other table; this module says what a run is and how runs are grouped.
 """
@@ -18,13 +21,16 @@ import hashlib
 import json
 from typing import Any
 
+from trainperf.case.stored import ADDED_TRAIN_FIELDS
 from trainperf.store.database import Store
 
 NOT_IN_KEY = ("seed", "mllog")
 
 
 def config_key(config: dict[str, Any]) -> str:
-    kept = {k: v for k, v in config.items() if k not in NOT_IN_KEY}
+    """16 hex of SHA-256 over the configuration's fields that define it (module doc)."""
+    added = ADDED_TRAIN_FIELDS.items()
+    kept = {k: v for k, v in config.items() if k not in NOT_IN_KEY and (k, v) not in added}
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -6,8 +6,15 @@ stops at the first evaluation that meets the target (``time_to_target_s``) or at
 Every evaluation is kept with its time since run start and the global samples seen, so a
 run that never reaches the target still yields its accuracy curve.
 
-The optimizer is the spec's (SGD with momentum and weight decay, or AdamW; momentum is
-SGD's only), its lr set before every step from the schedule at the fractional epoch.
+The optimizer is the config's (SGD with momentum and weight decay, AdamW, or LARS: SGD with
+momentum and a per-layer trust ratio, trainperf.step.lars), or when it names none the
+spec's; momentum is SGD's and LARS's only. Its lr is set before every step from the
+schedule at the fractional epoch.
+
+Besides MLPerf's clock the run reports where the wall-clock time to the target went
+(``time_split``, see trainperf.convergence.epochs): start-up from the process launch
+(``launched_at``, the launcher's wall clock) to run start, then training, data loading and
+evaluation; the four add up to ``total_s``.
 Model, optimizer, precision (autocast to bf16/fp16, fp16 with a GradScaler) and DDP
 wrapping come from the one training step of ``trainperf.step.training_step`` (``build_model``,
 ``make_step``), as the benchmark's and the equivalence check's do. The rest of data
@@ -24,6 +31,7 @@ included), then ``{"event": "stop", "status": ..., "reached": ...}``.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,19 +62,26 @@ def train(
     stop: Callable[[], bool] = lambda: False,
     *,
     loaders: Loaders | None = None,
+    launched_at: float | None = None,
 ) -> dict[str, Any] | None:
     """Train until the target or ``max_epochs``; rank 0 returns the result, others None.
+
+    ``launched_at`` (``time.time()``) is when the launcher started this process: start-up
+    is counted from there; None counts it from this call (model, data and wrapping only).
 
     ``loaders`` replaces the data source of ``config.data`` (tests, notebooks): an object
     with ``train``, ``eval``, ``num_classes``, ``train_samples`` and ``eval_samples`` as
     ``trainperf.datasets.make_loaders`` returns. ``stop()`` is polled between steps; when
     it says True the run ends after the current step with status "aborted".
     """
+    began = {"at": time.time(), "from": "train() call"}
+    if launched_at is not None:
+        began = {"at": launched_at, "from": "process launch"}
     peers = Peers()
-    if config.devices > 1 and not peers.distributed:
+    if config.world > 1 and not peers.distributed:
         raise ValueError(
-            f"devices={config.devices} needs one process per device: run under torchrun "
-            "with the process group initialised (trainperf launches it so)"
+            f"devices={config.devices} x nodes={config.nodes} needs one process per device: "
+            "run under torchrun with the process group initialised (trainperf launches it so)"
         )
     schedule = parse_schedule(config.lr_schedule, config.warmup_epochs)
     spec = models.get(config.model)
@@ -86,6 +101,7 @@ def train(
     check_classes(spec, loaders.num_classes, config.target_metric)
     size = getattr(loaders, "size", None) or spec.resolve_size(requested)
     hyper = {
+        "optimizer": config.optimizer,
         "lr": schedule.lr_at(0.0, config.max_epochs),
         "momentum": config.momentum,
         "weight_decay": config.weight_decay,
@@ -110,6 +126,7 @@ def train(
         listeners=listening,
         progress=progress,
         stop=stop,
+        began=began,
     )
     info = run_info(config, spec, schedule.describe(), loaders, peers.world, size)
     return run.execute(info)
@@ -124,14 +141,14 @@ def run_info(
     size: int,
 ) -> dict[str, Any]:
     """What ``Listener.run_start`` receives (the hyper-parameters of an MLPerf log)."""
-    sgd = spec.optimizer == "sgd"
+    optimizer = config.optimizer or spec.optimizer
     return {
         "model": config.model,
         "data": config.data,
         "global_batch_size": config.batch_size * world,
-        "optimizer": spec.optimizer,
+        "optimizer": optimizer,
         "base_lr": schedule["lrs"][0],
-        "momentum": config.momentum if sgd else None,
+        "momentum": config.momentum if optimizer in ("sgd", "lars") else None,
         "weight_decay": config.weight_decay,
         "warmup_epochs": config.warmup_epochs,
         "schedule": schedule,

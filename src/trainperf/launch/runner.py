@@ -170,6 +170,14 @@ class ChildJob:
             tuple(worker_environment(case).items()),
         )
 
+    @classmethod
+    def of_training(cls, config: dict[str, Any], timeout_s: float | None) -> ChildJob:
+        """A ``trainperf train`` run (trainperf.case.training.TrainConfig as a dict): under
+        torchrun above one process in all; its rendezvous id the same on every node."""
+        digest = hashlib.sha256(strict_json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+        devices, nodes = config["devices"], config["nodes"]
+        return cls(devices * nodes > 1, devices, nodes, timeout_s, f"trainperf-train-{digest}")
+
 
 def child_environment(job: ChildJob) -> dict[str, str]:
     """The child's environment: this process's, with the variables that let the case's

@@ -50,3 +50,27 @@ def olympic_line(olympic: dict[str, Any], runs: int) -> str:
         )
     reason = olympic.get("olympic_mean_s_absent_reason")
     return f"olympic mean over {runs} finished run(s): absent ({reason})"
+
+
+def time_split_text(split: dict[str, Any]) -> str:
+    """Where the wall-clock time to the target (or to the end) went, in two lines that fit
+    100 columns (trainperf.convergence.time_split)."""
+    until = "to target" if split["until"] == "target" else "to the end"
+    where = split["measured_on"]
+    if split["startup_from"] != "process launch":
+        where += f", start-up from the {split['startup_from']}"
+    total = split.get("total_s")
+    if total is None:
+        head = f"wall clock {until} ({where}): absent ({split.get('total_s_absent_reason')})"
+    else:
+        head = f"wall clock {until} ({where}): {total:.2f} s"
+    parts = []
+    for key, name in (
+        ("startup_s", "start-up"),
+        ("training_s", "training"),
+        ("data_loading_s", "data loading"),
+        ("evaluation_s", "evaluation"),
+    ):
+        value = split.get(key)
+        parts.append(f"{name} " + ("absent" if value is None else f"{value:.2f} s"))
+    return f"{head}\n  = {' + '.join(parts)}"

@@ -16,8 +16,9 @@ trainperf.case.precision.fp32_math, which the JAX step follows too); ``fp32_math
 math torch is set to back, for the result's device record (``fp32_matmul``, ``fp32_conv``).
 
 Optimizers follow the literature: SGD with momentum 0.9 for the CNNs, AdamW for the
-language models. ``channels_last`` converts the model and its images to NHWC;
-``compile`` wraps the model in ``torch.compile`` (compilation lands in the warm-up).
+language models; a training run may ask for another, LARS included (``make_optimizer``).
+``channels_last`` converts the model and its images to NHWC; ``compile`` wraps the model
+in ``torch.compile`` (compilation lands in the warm-up).
 
 Data parallelism is decided here (the wrapping itself is trainperf.parallel.wrap):
 - ``ddp``: DistributedDataParallel over the process group trainperf.parallel.group set up (one
@@ -55,11 +56,13 @@ from torch import nn
 
 from trainperf.case.precision import fp32_math, fp32_math_record
 from trainperf.case.spec import Case
+from trainperf.case.training import OPTIMIZERS
 from trainperf.datasets import Loaders, endless_batches, make_loaders
 from trainperf.measure.timer import StepTimer, make_timer
 from trainperf.models.spec import Batch, ModelSpec
 from trainperf.parallel.fsdp import apply_checkpointing
 from trainperf.parallel.wrap import wrap_parallel
+from trainperf.step.lars import LARS
 
 AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 SGD_LR, SGD_MOMENTUM = 0.01, 0.9
@@ -137,22 +140,38 @@ def make_optimizer(
     spec: ModelSpec,
     model: nn.Module,
     *,
+    optimizer: str | None = None,
     lr: float | None = None,
     momentum: float | None = None,
     weight_decay: float | None = None,
 ) -> torch.optim.Optimizer:
-    """The spec's optimizer; None keeps the benchmark's defaults (``momentum`` is SGD's only).
+    """``optimizer`` (one of trainperf.case.training.OPTIMIZERS; None: the spec's); None
+    hyper-parameters keep the benchmark's defaults (``momentum`` is SGD's and LARS's only).
 
-    The convergence trainer passes its hyper-parameters and then sets the lr every step.
+    LARS (trainperf.step.lars) leaves biases and normalisation weights (the parameters of
+    one dimension or none) out of the trust ratio and of weight decay, as MLPerf's
+    reference ResNet-50 does. The convergence trainer passes its hyper-parameters and then
+    sets the lr every step.
     """
-    if spec.optimizer == "adamw":
+    name = optimizer or spec.optimizer
+    if name not in OPTIMIZERS:
+        raise ValueError(f"optimizer '{name}' is not one of {', '.join(OPTIMIZERS)}")
+    if name == "adamw":
         options = {} if weight_decay is None else {"weight_decay": weight_decay}
         return torch.optim.AdamW(model.parameters(), lr=ADAMW_LR if lr is None else lr, **options)
+    lr = SGD_LR if lr is None else lr
+    momentum = SGD_MOMENTUM if momentum is None else momentum
+    if name == "lars":
+        params = list(model.parameters())
+        groups = [
+            {"params": [p for p in params if p.ndim > 1]},
+            {"params": [p for p in params if p.ndim <= 1], "adapt": False, "weight_decay": 0.0},
+        ]
+        return LARS(
+            [g for g in groups if g["params"]], lr, momentum, weight_decay=weight_decay or 0.0
+        )
     return torch.optim.SGD(
-        model.parameters(),
-        lr=SGD_LR if lr is None else lr,
-        momentum=SGD_MOMENTUM if momentum is None else momentum,
-        weight_decay=weight_decay or 0.0,
+        model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay or 0.0
     )
 
 
@@ -304,13 +323,13 @@ def make_step(
     options: StepOptions,
     *,
     wrap: Callable[[nn.Module], nn.Module] | None = None,
-    hyper: dict[str, float] | None = None,
+    hyper: dict[str, Any] | None = None,
 ) -> Step:
     """The step that trains ``model`` (from ``build_model``): converted to channels-last,
-    its blocks checkpointed, wrapped by ``wrap`` (data parallelism), the spec's optimizer
-    (``hyper``: make_optimizer's lr/momentum/weight_decay) over the parameters as wrapped
-    (FSDP replaces them by their shards), compiled, with the precision's autocast and
-    GradScaler."""
+    its blocks checkpointed, wrapped by ``wrap`` (data parallelism), the optimizer
+    (``hyper``: make_optimizer's optimizer, lr, momentum and weight_decay) over the
+    parameters as wrapped (FSDP replaces them by their shards), compiled, with the
+    precision's autocast and GradScaler."""
     if options.channels_last:
         model = model.to(memory_format=torch.channels_last)
     apply_checkpointing(model, options.activation_checkpointing, spec.name)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from trainperf.case.stored import as_stored_now
+from trainperf.case.stored import as_stored_now, train_config_as_stored_now
 from trainperf.core import strict_json
 
 
@@ -134,7 +134,7 @@ def train_run_document(row: sqlite3.Row, system: Any) -> dict[str, Any]:
         "created_at": row["created_at"],
         "updated_at": row["updated_at"],
         "status": row["status"],
-        "config": json.loads(row["config_json"]),
+        "config": train_config_as_stored_now(json.loads(row["config_json"])),
         "config_key": row["config_key"],
         "reached": bool(row["reached"]),
         "time_to_target_s": row["time_to_target_s"],
