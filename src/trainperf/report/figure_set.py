@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainperf.analysis.scaling import scaling_rows
-from trainperf.report import figures_micro, figures_speedup
+from trainperf.report import figures_layers, figures_micro, figures_speedup
 from trainperf.report.figure_kit import Figure, hostname, unique_keys
 from trainperf.report.figures import batch_figures, devices_figures, energy_figures, power_figures
 from trainperf.report.figures_cases import case_figures
@@ -33,6 +33,7 @@ def all_figures(
     figures += figures_speedup.precision_figures(results)
     figures += batch_figures(results)
     figures += figures_micro.profile_figures(micro_runs, names)
+    figures += figures_layers.layer_figures(micro_runs, names)
     figures += figures_micro.collective_figures(micro_runs, names)
     figures += figures_micro.gemm_figures(micro_runs, names)
     figures += power_figures(results) + energy_figures(results)
