@@ -252,13 +252,17 @@ class Report:
 
     def __init__(self, data: ReportData, db_name: str, generated_at: str | None = None) -> None:
         from trainperf.report.figure_set import all_figures
-        from trainperf.report.figures_convergence import convergence_figures
+        from trainperf.report.figures_convergence import (
+            convergence_figures,
+            relative_time_figures,
+        )
         from trainperf.report.figures_llm import llm_figures
 
         self.data = data
         self.hosts = {s["fingerprint"]: s.get("hostname", "?") for s in data.systems}
         figures = all_figures(data.results, data.micro_runs, self.hosts)
         figures += convergence_figures(data.train_runs)
+        figures += relative_time_figures(data.train_runs)
         figures += [replace(f.figure, table=f.table) for f in llm_figures(data.results)]
         self.sections = [
             {
