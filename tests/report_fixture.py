@@ -14,6 +14,7 @@ its runs by trainperf itself (``case_result.combine``), as a sweep would.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -197,10 +198,54 @@ def _training_runs(store: Store, system_a: dict[str, Any], system_b: dict[str, A
         )
 
 
-def build(path: Path, hostile_model: bool = True) -> dict[str, Any]:
+def _studies(store: Store, system_a: dict[str, Any], system_b: dict[str, Any], data: dict) -> None:
+    """What the studies' figures need beyond the rest (made up, like system B): a bf16 twin
+    of B's cifarnet b32 case 1.8 times as fast, B's layer profile (A's 4 times faster), and
+    two more seeds of each system's training run."""
+    from trainperf.case.training import TrainConfig
+    from trainperf.convergence import records
+
+    results_b = [r for r in store.results() if r["system"]["fingerprint"] == "fixture0000b"]
+    cifar32_b = next(
+        r
+        for r in results_b
+        if r["status"] == "ok"
+        and r["case"]["model"] == "cifarnet"
+        and r["case"]["devices"] == 1
+        and r["case"]["batch_size"] == 32
+    )
+    bf16 = _with_energy(_scaled(cifar32_b, 1.8), 320.0)  # energy read afresh, consistent
+    bf16["case"]["precision"] = "bf16"
+    sweep = store.start_sweep(system_b, label="fixture studies")
+    store.add_result(sweep, system_b["fingerprint"], bf16)
+    profile = next(run for run in data["micro"] if run["kind"] == "profile")
+    store.add_micro(system_b, dict(profile["params"]), _scaled_micro(profile, SPEEDUP))
+    config = TrainConfig(
+        model="cifarnet",
+        data="cifar10:/data/cifar",
+        target_metric="top1",
+        target_value=0.8,
+        max_epochs=3,
+        batch_size=128,
+    )
+    for system, epoch_s in ((system_a, 8.0), (system_b, 2.0)):
+        for seed in (1, 2):
+            seconds = epoch_s * (1 + 0.05 * seed)
+            evaluations = [
+                {"epoch": e, "samples_seen": 50000 * e, "time_s": seconds * e, "top1": top1}
+                for e, top1 in [(1, 0.56), (2, 0.72), (3, 0.82)]
+            ]
+            run = records.start_run(store, system, dataclasses.replace(config, seed=seed).to_dict())
+            store.update_train_run(
+                run, evaluations, status="ok", reached=True, time_to_target_s=seconds * 3
+            )
+
+
+def build(path: Path, hostile_model: bool = True, studies: bool = False) -> dict[str, Any]:
     """Write the two-system database at ``path``; return what the tests need to know.
     ``hostile_model``: with the result of the model named ``HOSTILE_MODEL``, which only a
-    store filled by hand (or by a trainperf before format 4's import checks) can hold."""
+    store filled by hand (or by a trainperf before format 4's import checks) can hold.
+    ``studies``: with what the studies' figures need besides (``_studies``)."""
     data = seed()
     system_a = data["system"]
     system_b = _system_b(system_a)
@@ -258,6 +303,8 @@ def build(path: Path, hostile_model: bool = True) -> dict[str, Any]:
                             row[key] *= SPEEDUP * 10
                 store.add_micro(system_b, params, faster)
         _training_runs(store, system_a, system_b)
+        if studies:
+            _studies(store, system_a, system_b, data)
     return {
         "systems": {"a": system_a["fingerprint"], "b": system_b["fingerprint"]},
         "hostnames": {"a": system_a["hostname"], "b": system_b["hostname"]},

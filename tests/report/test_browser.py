@@ -52,6 +52,17 @@ def opened(browser, path: Path):
     return page, problems
 
 
+# The figures of the studies (speed-up, precision, layers across systems, relative time to
+# train, learning curves): report_fixture.build(studies=True) holds the data of each.
+STUDIES = (
+    "speedup-vs-devices-cifarnet-b32-fp32-cpu",
+    "precision-speedup-bf16",
+    "layers-across-systems-cifarnet-b16-fp32",
+    "time-to-train-relative-cifarnet",
+    "convergence-cifarnet-cifar10",
+)
+
+
 def drawn_figures(page) -> list[str]:
     """The ids of the page's figures, each checked to be drawn with a size."""
     ids = page.eval_on_selector_all("figure.chart", "els => els.map(e => e.id)")
@@ -64,7 +75,7 @@ def drawn_figures(page) -> list[str]:
 
 def test_report_opens_with_every_figure_and_no_error(browser, tmp_path, run_cli):
     db = tmp_path / "two.db"
-    report_fixture.build(db)
+    report_fixture.build(db, studies=True)
     code, out, err = run_cli(["report", "--db", db, "--out", tmp_path / "site", "--json"])
     assert code == 0, err
     summary = json.loads(out)
@@ -76,6 +87,11 @@ def test_report_opens_with_every_figure_and_no_error(browser, tmp_path, run_cli)
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     ids = drawn_figures(page)
     assert ids == summary["figures"] and len(ids) >= 8
+    # The studies' figures are drawn too, each with its data table (folded: one click).
+    for prefix in STUDIES:
+        figure_id = next(i for i in ids if i.startswith(prefix))
+        details = page.locator(f"[id='{figure_id}'] details summary")
+        assert details.first.text_content().startswith("Data of the figure"), figure_id
     # The hostile model name is shown as text, not run.
     assert page.get_by_text("<script>alert(1)</script>").count() >= 1
     page.close()

@@ -17,6 +17,7 @@ KINDS = (
     "throughput-vs-devices",
     "scaling-efficiency",
     "throughput-vs-batch",
+    "speedup-vs-devices",
     "step-breakdown",
     "layer-breakdown",
     "collective-busbw",

@@ -50,8 +50,8 @@ def test_every_figure_has_a_caption_naming_its_system(site):
     facts, summary, page = site
     figures = re.findall(r'<figure id="([^"]+)" class="chart">(.*?)</figure>', page, re.S)
     assert [key for key, _ in figures] == summary.figures
-    # The fixture runs one framework and no language model under two methods.
-    assert summary.empty_sections == ["frameworks", "llm"]
+    # The fixture runs one framework, one precision and no language model under two methods.
+    assert summary.empty_sections == ["frameworks", "precision", "llm"]
     for key, body in figures:
         assert "<svg" in body, key
         caption = body.split("<figcaption>")[1]
@@ -72,7 +72,7 @@ def test_empty_database_says_what_is_missing(tmp_path, run_cli):
     code, out, err = run_cli(["report", "--db", db, "--out", tmp_path / "r", "--json"])
     assert code == 0, err
     summary = json.loads(out)
-    assert summary["figures"] == [] and len(summary["empty_sections"]) == 10
+    assert summary["figures"] == [] and len(summary["empty_sections"]) == 11
     page = (tmp_path / "r" / "index.html").read_text()
     assert "No results stored." in page and "trainperf micro gemm" in page
 

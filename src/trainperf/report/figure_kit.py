@@ -288,3 +288,19 @@ def unique_keys(figures: Iterable[Figure]) -> list[Figure]:
         taken.add(key)
         out.append(figure if key == figure.key else replace(figure, key=key))
     return out
+
+
+def data_table(
+    headers: Sequence[str], justify: Sequence[str], rows: Iterable[Sequence[Any]]
+) -> dict[str, Any]:
+    """The numbers a figure draws as a table under it (``markdown.plain_table``'s form),
+    folded: the page shows its title, a click opens it."""
+    rows = [[str(cell) for cell in row] for row in rows]
+    return {
+        "folded": True,
+        "title": f"Data of the figure ({len(rows)} rows)",
+        "caption": "",
+        "headers": list(headers),
+        "justify": list(justify),
+        "rows": rows,
+    }

@@ -1,6 +1,6 @@
 """Every figure a report shows, in report order: the figures of results
-(trainperf.report.figures_cases, figures and figures_frameworks) and of micro-benchmark runs
-(trainperf.report.figures_micro), with unique keys."""
+(trainperf.report.figures_cases, figures, figures_speedup and figures_frameworks) and of
+micro-benchmark runs (trainperf.report.figures_micro), with unique keys."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainperf.analysis.scaling import scaling_rows
-from trainperf.report import figures_micro
+from trainperf.report import figures_layers, figures_micro, figures_speedup
 from trainperf.report.figure_kit import Figure, hostname, unique_keys
 from trainperf.report.figures import batch_figures, devices_figures, energy_figures, power_figures
 from trainperf.report.figures_cases import case_figures
@@ -28,9 +28,12 @@ def all_figures(
     names = {r["system"]["fingerprint"]: hostname(r) for r in results} | dict(hostnames or {})
     scaled = scaling_rows(results)  # one reading of the scaling rows for both kinds
     figures = case_figures(results) + devices_figures(results, scaled)
+    figures += figures_speedup.speedup_figures(results)
     figures += framework_figures(results, scaled)
+    figures += figures_speedup.precision_figures(results)
     figures += batch_figures(results)
     figures += figures_micro.profile_figures(micro_runs, names)
+    figures += figures_layers.layer_figures(micro_runs, names)
     figures += figures_micro.collective_figures(micro_runs, names)
     figures += figures_micro.gemm_figures(micro_runs, names)
     figures += power_figures(results) + energy_figures(results)

@@ -50,7 +50,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     (
         "scaling",
         "Scaling over devices",
-        ("throughput-vs-devices", "scaling-efficiency"),
+        ("throughput-vs-devices", "scaling-efficiency", "speedup-vs-devices"),
         "no multi-device results with a 1-device baseline (`trainperf run --devices 1,2,...`)",
     ),
     (
@@ -59,6 +59,13 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
         ("framework-",),
         "no results of one workload under two frameworks or with and without torch.compile "
         "(`trainperf run frameworks`)",
+    ),
+    (
+        "precision",
+        "Reduced precision",
+        ("precision-speedup",),
+        "no case measured in fp16 or bf16 and in fp32 on one system "
+        "(`trainperf run --precision bf16` beside an fp32 run)",
     ),
     (
         "llm",
@@ -76,7 +83,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     (
         "breakdown",
         "Where the time goes",
-        ("step-breakdown", "layer-breakdown"),
+        ("step-breakdown", "layer-breakdown", "layers-across-systems"),
         "no profiles stored (`trainperf profile MODEL`)",
     ),
     (
@@ -94,7 +101,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     (
         "convergence",
         "Time to accuracy",
-        ("convergence",),
+        ("convergence", "time-to-train-relative"),
         "no training runs stored (`trainperf train MODEL --data ... --target top1=...`)",
     ),
     (
@@ -245,13 +252,17 @@ class Report:
 
     def __init__(self, data: ReportData, db_name: str, generated_at: str | None = None) -> None:
         from trainperf.report.figure_set import all_figures
-        from trainperf.report.figures_convergence import convergence_figures
+        from trainperf.report.figures_convergence import (
+            convergence_figures,
+            relative_time_figures,
+        )
         from trainperf.report.figures_llm import llm_figures
 
         self.data = data
         self.hosts = {s["fingerprint"]: s.get("hostname", "?") for s in data.systems}
         figures = all_figures(data.results, data.micro_runs, self.hosts)
         figures += convergence_figures(data.train_runs)
+        figures += relative_time_figures(data.train_runs)
         figures += [replace(f.figure, table=f.table) for f in llm_figures(data.results)]
         self.sections = [
             {
