@@ -47,7 +47,7 @@ def event_fields(event) -> dict:
         "is_user_annotation": bool(event.is_user_annotation),
         # The CPU op (its id) whose launch this device event is: the link torch uses to
         # attach kernels to ops, kept so a kernel's interval can be filed by its launcher.
-        "linked_correlation_id": event.linked_correlation_id,
+        "linked_correlation_id": getattr(event, "linked_correlation_id", None),  # torch 2.13+
         "kernels": [[k.name, k.device, k.duration] for k in event.kernels],
         "parent": event.cpu_parent.id if event.cpu_parent is not None else None,
     }

@@ -1,6 +1,7 @@
 """Every figure a report shows, in report order: the figures of results
 (trainperf.report.figures_cases, figures, figures_speedup and figures_frameworks) and of
-micro-benchmark runs (trainperf.report.figures_micro), with unique keys."""
+micro-benchmark runs (trainperf.report.figures_micro, figures_layers and figures_profile),
+with unique keys."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainperf.analysis.scaling import scaling_rows
-from trainperf.report import figures_layers, figures_micro, figures_speedup
+from trainperf.report import figures_layers, figures_micro, figures_profile, figures_speedup
 from trainperf.report.figure_kit import Figure, hostname, unique_keys
 from trainperf.report.figures import batch_figures, devices_figures, energy_figures, power_figures
 from trainperf.report.figures_cases import case_figures
@@ -34,6 +35,7 @@ def all_figures(
     figures += batch_figures(results)
     figures += figures_micro.profile_figures(micro_runs, names)
     figures += figures_layers.layer_figures(micro_runs, names)
+    figures += figures_profile.profile_scaling_figures(micro_runs, names)
     figures += figures_micro.collective_figures(micro_runs, names)
     figures += figures_micro.gemm_figures(micro_runs, names)
     figures += power_figures(results) + energy_figures(results)

@@ -83,8 +83,14 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     (
         "breakdown",
         "Where the time goes",
-        ("step-breakdown", "layer-breakdown", "layers-across-systems"),
-        "no profiles stored (`trainperf profile MODEL`)",
+        (
+            "step-breakdown",
+            "layer-breakdown",
+            "layers-across-systems",
+            "host-api-vs-devices",
+            "comm-share-vs-devices",
+        ),
+        "no profiles stored (`trainperf profile MODEL`, with `--devices N` on several)",
     ),
     (
         "collectives",
