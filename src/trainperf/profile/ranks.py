@@ -63,9 +63,7 @@ def run_distributed_profile(case: Case, steps: int, warmup: int) -> dict[str, An
         return {"device": device, "metrics": combine_ranks(everyone)}
 
 
-def communication_by_difference(
-    step_ms: float, without: dict[str, list[float]]
-) -> dict[str, Any]:
+def communication_by_difference(step_ms: float, without: dict[str, list[float]]) -> dict[str, Any]:
     """``compute_step_ms`` and ``comm_exposed_by_difference_ms`` (module docstring), or
     None for both with the reason when the mode has no step without communication."""
     times = without.get("compute_step_s") or []
