@@ -24,6 +24,8 @@ from trainperf.measure.runs import parse_runs
 from trainperf.store.database import Store
 
 SEED = Path(__file__).parent / "data" / "cpu_measurements.json"
+PROFILES_BY_DEVICES = Path(__file__).parent / "data" / "profiles_by_devices.json"
+RESULT_PARTS = ("status", "device", "metrics", "error")
 SPEEDUP = 4.0  # system B's step times are system A's divided by this
 HOSTILE_MODEL = "<script>alert(1)</script>"
 
@@ -201,7 +203,10 @@ def _training_runs(store: Store, system_a: dict[str, Any], system_b: dict[str, A
 def _studies(store: Store, system_a: dict[str, Any], system_b: dict[str, Any], data: dict) -> None:
     """What the studies' figures need beyond the rest (made up, like system B): a bf16 twin
     of B's cifarnet b32 case 1.8 times as fast, B's layer profile (A's 4 times faster), and
-    two more seeds of each system's training run."""
+    two more seeds of each system's training run. Profiles over device counts: system A's
+    are real (``tests/data/profiles_by_devices.json``: cifarnet in one process and on 2 gloo
+    ranks of this VM); system B's are the real H200 profiles of that file, the one-rank DDP
+    profile standing for 2 devices (made up: one GPU was lent, not two)."""
     from trainperf.case.training import TrainConfig
     from trainperf.convergence import records
 
@@ -220,6 +225,13 @@ def _studies(store: Store, system_a: dict[str, Any], system_b: dict[str, Any], d
     store.add_result(sweep, system_b["fingerprint"], bf16)
     profile = next(run for run in data["micro"] if run["kind"] == "profile")
     store.add_micro(system_b, dict(profile["params"]), _scaled_micro(profile, SPEEDUP))
+    by_devices = json.loads(PROFILES_BY_DEVICES.read_text())
+    for run in by_devices["cpu"]:
+        store.add_micro(system_a, run["params"], {k: run[k] for k in RESULT_PARTS})
+    for devices, run in zip((1, 2), by_devices["h200"], strict=True):
+        params = copy.deepcopy(run["params"])
+        params["case"]["devices"] = devices
+        store.add_micro(system_b, params, {k: run[k] for k in RESULT_PARTS})
     config = TrainConfig(
         model="cifarnet",
         data="cifar10:/data/cifar",

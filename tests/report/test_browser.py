@@ -53,13 +53,17 @@ def opened(browser, path: Path):
 
 
 # The figures of the studies (speed-up, precision, layers across systems, relative time to
-# train, learning curves): report_fixture.build(studies=True) holds the data of each.
+# train, learning curves, host API time and communication share against devices):
+# report_fixture.build(studies=True) holds the data of each.
 STUDIES = (
     "speedup-vs-devices-cifarnet-b32-fp32-cpu",
     "precision-speedup-bf16",
     "layers-across-systems-cifarnet-b16-fp32",
     "time-to-train-relative-cifarnet",
     "convergence-cifarnet-cifar10",
+    "host-api-vs-devices-resnet50",  # the H200's profiles (system B)
+    "comm-share-vs-devices-vm",  # 1 and 2 gloo ranks of this VM (system A)
+    "comm-share-vs-devices-big-cpu",
 )
 
 

@@ -214,6 +214,9 @@ def _draw_shares(fig: MplFigure, lines: list[tuple[str, list[tuple[int, float, f
     ax.set_xlabel("devices")
     ax.set_ylabel("share of the step (%)")
     ax.set_ylim(bottom=0)
+    # What the two line styles mean, beside the workloads' colours.
+    ax.plot([], [], "o-", color="0.4", label="communication")
+    ax.plot([], [], "s--", color="0.4", label="exposed (nothing computing)")
     ax.legend(fontsize="small")
 
 
