@@ -175,19 +175,25 @@ def _ddp(template: dict[str, Any], devices: int, factor: float) -> dict[str, Any
     return recombined(result, runs)
 
 
-def _training_runs(store: Store, system_a: dict[str, Any], system_b: dict[str, Any]) -> None:
-    """One made-up time-to-accuracy run per system: the same curve, B four times faster."""
+def _train_config() -> Any:
+    """The training configuration of every made-up time-to-accuracy run."""
     from trainperf.case.training import TrainConfig
-    from trainperf.convergence import records
 
-    config = TrainConfig(
+    return TrainConfig(
         model="cifarnet",
         data="cifar10:/data/cifar",
         target_metric="top1",
         target_value=0.8,
         max_epochs=3,
         batch_size=128,
-    ).to_dict()  # every field, as `trainperf train` stores it
+    )
+
+
+def _training_runs(store: Store, system_a: dict[str, Any], system_b: dict[str, Any]) -> None:
+    """One made-up time-to-accuracy run per system: the same curve, B four times faster."""
+    from trainperf.convergence import records
+
+    config = _train_config().to_dict()  # every field, as `trainperf train` stores it
     curve = [(1, 0.55), (2, 0.71), (3, 0.83)]
     for system, epoch_s in ((system_a, 8.0), (system_b, 2.0)):
         evaluations = [
@@ -207,7 +213,6 @@ def _studies(store: Store, system_a: dict[str, Any], system_b: dict[str, Any], d
     are real (``tests/data/profiles_by_devices.json``: cifarnet in one process and on 2 gloo
     ranks of this VM); system B's are the real H200 profiles of that file, the one-rank DDP
     profile standing for 2 devices (made up: one GPU was lent, not two)."""
-    from trainperf.case.training import TrainConfig
     from trainperf.convergence import records
 
     results_b = [r for r in store.results() if r["system"]["fingerprint"] == "fixture0000b"]
@@ -232,14 +237,7 @@ def _studies(store: Store, system_a: dict[str, Any], system_b: dict[str, Any], d
         params = copy.deepcopy(run["params"])
         params["case"]["devices"] = devices
         store.add_micro(system_b, params, {k: run[k] for k in RESULT_PARTS})
-    config = TrainConfig(
-        model="cifarnet",
-        data="cifar10:/data/cifar",
-        target_metric="top1",
-        target_value=0.8,
-        max_epochs=3,
-        batch_size=128,
-    )
+    config = _train_config()
     for system, epoch_s in ((system_a, 8.0), (system_b, 2.0)):
         for seed in (1, 2):
             seconds = epoch_s * (1 + 0.05 * seed)

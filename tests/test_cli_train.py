@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -13,6 +12,7 @@ import time
 
 import pytest
 
+from nodes import loopback_endpoint, run_on_nodes
 from trainperf.convergence.mllog import check_log
 
 FAST = ["--max-epochs", "6", "-b", "32", "--lr-schedule", "piecewise:0.01@0", "--workers", "0"]
@@ -82,23 +82,10 @@ def test_two_ranks_follow_the_curve_of_one_process(cifar, tmp_path, run_cli):
 
 
 def test_a_run_across_two_nodes_is_stored_by_the_node_of_rank_0(cifar, tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        endpoint = f"127.0.0.1:{s.getsockname()[1]}"
     args = ["train", "cifarnet", "--data", f"cifar10:{cifar}", "--target", "top1=0.99"]
     args += ["--max-epochs", "1", "-b", "16", "--workers", "0", "--nodes", "2"]
-    args += ["--rdzv-endpoint", endpoint, "--json"]
-    nodes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "trainperf", *args, "--db", str(tmp_path / f"node{n}.db")],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for n in range(2)
-    ]
-    outputs = [node.communicate(timeout=180) for node in nodes]
-    assert [node.returncode for node in nodes] == [0, 0], outputs
+    args += ["--rdzv-endpoint", loopback_endpoint(), "--json"]
+    outputs = run_on_nodes(args, tmp_path)
     documents = [json.loads(out) for out, _ in outputs]
     assert sorted(len(d["runs"]) for d in documents) == [0, 1]
     (leader,) = [d for d in documents if d["runs"]]

@@ -1,12 +1,11 @@
 """Real torchrun jobs on the CPU (gloo): scaling, equivalence, failing ranks, two 'nodes'."""
 
 import json
-import socket
-import subprocess
-import sys
 
 import psutil
 import pytest
+
+from nodes import loopback_endpoint, run_on_nodes
 
 SMALL = ["--image-size", "16", "--steps", "fixed:1:5", "--device", "cpu", "--runs", "1"]
 
@@ -107,31 +106,15 @@ def test_a_rank_that_dies_or_hangs_is_named_and_nothing_is_left(tmp_path, run_cl
     assert children_now() <= before and leftovers == []
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_a_case_across_two_nodes_meets_at_a_loopback_rendezvous(tmp_path):
     suite = tmp_path / "nodes.yaml"
     suite.write_text(
         "name: nodes\ndefaults: {image_size: 16, steps: 'fixed:1:4', timeout_s: 120, runs: 2}\n"
         "cases:\n  - {model: cifarnet, batch_size: 4, nodes: 2}\n"
     )
-    endpoint = f"127.0.0.1:{free_port()}"
-    nodes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "trainperf", "run", str(suite), "--json"]
-            + ["--db", str(tmp_path / f"node{n}.db"), "--rdzv-endpoint", endpoint],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for n in range(2)
-    ]
-    outputs = [node.communicate(timeout=180) for node in nodes]
-    assert [node.returncode for node in nodes] == [0, 0], outputs
+    outputs = run_on_nodes(
+        ["run", str(suite), "--json", "--rdzv-endpoint", loopback_endpoint()], tmp_path
+    )
     results = [json.loads(out)["results"][0] for out, _ in outputs]
     assert sorted(r["status"] for r in results) == ["ok", "skipped"]
     (leader,) = [r for r in results if r["status"] == "ok"]
