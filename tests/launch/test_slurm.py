@@ -74,3 +74,49 @@ def test_a_scaling_suite_keeps_its_device_counts_on_every_node(run_cli):
     assert "--set nodes=$SLURM_NNODES --rdzv-endpoint" in srun and "devices" not in srun
     nodes_4 = scaling.with_overrides(["nodes=4"])
     assert sorted({p.fields["devices"] for p in nodes_4.planned}) == [1, 2, 4, 8]
+
+
+def test_a_training_run_over_every_node_of_the_allocation(run_cli):
+    code, out, err = run_cli(
+        [
+            "slurm",
+            "--train",
+            "resnet50 --data imagefolder:/data/imagenet --target top1=0.759 --optimizer lars",
+            "--nodes",
+            4,
+            "--gpus-per-node",
+            8,
+            "--out",
+            "-",
+        ]
+    )
+    assert code == 0, err
+    assert "#SBATCH --nodes=4" in out and "#SBATCH --gpus-per-node=8" in out
+    srun = next(line for line in out.splitlines() if line.startswith("srun "))
+    assert " -m trainperf train resnet50 --data imagefolder:/data/imagenet " in srun
+    assert "--optimizer lars --devices 8 --nodes $SLURM_NNODES" in srun
+    assert '--rdzv-endpoint "$HEAD:$RDZV_PORT" --db trainperf.db' in srun
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--train", "cifarnet --data cifar10:/d --target top1=0.8 --momentum 2"], "--momentum"),
+        (["--train", "cifarnet --data cifar10:/d --target top1=0.8 --nodes 3"], "sets --nodes"),
+        (["--train", "cifarnet --target top1=0.8"], "--data"),
+        (["--train", "cifarnet 'unclosed"], "--train"),
+        (["short-test", "--train", "cifarnet"], "one of them"),
+        ([], "one of them"),
+        (["--train", "cifarnet --data cifar10:/d --target top1=0.8", "--set", "seed=1"], "--set"),
+        (
+            ["--train", "cifarnet --data cifar10:/d --target top1=0.8 --devices 2"]
+            + ["--gpus-per-node", "4"],
+            "give one",
+        ),
+    ],
+)
+def test_a_bad_training_job_is_refused_before_any_script(run_cli, tmp_path, arguments, message):
+    out = tmp_path / "job.sbatch"
+    code, _, err = run_cli(["slurm", *arguments, "--out", out])
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()

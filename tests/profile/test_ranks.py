@@ -5,6 +5,7 @@ import sqlite3
 
 import pytest
 
+from nodes import loopback_endpoint, run_on_nodes
 from trainperf.profile.ranks import combine_ranks, communication_by_difference
 
 
@@ -70,3 +71,22 @@ def test_one_device_count_per_profile(run_cli, tmp_path):
     )
     assert code == 2 and "one device count" in err
     assert not (tmp_path / "x.db").exists()
+
+
+def test_two_nodes_profile_one_job_and_the_node_of_rank_0_stores_it(tmp_path):
+    args = ["profile", "cifarnet", "-b", "4", "--image-size", "16", "--steps", "fixed:1:2"]
+    args += ["--device", "cpu", "--nodes", "2", "--json"]
+    args += ["--rdzv-endpoint", loopback_endpoint()]
+    outputs = run_on_nodes(args, tmp_path)
+    documents = [json.loads(out) for out, _ in outputs if out.strip()]
+    assert len(documents) == 1  # the other node took part and says so on stderr
+    m = documents[0]["metrics"]
+    assert m["world_size"] == 2 and {r["rank"] for r in m["ranks"]} == {0, 1}
+    assert any("took part" in err for _, err in outputs)
+    stored = [
+        sqlite3.connect(tmp_path / f"node{n}.db").execute("select count(*) from micro").fetchone()
+        if (tmp_path / f"node{n}.db").exists()
+        else (0,)
+        for n in range(2)
+    ]
+    assert sorted(count for (count,) in stored) == [0, 1]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -115,7 +116,14 @@ def equivalence(
 
 
 @click.command()
-@click.argument("suite_name", metavar="SUITE")
+@click.argument("suite_name", metavar="[SUITE]", required=False)
+@click.option(
+    "--train",
+    "train_text",
+    metavar="'MODEL OPTIONS'",
+    help="instead of a suite, one `trainperf train` run over all the nodes: its model and "
+    "options, quoted (the script adds --nodes, --rdzv-endpoint and --db)",
+)
 @count_option("--nodes", 2)
 @click.option("--gpus-per-node", type=PositiveInt(), help="GPUs per node (sets devices)")
 @click.option("--time", "time_limit", default="02:00:00", show_default=True)
@@ -125,11 +133,12 @@ def equivalence(
 @click.option(
     "--out",
     type=NonEmptyPath(path_type=Path),
-    help="script file, new or a regular file to replace (default: trainperf-SUITE.sbatch; "
-    "'-' for stdout)",
+    help="script file, new or a regular file to replace (default: trainperf-SUITE.sbatch, "
+    "trainperf-train-MODEL.sbatch; '-' for stdout)",
 )
 def slurm(
-    suite_name: str,
+    suite_name: str | None,
+    train_text: str | None,
     nodes: int,
     gpus_per_node: int | None,
     time_limit: str,
@@ -138,26 +147,66 @@ def slurm(
     db: str,
     out: Path | None,
 ) -> None:
-    """Write an sbatch script that runs SUITE across the nodes of a Slurm allocation."""
+    """Write an sbatch script that runs SUITE (or one --train run) across the nodes of a
+    Slurm allocation."""
     from trainperf.case.suite import SuiteError, resolve
     from trainperf.core.fileio import write_atomic
-    from trainperf.launch.slurm import SlurmError, case_sets, safe_name, sbatch_script
+    from trainperf.launch.slurm import (
+        SlurmError,
+        case_sets,
+        safe_name,
+        sbatch_script,
+        train_sbatch_script,
+    )
 
+    if (suite_name is None) == (train_text is None):
+        raise BadInput("give a SUITE or --train 'MODEL OPTIONS', one of them")
     try:
-        suite = resolve(suite_name)
-        sets = case_sets(suite.with_overrides(list(overrides)), gpus_per_node, overrides)
-        suite.with_overrides([*sets, f"nodes={nodes}"])  # valid with the nodes they get
-        script = sbatch_script(
-            suite_name, nodes, gpus_per_node, time_limit, partition, db, tuple(sets)
-        )
+        if train_text is not None:
+            if overrides:
+                raise BadInput(
+                    "--set sets a case field of a suite: give train's options in --train"
+                )
+            train_args = _checked_train_args(train_text)
+            script = train_sbatch_script(
+                train_args, nodes, gpus_per_node, time_limit, partition, db
+            )
+            name = "train-" + next((a for a in train_args if not a.startswith("-")), "run")
+        else:
+            suite = resolve(suite_name)
+            sets = case_sets(suite.with_overrides(list(overrides)), gpus_per_node, overrides)
+            suite.with_overrides([*sets, f"nodes={nodes}"])  # valid with the nodes they get
+            script = sbatch_script(
+                suite_name, nodes, gpus_per_node, time_limit, partition, db, tuple(sets)
+            )
+            name = suite.name
     except (SuiteError, SlurmError) as exc:
         raise BadInput(str(exc)) from None
     if str(out) == "-":
         sys.stdout.write(script)
         return
-    path = check_out_file(out or Path(f"trainperf-{safe_name(suite.name)}.sbatch"), "--out")
+    path = check_out_file(out or Path(f"trainperf-{safe_name(name)}.sbatch"), "--out")
     try:
         write_atomic(path, script)
     except OSError as exc:
         raise BadInput(f"--out {path}: cannot write: {exc.strerror or exc}") from None
     stderr.print(f"wrote {path}: submit it with `sbatch {path}`", markup=False)
+
+
+def _checked_train_args(text: str) -> list[str]:
+    """The words of --train, parsed as `trainperf train` parses its own command line (the
+    verb is not run): a bad option or value is bad input here, before any node starts."""
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise BadInput(f"--train {text!r}: {exc}") from None
+    context = click.get_current_context()
+    group = context.find_root().command
+    train = group.get_command(context, "train") if isinstance(group, click.Group) else None
+    if train is None:
+        raise BadInput("--train: the train verb is not available")
+    try:
+        train.make_context("train", list(words), parent=context.find_root())
+    except click.ClickException as exc:
+        raise BadInput(f"--train: {exc.format_message()}") from None
+    return words

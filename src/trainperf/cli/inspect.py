@@ -13,7 +13,6 @@ from trainperf.cli.common import (
     EXIT_FAILED_CASES,
     STEPS_METAVAR,
     BadInput,
-    Endpoint,
     batch_size_option,
     case_from_flags,
     case_options,
@@ -26,6 +25,7 @@ from trainperf.cli.common import (
     one_output,
     open_machine,
     parallel_options,
+    rdzv_option,
     reading_store,
     result_filter_options,
     show_table,
@@ -33,6 +33,7 @@ from trainperf.cli.common import (
     stdout,
     table_output_options,
     table_width,
+    tell_other_nodes,
     warn_deprecated,
     writing_store,
 )
@@ -78,11 +79,7 @@ PROFILE_WARMUP = 3  # warm-up steps of `profile --steps N`, as before fixed:W:N
 @click.option("--no-mkldnn", is_flag=True, help="switch oneDNN off (CPU engines)")
 @case_options
 @parallel_options
-@click.option(
-    "--rdzv-endpoint",
-    type=Endpoint(),
-    help="HOST:PORT of the torchrun rendezvous for several nodes (default: loopback)",
-)
+@rdzv_option
 @db_option()
 @json_option
 def profile(
@@ -120,6 +117,8 @@ def profile(
         **flags,
     )
     document = {"kind": "profile", "case": case.model_dump(), "steps": measured, "warmup": warmup}
+    if case.nodes > 1:
+        tell_other_nodes(case.nodes, rdzv_endpoint)
     stderr.print(f"profiling {case.label()}", markup=False)
     try:
         with (

@@ -17,7 +17,6 @@ import click
 from trainperf.cli.common import (
     EXIT_FAILED_CASES,
     BadInput,
-    Endpoint,
     FiniteFloat,
     PositiveInt,
     apply_options,
@@ -34,6 +33,7 @@ from trainperf.cli.common import (
     json_option,
     one_output,
     open_machine,
+    rdzv_option,
     resolve_device,
     show_table,
     stderr,
@@ -381,9 +381,7 @@ def p2p(
 )
 @click.option("--nprocs", type=PositiveInt(), hidden=True)  # deprecated: --devices
 @count_option("--nodes", 1)
-@click.option(
-    "--rdzv-endpoint", type=Endpoint(), help="HOST:PORT of the rendezvous for several nodes"
-)
+@rdzv_option
 @click.option("--min-bytes", default="1K", show_default=True)
 @click.option("--max-bytes", default="64M", show_default=True)
 @count_option("--factor", 2)

@@ -1,4 +1,5 @@
-"""An sbatch script that runs a suite across the nodes of a Slurm allocation.
+"""An sbatch script that runs a suite, or one training run, across the nodes of a Slurm
+allocation.
 
 Slurm starts one trainperf per node (``srun --ntasks-per-node=1``); each sets every case to
 span all the allocated nodes (``--set nodes=$SLURM_NNODES``) and meets the others at a
@@ -13,6 +14,10 @@ Every node must run the same cases in the same order, so the script measures eve
 again (``--fresh``) instead of resuming: a node resuming on its own would wait at a
 rendezvous the others never join; and every node shuffles the runs of the cases with the
 same seed, the job id (``--order-seed $SLURM_JOB_ID``).
+
+A training job (``train_sbatch_script``) runs ``trainperf train`` with the user's model and
+options on every node, ``--nodes $SLURM_NNODES`` and the same rendezvous: one run over all
+the nodes, as ``train --nodes`` runs it by hand.
 """
 
 from __future__ import annotations
@@ -53,6 +58,56 @@ def case_sets(suite: Suite, gpus_per_node: int | None, overrides: Sequence[str] 
     return [f"devices={gpus_per_node}", *overrides]
 
 
+def _directives(
+    job_name: str,
+    nodes: int,
+    gpus_per_node: int | None,
+    time_limit: str,
+    partition: str | None,
+) -> list[str]:
+    """The #SBATCH options of a job, or SlurmError for a time or partition Slurm would
+    misread (or that could end the directive's line)."""
+    if not _TIME.fullmatch(time_limit):  # match() would let a trailing newline through
+        raise SlurmError(f"--time '{time_limit}' is not a Slurm time: use HH:MM:SS or D-HH:MM")
+    if partition is not None and not _PARTITION.fullmatch(partition):
+        raise SlurmError(
+            f"--partition {partition!r} is not a Slurm partition: use letters, digits, "
+            "'_', '.' and '-' (several separated by commas)"
+        )
+    directives = [
+        f"--job-name=trainperf-{safe_name(job_name)}",
+        f"--nodes={nodes}",
+        "--ntasks-per-node=1",
+        f"--time={time_limit}",
+        "--output=trainperf-%j.out",
+    ]
+    if gpus_per_node:
+        directives.append(f"--gpus-per-node={gpus_per_node}")
+    if partition:
+        directives.append(f"--partition={partition}")
+    return directives
+
+
+def _script(directives: list[str], command: str, port: int, stored: str) -> str:
+    """The script: the directives, the rendezvous on the first node, one srun per node."""
+    lines = ["#!/bin/bash", *(f"#SBATCH {d}" for d in directives)]
+    lines += [
+        f"# Written by `trainperf slurm`. {stored}",
+        "# The database should be on a file system with working SQLite locks (or give",
+        "# each node its own --db and merge them later).",
+        "set -euo pipefail",
+        'HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        f"RDZV_PORT={port}",
+        f"srun --ntasks-per-node=1 --nodes=$SLURM_NNODES {command}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _trainperf() -> str:
+    return f"{shlex.quote(sys.executable)} -m trainperf"
+
+
 def sbatch_script(
     suite: str,
     nodes: int,
@@ -65,42 +120,54 @@ def sbatch_script(
 ) -> str:
     """The text of the sbatch script (``suite``: a built-in name or a file path), which sets
     ``nodes`` and ``overrides`` (``case_sets``) in every case."""
-    if not _TIME.fullmatch(time_limit):  # match() would let a trailing newline through
-        raise SlurmError(f"--time '{time_limit}' is not a Slurm time: use HH:MM:SS or D-HH:MM")
-    if partition is not None and not _PARTITION.fullmatch(partition):
-        raise SlurmError(
-            f"--partition {partition!r} is not a Slurm partition: use letters, digits, "
-            "'_', '.' and '-' (several separated by commas)"
-        )
-    directives = [
-        f"--job-name=trainperf-{safe_name(suite)}",
-        f"--nodes={nodes}",
-        "--ntasks-per-node=1",
-        f"--time={time_limit}",
-        "--output=trainperf-%j.out",
-    ]
-    if gpus_per_node:
-        directives.append(f"--gpus-per-node={gpus_per_node}")
-    if partition:
-        directives.append(f"--partition={partition}")
+    directives = _directives(suite, nodes, gpus_per_node, time_limit, partition)
     sets = ["--set", "nodes=$SLURM_NNODES"]
     for override in overrides:
         sets += ["--set", shlex.quote(override)]
-    trainperf = f"{shlex.quote(sys.executable)} -m trainperf"
     command = " ".join(
-        [trainperf, "run", shlex.quote(suite), *sets]
+        [_trainperf(), "run", shlex.quote(suite), *sets]
         + ['--rdzv-endpoint "$HEAD:$RDZV_PORT"', "--db", shlex.quote(db), "--fresh"]
         + ['--order-seed "$SLURM_JOB_ID"']
     )
-    lines = ["#!/bin/bash", *(f"#SBATCH {d}" for d in directives)]
-    lines += [
-        "# Written by `trainperf slurm`. The result of each case is stored by the node that",
-        "# holds rank 0. The database should be on a file system with working SQLite locks",
-        "# (or give each node its own --db and merge them later).",
-        "set -euo pipefail",
-        'HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-        f"RDZV_PORT={port}",
-        f"srun --ntasks-per-node=1 --nodes=$SLURM_NNODES {command}",
-        "",
-    ]
-    return "\n".join(lines)
+    return _script(
+        directives,
+        command,
+        port,
+        "The result of each case is stored by the node that holds rank 0.",
+    )
+
+
+# What the script sets in a training job's command itself: not the user's to give.
+TRAIN_SET_BY_SCRIPT = ("--nodes", "--rdzv-endpoint", "--db", "--json")
+
+
+def train_sbatch_script(
+    train_args: Sequence[str],
+    nodes: int,
+    gpus_per_node: int | None = None,
+    time_limit: str = "02:00:00",
+    partition: str | None = None,
+    db: str = "trainperf.db",
+    port: int = RDZV_PORT,
+) -> str:
+    """The text of an sbatch script that runs ``trainperf train TRAIN_ARGS`` (a model and
+    train's options, checked by the caller) over every node of the allocation, with
+    ``--devices G`` when ``--gpus-per-node G`` is given: one training run whose time to
+    target is stored by the node of rank 0 (train's own multi-node path)."""
+    given = {arg.partition("=")[0] for arg in train_args if arg.startswith("--")}
+    if clash := sorted(given & set(TRAIN_SET_BY_SCRIPT)):
+        raise SlurmError(
+            f"--train sets {', '.join(clash)}: leave it out, the script sets "
+            f"{', '.join(TRAIN_SET_BY_SCRIPT)} itself"
+        )
+    if gpus_per_node and "--devices" in given:
+        raise SlurmError("--train gives --devices and so does --gpus-per-node: give one")
+    model = next((arg for arg in train_args if not arg.startswith("-")), "train")
+    directives = _directives(f"train-{model}", nodes, gpus_per_node, time_limit, partition)
+    devices = ["--devices", str(gpus_per_node)] if gpus_per_node else []
+    command = " ".join(
+        [_trainperf(), "train", *map(shlex.quote, train_args), *devices]
+        + ["--nodes", "$SLURM_NNODES", '--rdzv-endpoint "$HEAD:$RDZV_PORT"']
+        + ["--db", shlex.quote(db)]
+    )
+    return _script(directives, command, port, "The run is stored by the node that holds rank 0.")
