@@ -64,6 +64,7 @@ step "maxbatch" 180 gpu "maxbatch resnet18 --precision bf16 --image-size 112 --l
 if [ "$LIST" = 1 ]; then
     for s in "${STEPS[@]}"; do
         IFS='|' read -r name limit cond cmd <<<"$s"
+        if [ -n "$ONLY" ] && ! grep -qE -- "$ONLY" <<<"$name"; then continue; fi
         printf '%-22s %4ss  %-4s trainperf %s --db %s\n' "$name" "$limit" "$cond" "$cmd" "$DB"
     done
     exit 0

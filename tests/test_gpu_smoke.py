@@ -48,3 +48,17 @@ def test_every_step_parses_against_the_cli():
     for line in listed.splitlines():
         command = line[line.index("trainperf ") :]
         parse(shlex.split(command)[1:])  # raises click's error naming the bad flag
+
+
+def test_only_picks_the_steps_by_name():
+    """--only REGEX runs (and lists) the steps whose names match: how a second call on a
+    GPU machine reruns just what a fix changed."""
+    listed = subprocess.run(
+        ["bash", str(SCRIPT), "--list", "--only", "micro (gemm|conv)|^profile"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    names = [line.split("  ")[0].strip() for line in listed]
+    assert names[:3] == ["micro gemm", "micro conv", "profile"]
+    assert len(names) == 4 and names[3].startswith("profile ddp x")  # x every visible GPU
