@@ -304,3 +304,14 @@ def data_table(
         "justify": list(justify),
         "rows": rows,
     }
+
+
+def number_text(value: float | None) -> str:
+    """A number for a figure's table: thousands separated at 10 and above, else 3 figures."""
+    return "-" if value is None else f"{value:,.1f}" if value >= 10 else f"{value:.3g}"
+
+
+def result_size(result: dict[str, Any]) -> Any:
+    """The input size of a result: its image side or sequence length, measured or asked."""
+    m, case = result["metrics"], result["case"]
+    return m.get("image_size") or m.get("seq_len") or case.get("image_size") or case.get("seq_len")

@@ -1,7 +1,7 @@
 """Every figure a report shows, in report order: the figures of results
-(trainperf.report.figures_cases, figures, figures_speedup and figures_frameworks) and of
-micro-benchmark runs (trainperf.report.figures_micro, figures_layers and figures_profile),
-with unique keys."""
+(trainperf.report.figures_cases, figures, figures_speedup, figures_frameworks and
+figures_energy) and of micro-benchmark runs (trainperf.report.figures_micro,
+figures_layers and figures_profile), with unique keys."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from typing import Any
 from trainperf.analysis.scaling import scaling_rows
 from trainperf.report import figures_layers, figures_micro, figures_profile, figures_speedup
 from trainperf.report.figure_kit import Figure, hostname, unique_keys
-from trainperf.report.figures import batch_figures, devices_figures, energy_figures, power_figures
+from trainperf.report.figures import batch_figures, devices_figures
 from trainperf.report.figures_cases import case_figures
+from trainperf.report.figures_energy import energy_figures, power_figures
 from trainperf.report.figures_frameworks import framework_figures
 
 
