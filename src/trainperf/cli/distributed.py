@@ -199,14 +199,13 @@ def _checked_train_args(text: str) -> list[str]:
     try:
         words = shlex.split(text)
     except ValueError as exc:
-        raise BadInput(f"--train {text!r}: {exc}") from None
-    context = click.get_current_context()
-    group = context.find_root().command
-    train = group.get_command(context, "train") if isinstance(group, click.Group) else None
-    if train is None:
-        raise BadInput("--train: the train verb is not available")
+        raise BadInput(
+            f"--train {text!r}: {exc}: give the model and train's options as one quoted string"
+        ) from None
+    root = click.get_current_context().find_root()  # the trainperf group: train is its verb
+    assert isinstance(root.command, click.Group)
     try:
-        train.make_context("train", list(words), parent=context.find_root())
+        root.command.commands["train"].make_context("train", list(words), parent=root)
     except click.ClickException as exc:
         raise BadInput(f"--train: {exc.format_message()}") from None
     return words

@@ -45,7 +45,7 @@ from typing import Any
 import torch
 from torch.autograd import DeviceType
 
-from trainperf.profile.overlap import communication_overlap
+from trainperf.profile.overlap import communication_overlap, is_step_marker
 
 CATEGORIES = (
     "convolution",
@@ -364,17 +364,12 @@ def _is_host(event: Any) -> bool:
     return event.device_type == DeviceType.CPU and not event.is_async
 
 
-def _is_step_marker(event: Any) -> bool:
-    """The profiler's own ``ProfilerStep#N`` range (a schedule adds one per step, keyed
-    "ProfilerStep*" in the events): its self time is the Python between the ops and the
-    profiler's step call, not an op."""
-    return event.key.startswith("ProfilerStep")
-
-
 def host_entries(events: Iterable[Any]) -> list[tuple[str, float, int]]:
     """``(name, self CPU us, 1)`` of each host event of a profile (FunctionEvents)."""
     return [
-        (e.key, e.self_cpu_time_total, 1) for e in events if _is_host(e) and not _is_step_marker(e)
+        (e.key, e.self_cpu_time_total, 1)
+        for e in events
+        if _is_host(e) and not is_step_marker(e.key)
     ]
 
 
@@ -405,7 +400,7 @@ def device_entries(
     launched_calls: dict[str, int] = defaultdict(int)
     for event in events:
         if _is_host(event):
-            if _is_step_marker(event):
+            if is_step_marker(event.key):
                 continue  # a kernel it launched itself is filed by name below
             if event.self_device_time_total > 0:
                 ops.append((event.key, event.self_device_time_total, 1))

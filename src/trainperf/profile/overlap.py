@@ -67,7 +67,9 @@ def uncovered(intervals: Iterable[Interval], cover: Iterable[Interval]) -> float
     return total
 
 
-def _is_step_marker(name: str) -> bool:
+def is_step_marker(name: str) -> bool:
+    """The profiler's own ``ProfilerStep#N`` range (keyed "ProfilerStep*" in the events): a
+    schedule adds one per step; it spans the step and is no op of it."""
     return name.startswith("ProfilerStep")
 
 
@@ -95,7 +97,7 @@ def innermost_segments(events: Sequence[Any]) -> list[tuple[float, float, str]]:
         if (
             event.device_type == DeviceType.CPU
             and not event.is_async
-            and not (_is_step_marker(event.key))
+            and not is_step_marker(event.key)
         ):
             by_thread[event.thread].append(event)
     return [segment for thread in by_thread.values() for segment in _thread_segments(thread)]

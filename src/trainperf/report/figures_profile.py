@@ -28,7 +28,7 @@ from typing import Any
 
 from matplotlib.figure import Figure as MplFigure
 
-from trainperf.case.modes import parallel_mode
+from trainperf.case.modes import device_count, parallel_mode
 from trainperf.case.spec import label_of
 from trainperf.report.figure_kit import Drawing, Figure, data_table, make_figure, plain, slug
 
@@ -36,10 +36,6 @@ from trainperf.report.figure_kit import Drawing, Figure, data_table, make_figure
 # another series of the same workload).
 NOT_IN_WORKLOAD = ("devices", "nodes", "parallel", "seed", "threads", "timeout_s", "steps", "runs")
 API_GROUPS = ("kernel launch", "memcpy", "synchronize", "malloc/free", "NCCL calls", "other")
-
-
-def world(case: dict[str, Any]) -> int:
-    return int(case.get("devices") or 1) * int(case.get("nodes") or 1)
 
 
 def by_device_count(
@@ -59,11 +55,11 @@ def by_device_count(
             {k: v for k, v in case.items() if k not in NOT_IN_WORKLOAD}, sort_keys=True
         )
         labels[workload] = label_of({**case, "devices": 1, "nodes": 1, "parallel": "auto"})
-        if world(case) == 1:
+        if device_count(case) == 1:
             single[(run["system"], workload)] = run  # a later run replaces an earlier one
         else:
             mode = parallel_mode(case)
-            several.setdefault((run["system"], workload, mode), {})[world(case)] = run
+            several.setdefault((run["system"], workload, mode), {})[device_count(case)] = run
     series = {}
     for (system, workload, mode), counts in several.items():
         start = single.get((system, workload))
@@ -91,15 +87,10 @@ def host_api_figures(runs: Sequence[dict[str, Any]], hostnames: Mapping[str, str
         }
         host = hostnames.get(system, system)
         rows = [
-            [
-                n,
-                group,
-                f"{bars[n].get(group, (0.0, 0))[0]:.3f}",
-                f"{bars[n].get(group, (0, 0))[1]:g}",
-            ]
-            + [_spread(with_api[n])]
+            [n, group, f"{ms:.3f}", f"{calls:g}", _spread(with_api[n])]
             for n in bars
             for group in API_GROUPS
+            for ms, calls in [bars[n].get(group, (0.0, 0.0))]
         ]
         figures.append(
             make_figure(
