@@ -285,6 +285,7 @@ def step_line(
         f"{throughput(two, 'run ddp', read):>22} "
         f"{pair(pred, 'compute_s', two, 'compute_step_s_median', read):>13} "
         f"{pair(pred, 'comm_exposed_s', two, 'comm_exposed_s', read):>13} "
+        f"{fmt(read.get(pred, 'bucket_copy_s', 'predict.rows[]'), '.0f', 1e3):>7} "
         f"{fmt(None if None in late else sum(late), '.0f', 1e3):>10} "
         f"{pair(pred, 'step_s', two, 'step_s_median', read):>13}"
     )
@@ -305,10 +306,13 @@ def report(nets: list[Network], measured: dict, predictions: dict, read: Reader)
             mismatched.append(net)
             line += f"  <- off by more than {MISMATCH_POINTS:.0f} points"
         print(line)
-    print("\nsamples/s (mean over runs [95% interval]); 2-rank step in ms, predicted / measured")
+    print(
+        "\nsamples/s (mean over runs [95% interval]); 2-rank step in ms, predicted / measured;"
+        " copies: DDP's bucket copies predicted, part of the exposed communication"
+    )
     print(
         f"{'network':<22} {'1 process':>22} {'2 ranks':>22} {'compute':>13} "
-        f"{'exposed comm':>13} {'stragg+ovh':>10} {'step':>13}"
+        f"{'exposed comm':>13} {'copies':>7} {'stragg+ovh':>10} {'step':>13}"
     )
     for net in nets:
         print(step_line(net, *measured[net], row_of(predictions[net], RANKS, read), read))

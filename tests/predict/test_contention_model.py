@@ -30,6 +30,30 @@ def test_without_contention_the_step_is_ddp_s():
         )
 
 
+def test_without_contention_the_copies_out_are_ddp_s():
+    rng = random.Random(2)
+    for _ in range(50):
+        buckets = [rng.uniform(1, 100) for _ in range(rng.randint(1, 6))]
+        copy, cost = rng.uniform(0, 0.5), rng.uniform(1e-4, 1e-2)
+        t_fwd, t_bwd = rng.uniform(0.01, 1), rng.uniform(0.01, 2)
+        free = ddp_step(t_fwd, t_bwd, buckets, lambda n, c=cost: c * n, copy_out=copy)
+        contended = contended_ddp_step(
+            t_fwd, t_bwd, buckets, lambda n, c=cost: c * n, OWN_ENGINE, copy_out=copy
+        )
+        assert contended == (pytest.approx(free[0]), pytest.approx(free[1]))
+
+
+def test_copies_out_beside_the_last_all_reduce_share_its_cores():
+    step, _ = contended_ddp_step(0.0, 2.0, [1.0, 1.0], lambda n: 1.0, TIME_SHARED, copy_out=1.0)
+    # Bucket 1 is ready at 1 s of backward work; beside the backward both go at half speed,
+    # so its 1 s all-reduce and the backward's last 1 s both end at 3 s. Bucket 2 starts
+    # then; bucket 1's 0.5 s copy runs beside it (1 s of clock, half of the all-reduce
+    # done), the other half alone (4.5 s), then bucket 2's copy: 5 s.
+    assert step == pytest.approx(5.0)
+    # overlapped for free: bucket 1 reduced at 2 s, bucket 2 at 3 s; copies at 2.5 and 3.5 s
+    assert ddp_step(0.0, 2.0, [1.0, 1.0], lambda n: 1.0, copy_out=1.0)[0] == pytest.approx(3.5)
+
+
 def test_time_shared_cores_cost_what_the_work_costs_in_sequence():
     """Two equal buckets, the first ready halfway through the backward: free overlap hides
     it, time sharing cannot (each of the two runs at half speed while both run)."""
@@ -94,6 +118,30 @@ def test_cpu_ranks_time_share_unless_measured_gpus_overlap_for_free():
     measured = two_ranks(CPU, contention=Contention(1.2, 3.0, "synthetic"))
     assert any("1/1.2 of its speed" in a for a in measured["assumptions"])
     assert measured["rows"][-1]["step_s"] != pytest.approx(row_cpu["step_s"])
+
+
+def test_ddp_copies_its_gradients_at_the_rank_streaming_rate():
+    """DDP copies the fp32 gradients into its buckets and back out, each copy read and
+    written: 2 x 2 x 4 B x params at the measured streaming rate (else 80% of the device's
+    bandwidth); one device has no DDP. A model that prices only the link fails it: at 1 GB/s
+    AlexNet's 61 M parameters take ~1 s, and the efficiency falls accordingly."""
+    params = two_ranks(GPU)["inputs"]["trainable_params"]
+    slow = two_ranks(GPU, contention=OWN_ENGINE, memory_bytes_per_s=1e9)
+    fast = two_ranks(GPU, contention=OWN_ENGINE, memory_bytes_per_s=1e12)
+    one, two = slow["rows"]
+    assert one["bucket_copy_s"] == 0 and one["step_s"] == fast["rows"][0]["step_s"]
+    assert two["bucket_copy_s"] == pytest.approx(2 * 2 * 4 * params / 1e9)
+    assert fast["rows"][1]["bucket_copy_s"] == pytest.approx(2 * 2 * 4 * params / 1e12)
+    # the copy in lengthens the backward, the copies out follow it: the step grows by both
+    # where the all-reduce hides behind the backward (1 TB/s: 1 ms in all)
+    grown = two["step_s"] - fast["rows"][1]["step_s"]
+    assert grown == pytest.approx(two["bucket_copy_s"] - fast["rows"][1]["bucket_copy_s"], rel=0.05)
+    assert two["efficiency"] < fast["rows"][1]["efficiency"] - 0.3
+    assert any("read and written at 1 GB/s (measured" in a for a in slow["assumptions"])
+    # a device without a memory bandwidth and nothing measured: not priced, and said so
+    unknown = two_ranks(GPU, contention=OWN_ENGINE)
+    assert unknown["rows"][1]["bucket_copy_s"] == 0
+    assert any("buckets: not priced" in a for a in unknown["assumptions"])
 
 
 def test_calibration_reads_the_newest_under_load_run(tmp_path):
@@ -174,6 +222,7 @@ def test_the_compute_slowdowns_weigh_gemm_and_stream_by_the_memory_bound_share(t
         "memory_neighbour_slowdown": 2.0,
         "gemm_tflops_solo": 0.05,
         "stream_gbps_solo": 5.0,
+        "stream_gbps": 4.0,
     }
     with Store(path) as store:
         store.start_sweep(system)
@@ -193,3 +242,4 @@ def test_the_compute_slowdowns_weigh_gemm_and_stream_by_the_memory_bound_share(t
     assert cal.contention.neighbour_slowdown == pytest.approx((1 - share) * 1.2 + share * 2.0)
     assert cal.contention.comm_slowdown == 2.0
     assert f"memory-bound share {share:.2f}" in cal.contention.source
+    assert cal.memory_bytes_per_s == 4e9  # every rank streaming: DDP's bucket copies

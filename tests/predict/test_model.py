@@ -100,6 +100,20 @@ def test_ddp_overlap_schedule():
     assert ddp_step(1.0, 2.0, [], lambda n: 9.9) == (3.0, 0.0)
 
 
+def test_bucket_copies_out_follow_each_all_reduce_after_the_backward():
+    # buckets reduced by 2.5 and 3.5 s, the backward over at 3 s: 0.2 s of copying each,
+    # the first after the backward (3.2), the second after its all-reduce (3.7)
+    assert ddp_step(1.0, 2.0, [100, 100], lambda n: 0.5, copy_out=0.4) == (
+        pytest.approx(3.7),
+        1.0,
+    )
+    # all-reduces done within the backward: both copies after it
+    assert ddp_step(1.0, 2.0, [100, 100], lambda n: 0.1, copy_out=0.4)[0] == pytest.approx(3.4)
+    # one device, nothing to copy: a prediction on 1 device has none, 2 devices do
+    one, two = run(devices=[1, 2], single_device_throughput=1000.0)["rows"]
+    assert one["bucket_copy_s"] == 0 and two["bucket_copy_s"] > 0
+
+
 def test_step_matches_the_schedule_by_hand():
     out = run(devices=[16], single_device_throughput=1000.0, bucket_mb=0.1)
     (row,) = out["rows"]
@@ -108,10 +122,17 @@ def test_step_matches_the_schedule_by_hand():
     sizes = [bucket] * int(grad // bucket) + [grad % bucket]
     links = LinkCost.of(INTRA), LinkCost.of(INTER)
     t_c = 32 / 1000
+    # DDP's copy of the fp32 gradients into its buckets and one back out: read and write
+    copy = 2 * out["inputs"]["trainable_params"] * 4 / (900e9 * MEMORY_FRACTION)
     step, comm = ddp_step(
-        t_c / 3, 2 * t_c / 3, sizes, lambda n: data_parallel_allreduce_s(n, 16, 8, *links)[0]
+        t_c / 3,
+        2 * t_c / 3 + copy,
+        sizes,
+        lambda n: data_parallel_allreduce_s(n, 16, 8, *links)[0],
+        copy_out=copy,
     )
     assert row["step_s"] == pytest.approx(step) and row["comm_s"] == pytest.approx(comm)
+    assert row["bucket_copy_s"] == pytest.approx(2 * copy)
     assert out["inputs"]["buckets"] == len(sizes) and row["nodes"] == 2
     assert row["algorithm"].startswith("hierarchical/")
 

@@ -257,6 +257,7 @@ def predict(
         **terms,
         batch_curve=options.get("batch_curve"),
         contention=options.get("contention"),
+        memory_bytes_per_s=options.get("memory_bytes_per_s"),
     )
     try:
         if sharding is None:
@@ -440,6 +441,8 @@ def _calibrate(
             f"{cal.contention.comm_slowdown:.3g}x slower beside each other, and compute "
             f"{cal.contention.neighbour_slowdown:.3g}x slower beside the other ranks', measured"
         )
+    if cal.memory_bytes_per_s is not None and same:
+        options["memory_bytes_per_s"] = cal.memory_bytes_per_s
     if cal.alpha_s is not None:
         notes.append(
             "calibration: a link flag left out takes the measured bus-bandwidth curve "

@@ -31,10 +31,10 @@ kernels on their stream beside a GEMM stream). Per message size, every rank meas
 The four are repeated ``repeats`` times in turn (alone, alone, solo, together), so slow drift
 of the machine falls on all three alike; each is the median over repetitions of the mean
 over ranks. slowdown = alone / under load (busbw, and GEMM TFLOP/s): 1 when the two do not
-compete, 2 when each gets half the machine. The window holds at least ``MIN_GEMMS`` GEMMs'
-worth of time: where ``iters`` all_reduces are shorter, the ranks agree on more iterations
-(the row's ``iters``). A GEMM rate that cannot be measured (no GEMM fitted inside the
-window) is null with ``*_absent_reason``, never a guess.
+compete, 2 when each gets half the machine. The window holds at least ``MIN_GEMMS`` calls of
+the longer kernel (GEMM or STREAM add): where ``iters`` all_reduces are shorter, the ranks
+agree on more iterations (the row's ``iters``). A GEMM rate that cannot be measured (no
+GEMM fitted inside the window) is null with ``*_absent_reason``, never a guess.
 """
 
 from __future__ import annotations
@@ -67,9 +67,12 @@ MIN_GEMMS = 8
 # Default GEMM side: ~1-10 ms per call on a CPU core, ~0.1 ms on a current GPU in bf16.
 DEFAULT_GEMM_N = {"cpu": 256, "cuda": 4096}
 DEFAULT_REPEATS = 3
-# STREAM add arrays: 3 x 16 MiB fp32 on a CPU (far beyond its caches), 3 x 256 MiB on a GPU
-# (~0.3 ms a call on an H100's 3.35 TB/s).
-STREAM_ELEMENTS = {"cpu": 4 * 2**20, "cuda": 64 * 2**20}
+# STREAM add arrays: 3 x 64 MiB fp32 on a CPU, beyond the last-level cache of most servers
+# (a 2-socket Xeon Gold 6148 has 2 x 27.5 MB; 16 MiB arrays ran at 22-27 GB/s on one core
+# of the 2-vCPU dev VM against 14 GB/s from 64 MiB up, the rate DDP's 0.25-0.5 GB bucket
+# copies reached there: 11.5-12.8 GB/s), 3 x 256 MiB on a GPU (~0.3 ms a call on an H100's
+# 3.35 TB/s).
+STREAM_ELEMENTS = {"cpu": 16 * 2**20, "cuda": 64 * 2**20}
 STREAM_ARRAYS = 3  # bytes moved per call = 3 x elements x element size (STREAM's count)
 UNDER_LOAD_OPS = ("all_reduce",)
 _DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
@@ -271,8 +274,9 @@ def measure_size(
         name: _per_call_s(clock, _back_to_back(clock, kernel, lambda calls: calls >= 3))
         for name, kernel in (("gemm", gemm), ("stream", stream))
     }
-    # The window holds MIN_GEMMS GEMMs' worth of time, with one count on every rank.
-    iters = int(_agreed_max(max(iters, math.ceil(MIN_GEMMS * probe["gemm"] / comm_s)), peers))
+    # The window holds MIN_GEMMS calls of the longer kernel, with one count on every rank.
+    longest = max(probe.values())
+    iters = int(_agreed_max(max(iters, math.ceil(MIN_GEMMS * longest / comm_s)), peers))
     kernels = [
         (name, kernel, max(MIN_GEMMS, math.ceil(iters * comm_s / probe[name])))
         for name, kernel in (("gemm", gemm), ("stream", stream))
@@ -410,7 +414,8 @@ SUMMARY_SLOWDOWNS = (
     "memory_slowdown",
     "memory_neighbour_slowdown",
 )
-SUMMARY_RATES = ("gemm_tflops_solo", "stream_gbps_solo")
+# ``stream_gbps``: every rank streaming at once, the rate of DDP's bucket copies.
+SUMMARY_RATES = ("gemm_tflops_solo", "stream_gbps_solo", "stream_gbps")
 
 
 def summary(rows: Sequence[dict[str, Any]], load: UnderLoad, dtype: str) -> dict[str, Any]:

@@ -116,6 +116,7 @@ class Calibration:
     throughput_batch: int | None = None
     batch_curve: BatchCurve | None = None
     contention: Contention | None = None
+    memory_bytes_per_s: float | None = None  # STREAM add, every rank at once (bucket copies)
     alpha_s: float | None = None
     beta_bytes_per_s: float | None = None
     link_scope: str | None = None
@@ -451,7 +452,10 @@ def _contention(
         "micro_id": newest["id"],
         **{key: load.get(key) for key in UNDER_LOAD_SLOWDOWNS},
         "memory_bound_share": share,
+        "stream_gbps": load.get("stream_gbps"),
     }
+    if load.get("stream_gbps"):  # absent from runs before it was summarised
+        cal.memory_bytes_per_s = float(load["stream_gbps"]) * 1e9
 
 
 def _memory_bound_share(
@@ -511,7 +515,11 @@ def _predicted(
             inter=cal.link("inter") if nodes > 1 else None,
         ),
         Measured(
-            noise=cal.noise or NO_NOISE, overhead=overhead, contention=cal.contention, **compute
+            noise=cal.noise or NO_NOISE,
+            overhead=overhead,
+            contention=cal.contention,
+            memory_bytes_per_s=cal.memory_bytes_per_s,
+            **compute,
         ),
         bucket_mb=case.get("bucket_mb") or 25.0,
         grad_compression=case.get("grad_compression") or "none",

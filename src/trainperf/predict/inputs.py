@@ -74,8 +74,11 @@ class Measured:
     FLOPs over peak), ``achieved_fraction`` (of peak FLOP/s: replaces the catalog's),
     the step-time ``noise`` and the per-step ``overhead``, and the ``batch_curve``: one
     device's step time fitted over several batch sizes, which replaces a throughput measured
-    at one batch when the batch per device changes, and the ``contention`` of compute and
-    communication running at once (``trainperf.predict.terms``)."""
+    at one batch when the batch per device changes, the ``contention`` of compute and
+    communication running at once (``trainperf.predict.terms``), and
+    ``memory_bytes_per_s``: the bytes a rank streams per second while every rank of its host
+    streams too (STREAM add, ``micro collective --under-load``), the rate of DDP's copies
+    of the gradients into and out of its buckets (replaces the catalog's bandwidth)."""
 
     single_device_throughput: float | None = None
     achieved_fraction: float | None = None
@@ -83,6 +86,7 @@ class Measured:
     overhead: Overhead = NO_OVERHEAD
     batch_curve: BatchCurve | None = None  # the step time against the batch (terms)
     contention: Contention | None = None  # compute beside communication (terms)
+    memory_bytes_per_s: float | None = None  # one rank's streaming rate, all ranks streaming
 
 
 NOTHING_MEASURED = Measured()

@@ -30,6 +30,17 @@ Per step and device, with B the batch per device:
    once each advance at 1/s of their speed alone (``contended_ddp_step``); and where ranks
    share a host, every rank's compute is the single device's × the measured slowdown
    beside its neighbours' compute.
+   **Bucket copies**: with ``gradient_as_bucket_view=False`` (PyTorch's default, and
+   trainperf's) DDP copies each gradient into its bucket as it is produced (scaled by
+   1/N: ``Reducer::copy_grad_to_bucket``) and, once the backward has ended, each reduced
+   bucket back into the gradients (``finalize_backward``, bucket by bucket after its
+   all-reduce). Each copy reads and writes the fp32 gradients: t_copy = 2 × 4 B × params /
+   W per direction, W the rank's streaming rate (measured with every rank streaming, else
+   ``MEMORY_FRACTION`` of the catalog's bandwidth). The copy in lengthens the backward; the
+   copies out run on the compute's side after it, each once its bucket is reduced. A GPU
+   streams the 0.5 GB of GPT-2's gradients in under a millisecond; one CPU core at ~12 GB/s
+   takes 80 ms each way, 8% of GPT-2's step on this VM's core and 30% of AlexNet's (both
+   measured: DDP over one gloo rank against the bare model).
    Then the terms of ``trainperf.predict.terms``: stragglers s(N) = E[max of N step
    times] − E[one] and the per-step overhead o(N) = a + b·log2 N:
    step = t_sync + s(N) + o(N); exposed communication = t_sync − compute; comm share =
@@ -53,6 +64,7 @@ from trainperf.models.custom import CustomModelError
 from trainperf.models.spec import SizeError
 from trainperf.predict.comm import bucket_sizes, data_parallel_allreduce_s
 from trainperf.predict.compute import (
+    MEMORY_FRACTION,
     Compute,
     baseline_inputs,
     compute_curve,
@@ -128,11 +140,17 @@ def predict(
     buckets += [float(tied_bytes)] if tied_bytes else []
     ready = ready_fractions(buckets, at_end=1 if tied_bytes else 0)
     contention = contention_of(device, measured)
+    copy_rate = bucket_copy_rate(device, measured)
+    # one copy of the fp32 gradients, into the buckets or out of them: read and write
+    fp32_grad_bytes = shapes.trainable_params * COMPRESSION_BYTES["none"]
+    copy_s = 2 * fp32_grad_bytes / copy_rate if copy_rate else 0.0
 
     def row(count: int, device_batch: int) -> dict[str, Any]:
         shared = contention.shared_host_compute(min(count, per_node))
         t_compute = compute.seconds(device_batch) * shared
         t_fwd = FORWARD_SHARE * t_compute
+        copy = copy_s if count > 1 else 0.0  # one device trains without DDP
+        t_bwd = t_compute - t_fwd + copy  # the copy in, as each gradient is produced
 
         def allreduce(n: float) -> float:
             return data_parallel_allreduce_s(
@@ -140,10 +158,10 @@ def predict(
             )[0]
 
         if contention.free:
-            synced, comm = ddp_step(t_fwd, t_compute - t_fwd, buckets, allreduce, ready)
+            synced, comm = ddp_step(t_fwd, t_bwd, buckets, allreduce, ready, copy)
         else:
             synced, comm = contended_ddp_step(
-                t_fwd, t_compute - t_fwd, buckets, allreduce, contention, ready
+                t_fwd, t_bwd, buckets, allreduce, contention, ready, copy
             )
         straggler = measured.noise.straggler_s(count, t_compute)
         sync_overhead = measured.overhead.seconds(count)
@@ -163,6 +181,7 @@ def predict(
             "compute_s": t_compute,
             "comm_s": comm,
             "comm_exposed_s": synced - t_compute,
+            "bucket_copy_s": 2 * copy,
             "straggler_s": straggler,
             "overhead_s": sync_overhead,
             "step_s": step,
@@ -179,6 +198,7 @@ def predict(
         "assumptions": _assumptions(
             compute, grad_compression, bucket_mb, workload, measured, contention, tied_bytes
         )
+        + [_copy_note(device, measured, copy_rate)]
         + nics_note(placement),
         "inputs": placement_inputs(workload, placement, shapes.size)
         | {
@@ -196,6 +216,35 @@ def predict(
     if explain:
         prediction["compute_curve"] = compute_curve(compute, prepared, workload.batch_size)
     return finite_prediction(prediction)
+
+
+def bucket_copy_rate(device: Any, measured: Measured) -> float | None:
+    """Bytes/s of DDP's bucket copies on one rank: as measured, else ``MEMORY_FRACTION``
+    of the device's bandwidth, else None (not known: the copies are not priced)."""
+    if measured.memory_bytes_per_s:
+        return measured.memory_bytes_per_s
+    bandwidth = getattr(device, "memory_bytes_per_s", None)
+    return bandwidth * MEMORY_FRACTION if bandwidth else None
+
+
+def _copy_note(device: Any, measured: Measured, rate: float | None) -> str:
+    """The assumption line of the bucket copies (module doc 3)."""
+    if rate is None:
+        return (
+            "DDP's copies of the gradients into and out of its buckets: not priced (no "
+            "memory bandwidth known for the device; `micro collective --under-load` measures "
+            "one)"
+        )
+    source = (
+        "measured by micro collective --under-load with every rank streaming"
+        if measured.memory_bytes_per_s
+        else f"{MEMORY_FRACTION:.0%} of {getattr(device, 'id', 'the device')}'s bandwidth"
+    )
+    return (
+        "DDP's copies of the fp32 gradients into its buckets during the backward and back "
+        f"out after each bucket's all-reduce, each read and written at {rate / 1e9:.3g} GB/s "
+        f"({source})"
+    )
 
 
 def _assumptions(
