@@ -206,7 +206,8 @@ def test_the_readme_prediction_fits_100_columns(run_cli):
     )
     assert code == 0, err
     fits(out.splitlines())
-    assert "samples/s" in out and "efficiency" in out and "385,970.0" in out
+    # 385,970.0 before DDP's bucket copies (0.6 ms a step here) and the refitted 8.25 ms
+    assert "samples/s" in out and "efficiency" in out and "385,531.5" in out
 
 
 def test_prediction_columns_are_dropped_by_priority():
