@@ -77,6 +77,9 @@ class Point:
     efficiency: float | None = None
     one_gpu_borrowed: bool = False  # 1-GPU throughput from the same cluster's other table
     category: str = "gpu-fabric"  # one of CATEGORIES
+    # Bytes per gradient element all-reduced, as the run did it ("none": fp32; "fp16": cast
+    # to 16 bits first, as tf_cnn_benchmarks' replicated variables do under --use_fp16).
+    grad_compression: str = "none"
 
     @property
     def measured_efficiency(self) -> float:
@@ -157,10 +160,13 @@ LAMBDA = {  # (network, size, precision, batch per GPU): 1-, 2-, 4-, 8-GPU image
     ("alexnet", 224, "fp32", 512): (4184.27, 5986.95, 10368.89, 20045.87),
     ("alexnet", 224, "fp16", 1024): (5297.08, 9223.84, 17878.20, 35393.60),
 }
+# tf_cnn_benchmarks' replicated variables all-reduce fp16 gradients under --use_fp16:
+# VariableMgrLocalReplicated.preprocess_device_grads compacts them when use_fp16 and
+# --compact_gradient_transfer (default True) hold (tensorflow/benchmarks, variable_mgr.py).
 PCIE_NO_P2P_POINTS = [
     _p(f"lambda-2080ti-x{n}-{model.replace('_', '')}-{precision}", model, size, "rtx-2080-ti",
        precision, batch, n, 8, "pcie3-staged", None, rates[0], rates[i],
-       category="pcie-no-p2p")
+       category="pcie-no-p2p", grad_compression="fp16" if precision == "fp16" else "none")
     for (model, size, precision, batch), rates in LAMBDA.items()
     for i, n in ((1, 2), (2, 4), (3, 8))
 ]
@@ -529,6 +535,7 @@ def predict_point(point: Point, params: Params, catalog: Catalog) -> Prediction:
         Measured(single_device_throughput=point.one_gpu or alone,
                  noise=StepNoise(cv=params.step_noise_cv, source="fitted"),
                  overhead=Overhead(params.sync_overhead_s, 0.0, "fitted")),
+        grad_compression=point.grad_compression,
     )["rows"][-1]
     return Prediction(scaled["efficiency"], scaled["comm_fraction"], alone)
 
