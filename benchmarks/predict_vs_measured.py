@@ -45,7 +45,8 @@ The script computes and prints the ratio again; ``--network`` measures others.
 Prints per network the predicted and measured efficiency (with the range the two
 throughputs' 95% intervals allow, over ``--runs`` runs), their difference in points (flagged
 above 10), the predicted and measured exposed-communication share, the 2-rank step split
-into compute and exposed communication, and which terms of the prediction were measured
+into compute and exposed communication (of which the predicted copies of the gradients into
+and out of DDP's buckets are shown apart), and which terms of the prediction were measured
 and which came from the catalog or defaults (the predict JSON's ``calibration.sources``,
 ``calibration.absent`` and ``assumptions``). A key missing from a JSON document is shown as
 "-" and listed at the end. A report, not a gate: exit code 0 when every command ran and
