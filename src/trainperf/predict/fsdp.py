@@ -26,6 +26,17 @@ with B the batch per rank (``trainperf.predict.memory.block_counts`` splits the 
    another framework's selective policy that recomputes a share r of the forward matmuls
    too (``Sharding.recomputed_matmul_share``, torchtitan's 0.5) adds r · g · t/3 · s/n, g
    the GEMMs' share of the step.
+1b. **Work on the parameters** (priced with the operators on a GPU; a measured throughput
+   holds its own): memory-bound kernels that scale with the parameters, not the batch, at
+   ``MEMORY_FRACTION`` of the bandwidth. FSDP2 copies each all-gather's output into the
+   parameters (2p bytes per gathered parameter: read and written) on the compute side, in the
+   unit's forward and, resharded, its backward, and copies each gradient into the
+   reduce-scatter's input in the reduce dtype (p + r) after the unit's backward; under mixed
+   precision each rank casts its fp32 shard before each all-gather ((4 + p)·Ψ/N per gather),
+   and the optimizer steps on the shard (``OPTIMIZER_STEP_BYTES``·Ψ/N, once per
+   ``Sharding.micro_batches_per_step``), both after the backward. For Llama 3.2 1B on one H100
+   (106 B per parameter) that is 48 ms a step, where trainperf measured 46-51 ms of a step that
+   does not grow with the batch (docs/predict.md, "Work on the parameters").
 2. **Traffic** (Rajbhandari et al., "ZeRO: memory optimizations toward training trillion
    parameter models", SC20, §7.2.2): the parameters are all-gathered before the forward,
    the blocks' again before the backward (when resharded after the forward; not with
@@ -50,8 +61,8 @@ with B the batch per rank (``trainperf.predict.memory.block_counts`` splits the 
    issued when the backward ends. So the first all-gather and the last reduce-scatter are
    always exposed, the rest only where the link is slower than the compute.
    t_sync = max(end of the backward, end of rs_R); comm = Σ collective times; then, as for
-   DDP, step = t_sync + stragglers(N) + overhead(N); exposed communication = t_sync −
-   compute.
+   DDP, step = t_sync + the shard casts and optimizer (1b) + stragglers(N) + overhead(N);
+   exposed communication = t_sync − the compute side's time (operators and copies).
 4. **Memory** per rank: ``trainperf.predict.memory.sharded_memory``.
 5. **Throughput**: samples/s = global batch / step; tokens/s = samples/s × tokens per
    sample (language models); MFU = samples/s per rank × 3 × forward FLOPs per sample /
@@ -71,7 +82,13 @@ from trainperf.models.blocks import CHECKPOINTING, NoBlocks
 from trainperf.models.custom import CustomModelError
 from trainperf.models.spec import ModelSpec, SizeError
 from trainperf.predict.comm import data_parallel_all_gather_s, data_parallel_reduce_scatter_s
-from trainperf.predict.compute import Compute, baseline_inputs, compute_curve, compute_rate
+from trainperf.predict.compute import (
+    MEMORY_FRACTION,
+    Compute,
+    baseline_inputs,
+    compute_curve,
+    compute_rate,
+)
 from trainperf.predict.inputs import (
     FORWARD_SHARE,
     NOTHING_MEASURED,
@@ -102,6 +119,14 @@ from trainperf.predict.overlap import contention_of
 from trainperf.predict.roofline import OpProfile, zoo_step_profile
 
 REDUCE_BYTES = {"fp32": 4, "bf16": 2}
+# Bytes per parameter of one optimizer step in torch's foreach implementations (the default on
+# CUDA; fp32 weights and state), counted kernel by kernel (module doc, 1b). AdamW: weight
+# decay p ·= 1 − lr·λ (read and write p: 8), m lerped toward g (read m and g, write m: 12),
+# v ·= β2 (8), v += (1 − β2)·g² (read v and g, write v: 12), s = √v (8), s /= √(1 − β2^t)
+# (8), s += ε (8), p −= lr/(1 − β1^t) · m/s (read p, m and s, write p: 16): 80. SGD with
+# momentum: buf ·= μ (8), buf += g (12), p −= lr·buf (12): 32. LARS (trainperf's own
+# per-tensor trust ratios): not counted.
+OPTIMIZER_STEP_BYTES = {"adamw": 80, "sgd": 32}
 SEARCH_BOUND = 4096  # devices: the smallest-count search stops here
 
 
@@ -117,6 +142,11 @@ class Sharding:
     # every second ``aten.mm`` output (``_custom_policy`` of its parallelize_llama.py): 0.5.
     # Not a trainperf option: for predicting published runs of such frameworks.
     recomputed_matmul_share: float = 0.0
+    # Another framework's gradient accumulation: this many micro-batches per optimizer step,
+    # each with its own all-gathers and reduce-scatters (Composer's FSDP reduce-scatters every
+    # micro-batch); a row is one micro-batch, the optimizer's step priced once per this many.
+    # Not a trainperf option: for predicting published runs of such frameworks.
+    micro_batches_per_step: int = 1
 
     def __post_init__(self) -> None:
         if self.activation_checkpointing not in CHECKPOINTING:
@@ -129,6 +159,10 @@ class Sharding:
             raise PredictError(f"recomputed matmul share must be from 0 to 1, got {share}")
         if share and self.activation_checkpointing != "selective":
             raise PredictError("a recomputed matmul share needs selective checkpointing")
+        if self.micro_batches_per_step < 1:
+            raise PredictError(
+                f"micro-batches per step must be 1 or more, got {self.micro_batches_per_step}"
+            )
         if self.fsdp_reduce not in REDUCE_BYTES:
             raise PredictError(
                 f"unknown FSDP reduce dtype '{self.fsdp_reduce}': allowed {', '.join(REDUCE_BYTES)}"
@@ -163,6 +197,60 @@ class StepParts:
     def compute_s(self) -> float:
         per_block = self.block_forward_s + self.block_backward_s
         return self.blocks * per_block + self.root_forward_s + self.root_backward_s
+
+
+@dataclass(frozen=True)
+class ParameterWork:
+    """Seconds of memory-bound work one rank does per step on parameters rather than on
+    activations (module doc, 1b): FSDP2's copies around its collectives, in the units'
+    compute, and the shard casts and optimizer step, after the backward."""
+
+    block_forward_s: float  # per block
+    block_backward_s: float
+    root_forward_s: float
+    root_backward_s: float
+    after_backward_s: float
+    optimizer_priced: bool
+
+    def total_s(self, blocks: int) -> float:
+        per_block = self.block_forward_s + self.block_backward_s
+        return (
+            blocks * per_block
+            + self.root_forward_s
+            + self.root_backward_s
+            + (self.after_backward_s)
+        )
+
+
+def parameter_work(
+    counts: BlockCounts, ranks: int, sharding: Sharding, precision: str, bandwidth: float
+) -> ParameterWork:
+    """The bytes of module doc 1b at MEMORY_FRACTION of ``bandwidth`` (bytes/s): per gathered
+    parameter 2p (the all-gather's output copied into the parameter), per gradient p + r
+    (copied into the reduce-scatter's input in the reduce dtype), per shard parameter 4 + p
+    before each all-gather under mixed precision (the fp32 shard cast), and the optimizer
+    step's ``OPTIMIZER_STEP_BYTES`` per shard parameter (once per
+    ``Sharding.micro_batches_per_step``)."""
+    p, r = sharding.param_bytes(precision), sharding.reduce_bytes(precision)
+    rate = MEMORY_FRACTION * bandwidth
+    block_gathers = 2 if sharding.reshard_after_forward else 1
+    copy_out, copy_in = 2 * p, p + r
+    block, root = counts.block_params, counts.root_params
+    gathered = counts.blocks * block * block_gathers + root  # the root is gathered once
+    cast = (4 + p) * gathered / ranks if p != 4 else 0.0
+    step = OPTIMIZER_STEP_BYTES.get(counts.optimizer)
+    optimizer = (step or 0) * counts.trainable_params / ranks / sharding.micro_batches_per_step
+    return ParameterWork(
+        block_forward_s=copy_out * block / rate,
+        block_backward_s=(copy_out * (block_gathers - 1) + copy_in) * block / rate,
+        root_forward_s=copy_out * root / rate,
+        root_backward_s=copy_in * root / rate,
+        after_backward_s=(cast + optimizer) / rate,
+        optimizer_priced=step is not None,
+    )
+
+
+NO_PARAMETER_WORK = ParameterWork(0.0, 0.0, 0.0, 0.0, 0.0, optimizer_priced=False)
 
 
 def fsdp_step(parts: StepParts) -> tuple[float, float]:
@@ -275,18 +363,25 @@ def predict_fsdp(
     # overlap of the collectives with compute is taken as free, GPU-style.
     contention = contention_of(device, measured)
 
+    bandwidth = getattr(device, "memory_bytes_per_s", None)
+
     def row(count: int, device_batch: int) -> dict[str, Any]:
         shared = contention.shared_host_compute(min(count, per_node))
         t = compute.seconds(device_batch) * shared
         recompute = shared * share * _recompute_s(compute, device_batch, sharding)
         gather, scatter = data_parallel_all_gather_s, data_parallel_reduce_scatter_s
         block, root = counts.block_params, counts.root_params
+        # Priced with the operators; a measured step already holds its optimizer and copies.
+        work = NO_PARAMETER_WORK
+        if priced and bandwidth:
+            work = parameter_work(counts, count, sharding, precision, bandwidth)
         parts = StepParts(
             blocks=counts.blocks,
-            block_forward_s=FORWARD_SHARE * t * share / counts.blocks,
-            block_backward_s=((1 - FORWARD_SHARE) * t * share + recompute) / counts.blocks,
-            root_forward_s=FORWARD_SHARE * t * (1 - share),
-            root_backward_s=(1 - FORWARD_SHARE) * t * (1 - share),
+            block_forward_s=FORWARD_SHARE * t * share / counts.blocks + work.block_forward_s,
+            block_backward_s=((1 - FORWARD_SHARE) * t * share + recompute) / counts.blocks
+            + work.block_backward_s,
+            root_forward_s=FORWARD_SHARE * t * (1 - share) + work.root_forward_s,
+            root_backward_s=(1 - FORWARD_SHARE) * t * (1 - share) + work.root_backward_s,
             block_all_gather_s=collective(gather, block, p_bytes, count),
             root_all_gather_s=collective(gather, root, p_bytes, count),
             block_reduce_scatter_s=collective(scatter, block, r_bytes, count),
@@ -294,11 +389,12 @@ def predict_fsdp(
             reshard_after_forward=sharding.reshard_after_forward,
         )
         synced, comm = fsdp_step(parts)
-        compute_s = parts.compute_s
-        synced = max(synced, compute_s)  # equal without communication, but for rounding
+        busy = parts.compute_s  # the units' compute and FSDP's copies on the compute side
+        synced = max(synced, busy)  # equal without communication, but for rounding
+        compute_s = busy - work.total_s(counts.blocks) + work.after_backward_s  # operators
         straggler = measured.noise.straggler_s(count, compute_s)
         sync_overhead = measured.overhead.seconds(count)
-        step = synced + straggler + sync_overhead
+        step = synced + work.after_backward_s + straggler + sync_overhead
         samples_per_s = device_batch * count / step
         memory = sharded_memory(
             counts,
@@ -315,8 +411,9 @@ def predict_fsdp(
         return layout(count, per_node, device_batch) | {
             "compute_s": compute_s,
             "recompute_s": recompute,
+            "parameter_work_s": work.total_s(counts.blocks),
             "comm_s": comm,
-            "comm_exposed_s": synced - compute_s,
+            "comm_exposed_s": synced - busy,
             "straggler_s": straggler,
             "overhead_s": sync_overhead,
             "step_s": step,
@@ -325,7 +422,7 @@ def predict_fsdp(
             "tokens_per_s": samples_per_s * tokens if tokens else None,
             "tokens_per_s_per_device": samples_per_s * tokens / count if tokens else None,
             "mfu": samples_per_s / count * 3 * counts.forward_flops / peak if peak else None,
-            "comm_fraction": (synced - compute_s) / step,
+            "comm_fraction": (synced - busy) / step,
             "comm_bytes": traffic,
             "comm_bytes_per_rank": sum(traffic.values()) * (count - 1) / count,
             "fits": memory.fits,
@@ -337,6 +434,7 @@ def predict_fsdp(
     prediction = {
         "rows": rows,
         "assumptions": _assumptions(compute, counts, sharding, precision, measured)
+        + [_parameter_work_note(counts, sharding, priced and bool(bandwidth))]
         + nics_note(placement),
         "inputs": placement_inputs(workload, placement, counts.size)
         | {"parallel": "fsdp", **asdict(sharding), "pcie_uplink": uplink_input(placement)}
@@ -356,6 +454,30 @@ def predict_fsdp(
     if explain:
         prediction["compute_curve"] = compute_curve(compute, prepared, workload.batch_size)
     return finite_prediction(prediction)
+
+
+def _parameter_work_note(counts: BlockCounts, sharding: Sharding, priced: bool) -> str:
+    if not priced:
+        return (
+            "optimizer step and FSDP's parameter copies: not priced apart (inside a measured "
+            "throughput, or no memory bandwidth known)"
+        )
+    step = OPTIMIZER_STEP_BYTES.get(counts.optimizer)
+    optimizer = (
+        f"{counts.optimizer} step {step} B per shard parameter"
+        if step is not None
+        else f"no {counts.optimizer} step bytes known: its step not priced"
+    )
+    every = sharding.micro_batches_per_step
+    return (
+        "optimizer step and FSDP's parameter copies at "
+        f"{MEMORY_FRACTION:.0%} of the memory bandwidth: all-gather output copied into the "
+        "parameters (read and written in the gathered dtype), gradients copied into "
+        "the reduce-scatter input, the fp32 shard cast before each all-gather, the "
+        + optimizer
+        + (f" once per {every} micro-batches" if every > 1 else "")
+        + " (torch's foreach kernels, counted; checked on one H100, docs/predict.md)"
+    )
 
 
 def _assumptions(
