@@ -297,6 +297,8 @@ class FsdpPoint:
     # Micro-batches per optimizer step (the tables' gradient accumulation): each one a row's
     # step with its FSDP traffic, the optimizer once per this many.
     grad_accum: int = 1
+    # Composer's PURE mixed precision reduces the gradients in bf16 (predict-sources.md).
+    fsdp_reduce: str = "fp32"
     per_node: int = 8
     precision: str = "bf16"
 
@@ -324,7 +326,7 @@ FSDP_POINTS = [
 
 
 def _lf(model: str, seq: int, device: str, gpus: int, batch: int, checkpointing: bool,
-        tokens: float, accum: int) -> FsdpPoint:
+        tokens: float, accum: int, pure: bool = False) -> FsdpPoint:
     """A row of llm-foundry's tables: A100 clusters "with 1600 Gbps node-node interconnect
     (RoCE)", 8 x 200 Gb/s per node (ib-hdr x 8); the H100 tables state no network, taken as
     one 400 Gb/s NDR port per GPU (an assumption, marked in predict-sources.md)."""
@@ -334,7 +336,7 @@ def _lf(model: str, seq: int, device: str, gpus: int, batch: int, checkpointing:
         f"lf-{model}-s{seq}-{gpus}x{device.split('-')[0]}-{size}", model, device, gpus,
         "nvlink3" if a100 else "nvlink4", ("ib-hdr" if a100 else "ib-ndr") if gpus > 8 else None,
         batch, "full" if checkpointing else "none", tokens, None, size=seq, nics=8,
-        grad_accum=accum,
+        grad_accum=accum, fsdp_reduce="bf16" if pure else "fp32",
     )
 
 
@@ -355,23 +357,23 @@ FSDP_POINTS += [
     _lf("mpt-3b", 2048, H80, 16, 10, False, 24142, 3),
     _lf("mpt-1b", 2048, H80, 64, 20, False, 44402, 1),
     _lf("mpt-1b", 2048, H80, 8, 14, False, 45455, 1),
-    _lf("mpt-70b", 2048, A80, 64, 8, True, 410, 4),
-    _lf("mpt-70b", 2048, A80, 32, 2, True, 373, 16),
+    _lf("mpt-70b", 2048, A80, 64, 8, True, 410, 4, pure=True),
+    _lf("mpt-70b", 2048, A80, 32, 2, True, 373, 16, pure=True),
     _lf("mpt-30b", 2048, A80, 8, 3, True, 916, 21),
     _lf("mpt-13b", 2048, A80, 8, 2, False, 2262, 3),
     _lf("mpt-7b", 2048, A80, 8, 6, False, 4641, 2),
     _lf("mpt-7b", 4096, A80, 8, 16, True, 3684, 2),
     _lf("mpt-3b", 2048, A80, 8, 10, False, 10811, 2),
     _lf("mpt-1b", 2048, A80, 8, 14, False, 20513, 4),
-    _lf("mpt-70b", 2048, A40, 128, 4, True, 376, 1),
-    _lf("mpt-70b", 2048, A40, 64, 2, True, 276, 1),
-    _lf("mpt-30b", 2048, A40, 128, 6, True, 865, 1),
-    _lf("mpt-13b", 2048, A40, 128, 16, True, 1972, 1),
-    _lf("mpt-13b", 2048, A40, 8, 4, True, 1668, 16),
-    _lf("mpt-7b", 2048, A40, 128, 18, True, 3623, 1),
-    _lf("mpt-7b", 2048, A40, 8, 12, True, 3679, 4),
-    _lf("mpt-3b", 2048, A40, 128, 6, False, 9538, 1),
-    _lf("mpt-1b", 2048, A40, 128, 10, False, 18647, 1),
+    _lf("mpt-70b", 2048, A40, 128, 4, True, 376, 1, pure=True),
+    _lf("mpt-70b", 2048, A40, 64, 2, True, 276, 1, pure=True),
+    _lf("mpt-30b", 2048, A40, 128, 6, True, 865, 1, pure=True),
+    _lf("mpt-13b", 2048, A40, 128, 16, True, 1972, 1, pure=True),
+    _lf("mpt-13b", 2048, A40, 8, 4, True, 1668, 16, pure=True),
+    _lf("mpt-7b", 2048, A40, 128, 18, True, 3623, 1, pure=True),
+    _lf("mpt-7b", 2048, A40, 8, 12, True, 3679, 4, pure=True),
+    _lf("mpt-3b", 2048, A40, 128, 6, False, 9538, 1, pure=True),
+    _lf("mpt-1b", 2048, A40, 128, 10, False, 18647, 1, pure=True),
 ]
 
 
@@ -389,7 +391,7 @@ def predict_fsdp_point(point: FsdpPoint, catalog: Catalog, gemm: float | None = 
                   catalog.link(point.inter) if point.inter else None, nics_per_node=point.nics),
         Measured(noise=catalog.data_parallel.noise(), overhead=catalog.data_parallel.overhead()),
         Sharding(point.checkpointing, recomputed_matmul_share=point.recomputed_matmul_share,
-                 micro_batches_per_step=point.grad_accum),
+                 micro_batches_per_step=point.grad_accum, fsdp_reduce=point.fsdp_reduce),
     )["rows"][0]
 
 

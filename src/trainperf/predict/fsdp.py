@@ -35,8 +35,9 @@ with B the batch per rank (``trainperf.predict.memory.block_counts`` splits the 
    precision each rank casts its fp32 shard before each all-gather ((4 + p)·Ψ/N per gather),
    and the optimizer steps on the shard (``OPTIMIZER_STEP_BYTES``·Ψ/N, once per
    ``Sharding.micro_batches_per_step``), both after the backward. For Llama 3.2 1B on one H100
-   (106 B per parameter) that is 48 ms a step, where trainperf measured 46-51 ms of a step that
-   does not grow with the batch (docs/predict.md, "Work on the parameters").
+   (106 B per parameter) that is 49 ms a step, where trainperf measured 49-51 ms of the step
+   that does not grow with the batch in plain training and 56-60 ms under FSDP2 on one rank,
+   whose collectives are copies there (docs/predict.md, "Work on the parameters").
 2. **Traffic** (Rajbhandari et al., "ZeRO: memory optimizations toward training trillion
    parameter models", SC20, §7.2.2): the parameters are all-gathered before the forward,
    the blocks' again before the backward (when resharded after the forward; not with
