@@ -300,7 +300,7 @@ def test_cli_fsdp_json_and_table(run_cli):
     assert "full activation checkpointing" in " ".join(out.split())  # wrapped at 100
     code, out, err = run_cli(TINY + " --devices 1,8 --parallel fsdp --wide")
     assert code == 0, err
-    assert "tokens/s/dev" in out and "gathered GiB" in out
+    assert "tokens/s/dev" in out and "gathered GiB" in out and "params ms" in out
 
 
 def test_cli_ddp_is_the_default(run_cli):

@@ -103,8 +103,9 @@ def fsdp_prediction_table(
     """One row per device count of ``trainperf.predict.fsdp.predict_fsdp``'s answer, its
     columns chosen to fit ``width``: devices, nodes, batch per device, compute, exposed
     communication, step time, the rate in all, MFU, efficiency and whether it fits;
-    ``wide`` adds recomputation, communication in all, the rate per device and the
-    memory per device (sharded state, gathered weights and gradients, activations)."""
+    ``wide`` adds recomputation, the work on the parameters (optimizer step, FSDP's copies),
+    communication in all, the rate per device and the memory per device (sharded state,
+    gathered weights and gradients, activations)."""
     inputs = prediction["inputs"]
     links = _links(inputs)
     search = prediction.get("search")
@@ -132,6 +133,7 @@ def fsdp_prediction_table(
         *_layout_columns(rows),
         _column("compute ms", ms("compute_s"), drop=4),
         _column("recompute ms", ms("recompute_s"), drop=WIDE),
+        _column("params ms", ms("parameter_work_s"), drop=WIDE),
         _column("comm ms", ms("comm_s"), drop=WIDE),
         _column("exposed ms", ms("comm_exposed_s"), drop=3),
         _column("step ms", ms("step_s")),
