@@ -36,6 +36,25 @@ from trainperf.predict.terms import BatchCurve
 # framework kernels are less regular than STREAM.
 MEMORY_FRACTION = 0.8
 
+# Bytes per parameter of one optimizer step in torch's foreach implementations (the default on
+# CUDA; fp32 weights and state), counted kernel by kernel (``predict.fsdp`` module doc 1b,
+# ``predict.model`` module doc 3; on one H100 and one CPU core checked in docs/predict.md).
+# AdamW: weight decay p ·= 1 − lr·λ (read and write p: 8), m lerped toward g (read m and g,
+# write m: 12), v ·= β2 (8), v += (1 − β2)·g² (read v and g, write v: 12), s = √v (8),
+# s /= √(1 − β2^t) (8), s += ε (8), p −= lr/(1 − β1^t) · m/s (read p, m and s, write p: 16):
+# 80. SGD with momentum: buf ·= μ (8), buf += g (12), p −= lr·buf (12): 32. LARS
+# (trainperf's own per-tensor trust ratios): not counted.
+OPTIMIZER_STEP_BYTES = {"adamw": 80, "sgd": 32}
+
+
+def optimizer_step_s(optimizer: str, params: float, rate: float | None) -> float | None:
+    """Seconds of one step of ``optimizer`` over ``params`` parameters streamed at ``rate``
+    bytes/s; None where the optimizer's bytes or the rate are not known."""
+    step = OPTIMIZER_STEP_BYTES.get(optimizer)
+    if step is None or not rate:
+        return None
+    return step * params / rate
+
 
 @dataclass(frozen=True)
 class Compute:

@@ -85,6 +85,7 @@ from trainperf.models.spec import ModelSpec, SizeError
 from trainperf.predict.comm import data_parallel_all_gather_s, data_parallel_reduce_scatter_s
 from trainperf.predict.compute import (
     MEMORY_FRACTION,
+    OPTIMIZER_STEP_BYTES,
     Compute,
     baseline_inputs,
     compute_curve,
@@ -120,14 +121,6 @@ from trainperf.predict.overlap import contention_of
 from trainperf.predict.roofline import OpProfile, zoo_step_profile
 
 REDUCE_BYTES = {"fp32": 4, "bf16": 2}
-# Bytes per parameter of one optimizer step in torch's foreach implementations (the default on
-# CUDA; fp32 weights and state), counted kernel by kernel (module doc, 1b). AdamW: weight
-# decay p ·= 1 − lr·λ (read and write p: 8), m lerped toward g (read m and g, write m: 12),
-# v ·= β2 (8), v += (1 − β2)·g² (read v and g, write v: 12), s = √v (8), s /= √(1 − β2^t)
-# (8), s += ε (8), p −= lr/(1 − β1^t) · m/s (read p, m and s, write p: 16): 80. SGD with
-# momentum: buf ·= μ (8), buf += g (12), p −= lr·buf (12): 32. LARS (trainperf's own
-# per-tensor trust ratios): not counted.
-OPTIMIZER_STEP_BYTES = {"adamw": 80, "sgd": 32}
 SEARCH_BOUND = 4096  # devices: the smallest-count search stops here
 
 

@@ -41,10 +41,19 @@ Per step and device, with B the batch per device:
    streams the 0.5 GB of GPT-2's gradients in under a millisecond; one CPU core at ~12 GB/s
    takes 80 ms each way, 8% of GPT-2's step on this VM's core and 30% of AlexNet's (both
    measured: DDP over one gloo rank against the bare model).
+   **The optimizer's step** runs after the backward and its all-reduces (DDP's backward
+   returns when every bucket is reduced): t_opt = ``OPTIMIZER_STEP_BYTES`` (AdamW 80 B,
+   SGD with momentum 32 B per parameter, torch's foreach kernels) × params / W, W the
+   copies' rate. The one device's step holds it (a measured step, or the roofline at a
+   whole-step fraction of peak), so it is split out before the 1:2 split of forward and
+   backward: the backward the buckets overlap is the rest, the step's total unchanged. On
+   one core of the dev VM torch's step took 90 ms for AlexNet's 61 M parameters (SGD) and
+   563 ms for GPT-2's 124 M (AdamW), a third and a fifth of their steps: left in the
+   backward, it had been hiding all-reduces that wait.
    Then the terms of ``trainperf.predict.terms``: stragglers s(N) = E[max of N step
    times] − E[one] and the per-step overhead o(N) = a + b·log2 N:
-   step = t_sync + s(N) + o(N); exposed communication = t_sync − compute; comm share =
-   exposed / step.
+   step = t_sync + t_opt + s(N) + o(N); exposed communication = t_sync − (forward +
+   backward); comm share = exposed / step.
 4. **Scaling**: weak keeps the batch per device, strong splits the global batch.
    Throughput = global batch / step; efficiency(p) = throughput(p) / (p · throughput(1)),
    throughput(1) from the same model on one device (for strong scaling the whole batch on
@@ -54,6 +63,7 @@ Per step and device, with B the batch per device:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from trainperf.core.limits import (
@@ -65,10 +75,12 @@ from trainperf.models.spec import SizeError
 from trainperf.predict.comm import bucket_sizes, data_parallel_allreduce_s
 from trainperf.predict.compute import (
     MEMORY_FRACTION,
+    OPTIMIZER_STEP_BYTES,
     Compute,
     baseline_inputs,
     compute_curve,
     compute_rate,
+    optimizer_step_s,
 )
 from trainperf.predict.inputs import (
     COMPRESSION_BYTES,
@@ -95,6 +107,10 @@ from trainperf.predict.memory import (
 )
 from trainperf.predict.overlap import contended_ddp_step, contention_of, ddp_step, ready_fractions
 from trainperf.predict.terms import Contention
+
+# An optimizer step estimated above this share of a measured step is taken as this share:
+# the rest must hold a forward and a backward.
+OPTIMIZER_SHARE_MAX = 0.5
 
 
 def predict(
@@ -144,10 +160,15 @@ def predict(
     # one copy of the fp32 gradients, into the buckets or out of them: read and write
     fp32_grad_bytes = shapes.trainable_params * COMPRESSION_BYTES["none"]
     copy_s = 2 * fp32_grad_bytes / copy_rate if copy_rate else 0.0
+    # The optimizer's step runs after the backward and its all-reduces (module doc 3): split
+    # out of the one device's step, so that only the backward overlaps them.
+    optimizer_s = optimizer_step_s(shapes.optimizer, shapes.trainable_params, copy_rate) or 0.0
 
     def row(count: int, device_batch: int) -> dict[str, Any]:
         shared = contention.shared_host_compute(min(count, per_node))
-        t_compute = compute.seconds(device_batch) * shared
+        t_step = compute.seconds(device_batch) * shared
+        t_opt = min(optimizer_s, OPTIMIZER_SHARE_MAX * t_step)
+        t_compute = t_step - t_opt  # forward + backward
         t_fwd = FORWARD_SHARE * t_compute
         copy = copy_s if count > 1 else 0.0  # one device trains without DDP
         t_bwd = t_compute - t_fwd + copy  # the copy in, as each gradient is produced
@@ -163,9 +184,11 @@ def predict(
             synced, comm = contended_ddp_step(
                 t_fwd, t_bwd, buckets, allreduce, contention, ready, copy
             )
-        straggler = measured.noise.straggler_s(count, t_compute)
+        if math.isclose(synced, t_compute, rel_tol=1e-12):  # nothing exposed, but for rounding
+            synced = t_compute
+        straggler = measured.noise.straggler_s(count, t_compute + t_opt)
         sync_overhead = measured.overhead.seconds(count)
-        step = synced + straggler + sync_overhead
+        step = synced + t_opt + straggler + sync_overhead
         algorithm = data_parallel_allreduce_s(
             max(buckets, default=0.0),
             count,
@@ -178,7 +201,8 @@ def predict(
             shapes, device_batch, precision, device.memory_bytes, devices=count
         )
         return layout(count, per_node, device_batch) | {
-            "compute_s": t_compute,
+            "compute_s": t_compute + t_opt,
+            "optimizer_s": t_opt,
             "comm_s": comm,
             "comm_exposed_s": synced - t_compute,
             "bucket_copy_s": 2 * copy,
@@ -199,6 +223,7 @@ def predict(
             compute, grad_compression, bucket_mb, workload, measured, contention, tied_bytes
         )
         + [_copy_note(device, measured, copy_rate)]
+        + [_optimizer_note(shapes.optimizer, optimizer_s)]
         + nics_note(placement),
         "inputs": placement_inputs(workload, placement, shapes.size)
         | {
@@ -244,6 +269,21 @@ def _copy_note(device: Any, measured: Measured, rate: float | None) -> str:
         "DDP's copies of the fp32 gradients into its buckets during the backward and back "
         f"out after each bucket's all-reduce, each read and written at {rate / 1e9:.3g} GB/s "
         f"({source})"
+    )
+
+
+def _optimizer_note(optimizer: str, seconds: float) -> str:
+    """The assumption line of the optimizer's step (module doc 3)."""
+    if not seconds:
+        return (
+            f"the {optimizer} step: not split out of the compute (its bytes per parameter or "
+            "the memory rate not known): the all-reduces overlap it as if it were backward"
+        )
+    return (
+        f"the {optimizer} step after the backward and its all-reduces: "
+        f"{OPTIMIZER_STEP_BYTES[optimizer]} B per parameter at the copies' rate, "
+        f"{seconds * 1e3:.3g} ms (at most {OPTIMIZER_SHARE_MAX:.0%} of the step), split out of "
+        "the one device's step: the all-reduces overlap the rest's backward only"
     )
 
 
