@@ -90,6 +90,7 @@ from trainperf.predict.compute import (
     baseline_inputs,
     compute_curve,
     compute_rate,
+    optimizer_step_s,
 )
 from trainperf.predict.inputs import (
     FORWARD_SHARE,
@@ -206,14 +207,13 @@ class ParameterWork:
     after_backward_s: float
     optimizer_priced: bool
 
-    def total_s(self, blocks: int) -> float:
+    def compute_side_s(self, blocks: int) -> float:
+        """The copies, which run in the units' forward and backward."""
         per_block = self.block_forward_s + self.block_backward_s
-        return (
-            blocks * per_block
-            + self.root_forward_s
-            + self.root_backward_s
-            + (self.after_backward_s)
-        )
+        return blocks * per_block + self.root_forward_s + self.root_backward_s
+
+    def total_s(self, blocks: int) -> float:
+        return self.compute_side_s(blocks) + self.after_backward_s
 
 
 def parameter_work(
@@ -232,15 +232,15 @@ def parameter_work(
     block, root = counts.block_params, counts.root_params
     gathered = counts.blocks * block * block_gathers + root  # the root is gathered once
     cast = (4 + p) * gathered / ranks if p != 4 else 0.0
-    step = OPTIMIZER_STEP_BYTES.get(counts.optimizer)
-    optimizer = (step or 0) * counts.trainable_params / ranks / sharding.micro_batches_per_step
+    shard = counts.trainable_params / ranks / sharding.micro_batches_per_step
+    optimizer = optimizer_step_s(counts.optimizer, shard, rate)
     return ParameterWork(
         block_forward_s=copy_out * block / rate,
         block_backward_s=(copy_out * (block_gathers - 1) + copy_in) * block / rate,
         root_forward_s=copy_out * root / rate,
         root_backward_s=copy_in * root / rate,
-        after_backward_s=(cast + optimizer) / rate,
-        optimizer_priced=step is not None,
+        after_backward_s=cast / rate + (optimizer or 0.0),
+        optimizer_priced=optimizer is not None,
     )
 
 
@@ -385,7 +385,7 @@ def predict_fsdp(
         synced, comm = fsdp_step(parts)
         busy = parts.compute_s  # the units' compute and FSDP's copies on the compute side
         synced = max(synced, busy)  # equal without communication, but for rounding
-        compute_s = busy - work.total_s(counts.blocks) + work.after_backward_s  # operators
+        compute_s = busy - work.compute_side_s(counts.blocks)  # the operators
         straggler = measured.noise.straggler_s(count, compute_s)
         sync_overhead = measured.overhead.seconds(count)
         step = synced + work.after_backward_s + straggler + sync_overhead
