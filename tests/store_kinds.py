@@ -35,7 +35,7 @@ from trainperf.measure.runs import parse_runs
 from trainperf.measure.timed_steps import StepRecord
 from trainperf.models.flops import count_flops
 from trainperf.step import benchmark
-from trainperf.step.rank_case import rank_metrics, slowest_per_step
+from trainperf.step.rank_case import rank_metrics, synchronized_steps
 from trainperf.store.database import Store
 
 SEED = Path(__file__).parent / "data" / "cpu_measurements.json"
@@ -100,7 +100,7 @@ def _run(case: Any, mode: str, steps: list[float], number: int) -> dict[str, Any
         ]
         record = StepRecord(
             record.warmup_s,
-            slowest_per_step([r["step_s"] for r in everyone]),
+            synchronized_steps([r["step_s"] for r in everyone]),
             "fixed",
             "fixed",
             record.measure_elapsed_s,

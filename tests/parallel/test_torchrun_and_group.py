@@ -1,6 +1,7 @@
 """Distributed pieces that need no process: launch lines, scaling arithmetic, rank metrics,
 torchrun failure reports, the Slurm script."""
 
+import statistics
 import sys
 
 import pytest
@@ -10,7 +11,7 @@ from trainperf.case.spec import make_case
 from trainperf.launch.runner import ChildJob, _torchrun_root_cause, _where_stuck, child_command
 from trainperf.launch.slurm import SlurmError, sbatch_script
 from trainperf.parallel import group, torchrun
-from trainperf.step.rank_case import rank_metrics, slowest_per_step
+from trainperf.step.rank_case import rank_metrics, slowest_per_step, synchronized_steps
 
 
 def test_efficiency_arithmetic_on_known_inputs():
@@ -44,8 +45,30 @@ def test_child_command_by_mode(tmp_path):
     assert "--nproc-per-node" in child_command(launch, tmp_path / "c", tmp_path / "r")
 
 
-def test_slowest_rank_sets_each_step():
+def test_slowest_rank_sets_each_step_of_ranks_that_run_apart():
     assert slowest_per_step([[1.0, 2.0, 3.0], [1.5, 1.0, 3.5]]) == [1.5, 2.0, 3.5]
+
+
+def test_a_synchronized_step_is_the_interval_between_the_ranks_shared_sync_points():
+    """Two ranks meet every 1.0 s (the all-reduce); each times its steps from the end of its
+    own optimizer, which jitters after the sync point. The job takes 1.0 s a step; the
+    slowest rank's step i would say more every step."""
+    syncs = [1.0 * i for i in range(1, 9)]
+    after = [
+        [0.10, 0.30, 0.10, 0.30, 0.20, 0.10, 0.30, 0.10],
+        [0.30, 0.10, 0.20, 0.10, 0.30, 0.30, 0.10, 0.20],
+    ]
+    per_rank = [
+        [(syncs[i] + d[i]) - (syncs[i - 1] + d[i - 1]) for i in range(1, len(syncs))] for d in after
+    ]
+    job = synchronized_steps(per_rank)
+    assert statistics.median(job) == pytest.approx(1.0)
+    # The job's time between its first and last sync point, up to the ends' shifts.
+    assert abs(sum(job) - (syncs[-1] - syncs[0])) <= 0.2
+    assert statistics.median(slowest_per_step(per_rank)) > 1.1  # the bias avoided
+    # A straggler delays the shared sync point, so every rank's step holds it.
+    late = [[1.0, 1.5, 1.0], [1.0, 1.5, 1.0]]
+    assert synchronized_steps(late) == [1.0, 1.5, 1.0]
 
 
 def rank_report(rank, step_s, compute_step_s, mem_peak_bytes, params_bytes, activations_bytes):
@@ -64,12 +87,14 @@ def test_rank_metrics_from_every_rank():
     case = make_case(model="cifarnet", batch_size=10, devices=2)
     everyone = [rank_report(0, 0.1, 0.08, 10, 6, 3), rank_report(1, 0.125, 0.09, 12, 5, 4)]
     m = rank_metrics(everyone, case)
-    assert m["world_size"] == 2 and m["slowest_rank"] == 1
+    assert m["world_size"] == 2 and m["slowest_rank"] == 1 and m["step_over_ranks"] == "mean"
     assert m["rank_spread"] == pytest.approx(0.25)
     assert [r["samples_per_s_median"] for r in m["ranks"]] == pytest.approx([100.0, 80.0])
     assert m["compute_step_s_median"] == pytest.approx(0.09)
-    assert m["comm_exposed_s"] == pytest.approx(0.035)
-    assert m["comm_exposed_share"] == pytest.approx(0.035 / 0.125)
+    # The synchronized step is the ranks' mean (0.1125); the step without communication
+    # waits for the slowest rank (0.09).
+    assert m["comm_exposed_s"] == pytest.approx(0.0225)
+    assert m["comm_exposed_share"] == pytest.approx(0.0225 / 0.1125)
     assert m["mem_peak_bytes"] == 12
     # The memory split is the rank with the largest state's, and each rank's is kept.
     assert m["mem_params_bytes"] == 6 and m["mem_activations_bytes"] == 3

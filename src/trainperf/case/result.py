@@ -74,6 +74,7 @@ SAME_IN_RUNS = (
     "device_batch",
     "device_count",
     "world_size",
+    "step_over_ranks",
     "mfu_peak_source",
     "mfu_absent_reason",
     "mem_peak_source",

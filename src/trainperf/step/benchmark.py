@@ -6,8 +6,9 @@ it directly. It raises on failure; the worker turns exceptions into result statu
 A ddp case runs under torchrun and is measured on every rank by
 trainperf.step.rank_case, which derives its metrics with the functions of this module
 (the worker chooses between the two). The global throughput of step i is the global batch
-over the time of the slowest rank in that step (max over ranks): a synchronous step ends
-when its last rank ends. Never rank 0's times multiplied by N.
+over the job's step i: the mean over ranks of their step i, which all span the same two
+synchronization points (rank_case.synchronized_steps says why not the slowest rank's).
+Never rank 0's times multiplied by N.
 
 A case with real data (``data`` not synthetic, see trainperf.step.training_step) splits every
 measured step into the time it waited for its data and the rest. Metrics (``global_batch`` B):
@@ -21,7 +22,7 @@ measured step into the time it waited for its data and the rest. Metrics (``glob
 - ``input_bound``: data_wait_share > INPUT_BOUND_SHARE (10%): the input pipeline, not
   the device, sets the pace; more loader workers (or a faster pipeline) would help.
 Under ddp, the data wait of a step is its longest over the ranks (the step cannot end
-before its last rank has its batch) and the step time its slowest rank's, as above.
+before its last rank has its batch) and the step time the job's, as above.
 """
 
 from __future__ import annotations
@@ -195,7 +196,7 @@ def derive_metrics(
 ) -> dict[str, Any]:
     """Throughput, uncertainty, stability, FLOP rate and MFU from the raw step times.
 
-    ``record.step_s`` are the times of whole steps (of the slowest rank when distributed),
+    ``record.step_s`` are the times of whole steps (the job's when distributed),
     each processing ``case.global_batch`` samples on ``device_count`` devices.
     """
     summary = summarize(record.step_s, case.global_batch)
