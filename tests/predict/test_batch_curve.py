@@ -1,12 +1,17 @@
 """The step time against the batch (issue 33, item 3): fitted, used, calibrated, shown."""
 
 import math
+import statistics
+from dataclasses import replace
 
 import pytest
 from predict_inputs import FakeDevice, predict_ddp, stored_result
 
 from trainperf import models
 from trainperf.predict.calibrate import calibrate
+from trainperf.predict.catalog import Device, load_catalog
+from trainperf.predict.compute import CPU_FIXED_SAMPLES, compute_rate
+from trainperf.predict.inputs import Measured
 from trainperf.predict.terms import BatchCurve, fit_batch_curve
 from trainperf.store.database import Store
 
@@ -44,10 +49,10 @@ class Link:
     latency_s = 0.0
 
 
-def strong(**measured_terms):
+def strong(device=None, **measured_terms):
     return predict_ddp(
         model="cifarnet",
-        device=FakeDevice(),
+        device=device or FakeDevice(),
         devices=[1, 8],
         per_node=8,
         intra=Link(),
@@ -113,3 +118,76 @@ def test_the_curve_through_a_measurement_reproduces_it_with_the_fitted_slope():
     anchored = fit_batch_curve(points, through=(16, measured(16) * 1.1))
     assert anchored.per_sample_s == pytest.approx(PER_SAMPLE_S)
     assert anchored.throughput(16) == pytest.approx(measured(16) * 1.1)
+
+
+# PaddlePaddle with MKL-DNN on 2 x Xeon Gold 6148 (benchmark/IntelOptimizedPaddle.md): img/s
+# at batch 64, 128, 256, the numbers CPU_FIXED_SAMPLES quotes.
+PADDLE_GOLD_6148 = {
+    "vgg19": (28.46, 29.83, 30.44),
+    "resnet50": (81.69, 82.35, 84.08),
+    "googlenet": (250.46, 264.83, 269.50),
+}
+
+
+def test_the_cpu_default_curve_is_the_median_fit_of_its_source():
+    fixed = {
+        name: (c := fit_batch_curve(list(zip((64, 128, 256), rates, strict=True)))).fixed_s
+        / c.per_sample_s
+        for name, rates in PADDLE_GOLD_6148.items()
+    }
+    assert fixed == pytest.approx({"vgg19": 6.13, "resnet50": 2.32, "googlenet": 6.80}, abs=0.01)
+    assert statistics.median(fixed.values()) == pytest.approx(CPU_FIXED_SAMPLES, abs=0.05)
+
+
+def cpu_node(**changes):
+    return FakeDevice(id="cpu-x", kind="cpu", **changes)
+
+
+def test_a_cpu_without_a_measured_curve_loses_rate_below_the_batch_its_rate_holds_at():
+    """A throughput measured at 64: exact at 64, and a device of a strong-scaling job at 8
+    pays the default fixed part (8 + k) / 8 · 64 / (64 + k), which a GPU does not."""
+    k = CPU_FIXED_SAMPLES
+    cpu = strong(single_device_throughput=measured(64), device=cpu_node())["rows"]
+    assert cpu[0]["compute_s"] == pytest.approx(64 / measured(64))
+    assert cpu[-1]["compute_s"] == pytest.approx(8 / measured(64) * (8 + k) / 8 * 64 / (64 + k))
+    assert cpu[-1]["efficiency"] == pytest.approx((64 + k) / (8 * (8 + k)))
+    gpu = strong(single_device_throughput=measured(64))["rows"]
+    assert gpu[-1]["efficiency"] == pytest.approx(1.0)
+    # A measured curve replaces the default.
+    curve = BatchCurve(FIXED_S, PER_SAMPLE_S, (8, 64), "synthetic")
+    row = strong(batch_curve=curve, device=cpu_node())["rows"][-1]
+    assert row["compute_s"] == pytest.approx(FIXED_S + PER_SAMPLE_S * 8)
+
+
+def test_the_default_curve_is_exact_where_a_catalog_cpu_efficiency_was_derived():
+    catalog = load_catalog()
+    node = catalog.device("xeon-gold-6148-2s")
+    spec = models.get("resnet50")
+    shaped = compute_rate(spec, node, "fp32", size=224)
+    flat = replace(shaped, fixed_samples=0.0)
+    assert node.efficiency_batch == 256
+    assert shaped.seconds(256) == pytest.approx(flat.seconds(256))
+    ratio = shaped.seconds(26) / flat.seconds(26)
+    k = CPU_FIXED_SAMPLES
+    assert ratio == pytest.approx((26 + k) / 26 * 256 / (256 + k))
+    assert "a fixed part worth 6.1 samples" in shaped.batch_dependence()
+    # A given fraction has no batch to be exact at: no default shape.
+    given = compute_rate(spec, node, "fp32", Measured(achieved_fraction=0.3), size=224)
+    assert given.fixed_samples == 0.0
+
+
+def test_a_catalog_cpu_must_say_where_its_efficiency_holds():
+    entry = {
+        "name": "n",
+        "kind": "cpu",
+        "peak_tflops": {"fp32": 1.0},
+        "memory_bandwidth_gbps": 100,
+        "default_efficiency": {"fp32": 0.3},
+        "sources": {
+            "peak_tflops.fp32": "s",
+            "memory_bandwidth_gbps": "s",
+            "default_efficiency.fp32": "s",
+        },
+    }
+    with pytest.raises(ValueError, match="efficiency_batch"):
+        Device(id="n", **entry)

@@ -258,6 +258,7 @@ def predict(
         batch_curve=options.get("batch_curve"),
         contention=options.get("contention"),
         memory_bytes_per_s=options.get("memory_bytes_per_s"),
+        throughput_batch=options.get("throughput_batch"),
     )
     try:
         if sharding is None:
@@ -431,6 +432,7 @@ def _calibrate(
         notes.append(f"calibration: the step time against the batch measured at {batches}")
     elif cal.single_device_throughput is not None and same:
         options["single_device_throughput"] = cal.single_device_throughput
+        options["throughput_batch"] = cal.throughput_batch
         notes.append(
             f"calibration: single-device throughput measured at batch {cal.throughput_batch}"
         )

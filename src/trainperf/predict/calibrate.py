@@ -483,7 +483,11 @@ def _compute_inputs(cal: Calibration, device: Any | None) -> tuple[dict[str, Any
     if cal.batch_curve is not None:
         return {"batch_curve": cal.batch_curve}, cal.measured_device
     if cal.single_device_throughput is not None:
-        return {"single_device_throughput": cal.single_device_throughput}, cal.measured_device
+        throughput = {
+            "single_device_throughput": cal.single_device_throughput,
+            "throughput_batch": cal.throughput_batch,
+        }
+        return throughput, cal.measured_device
     return None
 
 

@@ -105,6 +105,10 @@ class Device(_Sourced):
     memory_bandwidth_gbps: Positive
     tdp_w: Positive | None = None
     default_efficiency: dict[Precision, Fraction]
+    # The batch per device that default_efficiency was derived at (a CPU's: its sources
+    # state it). The default batch curve of a CPU (trainperf.predict.compute,
+    # CPU_FIXED_SAMPLES) reproduces the efficiency there and lowers it at smaller batches.
+    efficiency_batch: Annotated[int, Field(ge=1)] | None = None
     # The fractions of the peak that the kernels of a training step reach on their own, for
     # the per-op model of an LLM step (``kernel_fractions``): large GEMMs, and the fused
     # attention kernel (its FLOPs counted as the kernel does them, a causal one half).
@@ -134,7 +138,13 @@ class Device(_Sourced):
     def figures(self) -> list[str]:
         optional = [
             name
-            for name in ("memory_gb", "tdp_w", "compute_capability", "host_staged_intra")
+            for name in (
+                "memory_gb",
+                "tdp_w",
+                "efficiency_batch",
+                "compute_capability",
+                "host_staged_intra",
+            )
             if getattr(self, name) is not None
         ]
         return super().figures() + optional
@@ -170,6 +180,10 @@ class Device(_Sourced):
         if set(self.gemm_efficiency) != set(self.attention_efficiency):
             raise ValueError(
                 "gemm_efficiency and attention_efficiency must cover the same precisions"
+            )
+        if self.kind == "cpu" and self.efficiency_batch is None:
+            raise ValueError(
+                "a CPU needs efficiency_batch, the batch its default_efficiency was derived at"
             )
         if self.cuda_names and self.kind != "gpu":
             raise ValueError("cuda_names are for GPUs only")

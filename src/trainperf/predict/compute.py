@@ -36,6 +36,17 @@ from trainperf.predict.terms import BatchCurve
 # framework kernels are less regular than STREAM.
 MEMORY_FRACTION = 0.8
 
+# A CPU's step has a part that does not shrink with the batch. PaddlePaddle with MKL-DNN v0.11
+# on a 2-socket Xeon Gold 6148 trains VGG-19 at 28.46, 29.83 and 30.44 img/s, ResNet-50 at
+# 81.69, 82.35 and 84.08, GoogLeNet at 250.46, 264.83 and 269.50, at batch 64, 128 and 256
+# (PaddlePaddle, benchmark/IntelOptimizedPaddle.md, the page the node's default efficiency
+# comes from). t(B) = a + b·B fitted to each (terms.fit_batch_curve) puts the fixed part a
+# at 6.1, 2.3 and 6.8 samples' worth of b, the points within 0.8% of the lines; the median
+# is the default shape of every CPU's step without a measured curve (``Compute.seconds``),
+# extrapolated below batch 64. tests/predict/test_compute.py refits it from these numbers.
+CPU_FIXED_SAMPLES = 6.1
+CPU_CURVE_SOURCE = "PaddlePaddle MKL-DNN on 2 x Xeon Gold 6148, batch 64-256"
+
 # Bytes per parameter of one optimizer step in torch's foreach implementations (the default on
 # CUDA; fp32 weights and state), counted kernel by kernel (``predict.fsdp`` module doc 1b,
 # ``predict.model`` module doc 3; on one H100 and one CPU core checked in docs/predict.md).
@@ -65,21 +76,42 @@ class Compute:
     throughput: float | None = None
     roofline: Callable[..., RooflineTime] | None = None  # called with batch=B
     curve: BatchCurve | None = None
+    # The default shape of a CPU's step (CPU_FIXED_SAMPLES): a fixed part worth
+    # ``fixed_samples`` samples, the time exact at ``reference_batch`` (where the throughput
+    # was measured, or the catalog's efficiency derived).
+    fixed_samples: float = 0.0
+    reference_batch: int | None = None
 
     def seconds(self, batch: int) -> float:
         if self.curve is not None:
             return self.curve.seconds(batch)
         if self.roofline is None:
-            return batch / self.throughput
-        return batch * self.roofline(batch=batch).seconds_per_sample
+            time = batch / self.throughput
+        else:
+            time = batch * self.roofline(batch=batch).seconds_per_sample
+        return time * self.shape_factor(batch)
+
+    def shape_factor(self, batch: int) -> float:
+        """t(B) ∝ B + k with k = fixed_samples, 1 at the reference batch B_r: the time at B is
+        the rate's B·t(B_r)/B_r times (B + k)/B · B_r/(B_r + k)."""
+        if not self.fixed_samples or self.reference_batch is None:
+            return 1.0
+        k, reference = self.fixed_samples, self.reference_batch
+        return (batch + k) / batch * reference / (reference + k)
 
     def batch_dependence(self) -> str:
         """How the time grows with the batch, in the words of the assumptions."""
         if self.curve is not None:
             return "a fixed part per step, the rest per sample"
+        shape = ""
+        if self.fixed_samples and self.reference_batch is not None:
+            shape = (
+                f", and a fixed part worth {self.fixed_samples:g} samples per step (a CPU's "
+                f"default curve: {CPU_CURVE_SOURCE}), exact at batch {self.reference_batch}"
+            )
         if self.roofline is None:
-            return "time linear in the batch"
-        return "weights move once per step, activations once per sample"
+            return ("samples at the measured rate" if shape else "time linear in the batch") + shape
+        return "weights move once per step, activations once per sample" + shape
 
     def memory_bound_share(self, batch: int) -> float | None:
         """The share of the step in memory-bound ops (roofline only)."""
@@ -111,6 +143,7 @@ def compute_rate(
     winograd: bool | None = None,
     profile: OpProfile | None = None,
     kernels: bool = False,
+    batch_size: int | None = None,
 ) -> Compute:
     """t_compute: B/X from a measured throughput X, else the per-op roofline
 
@@ -125,6 +158,11 @@ def compute_rate(
     GEMM fraction, fused attention at the attention kernel's) instead of one whole-step f:
     the operator model of an LLM step, whose MFU then follows each GPU's balance of compute,
     attention and memory bandwidth.
+
+    A CPU without a measured curve takes the default shape of its step (CPU_FIXED_SAMPLES),
+    exact where its rate holds: at the batch a throughput was measured at
+    (``measured.throughput_batch``, else ``batch_size``, the batch it is given for), or the
+    catalog's ``efficiency_batch`` for its default fraction.
     """
     name = getattr(device, "id", "the device")
     allowed = available_precisions(device)
@@ -140,6 +178,7 @@ def compute_rate(
         return Compute(
             f"one device trains {single_device_throughput:g} samples/s",
             throughput=single_device_throughput,
+            **_cpu_shape(device, measured.throughput_batch or batch_size),
         )
     if (curve := measured.batch_curve) is not None:
         batches = ", ".join(str(b) for b in curve.batches)
@@ -193,12 +232,24 @@ def compute_rate(
             f"{per_kernel['attention']:.1%} (the catalog's kernel rates), the rest at "
             f"{fraction:.1%}{source}"
         )
+    # The catalog's fraction holds at its efficiency_batch; a given one has no batch.
+    shape = {}
+    if measured.achieved_fraction is None:
+        shape = _cpu_shape(device, getattr(device, "efficiency_batch", None))
     return Compute(
         f"roofline per op: {flops / 1e9:.3g} GFLOP/sample {rates} of "
         f"{peak / 1e12:.4g} TFLOP/s {precision} peak, bytes at {MEMORY_FRACTION:.0%} of "
         f"{bandwidth / 1e9:.4g} GB/s" + (", Winograd 3×3 convolutions" if winograd else ""),
         roofline=roofline,
+        **shape,
     )
+
+
+def _cpu_shape(device: Any, reference_batch: int | None) -> dict[str, Any]:
+    """Compute's default-shape fields for a CPU whose rate holds at ``reference_batch``."""
+    if getattr(device, "kind", None) != "cpu" or not reference_batch:
+        return {}
+    return {"fixed_samples": CPU_FIXED_SAMPLES, "reference_batch": reference_batch}
 
 
 def compute_curve(compute: Compute, prepared: Prepared, batch_size: int) -> list[dict]:

@@ -340,7 +340,14 @@ def predict_fsdp(
     tokens = spec.tokens_per_sample(counts.size)
     # A language model's step from its operators at the device's kernel rates (item 1).
     compute = compute_rate(
-        spec, device, precision, measured, counts.size, profile=profile, kernels=bool(tokens)
+        spec,
+        device,
+        precision,
+        measured,
+        counts.size,
+        profile=profile,
+        kernels=bool(tokens),
+        batch_size=workload.batch_size,
     )
     per_node = placement.per_node
     links, uplink = link_costs(placement.intra, placement.inter, per_node, placement.pcie_uplink)

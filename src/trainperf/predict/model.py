@@ -144,7 +144,9 @@ def predict(
         shapes = shape_counts(spec, workload.size, prepared.plan)
     except (SizeError, CustomModelError) as exc:
         raise PredictError(str(exc)) from None
-    compute = compute_rate(spec, device, precision, measured, shapes.size, winograd)
+    compute = compute_rate(
+        spec, device, precision, measured, shapes.size, winograd, batch_size=workload.batch_size
+    )
     per_node = placement.per_node
     links, uplink = link_costs(placement.intra, placement.inter, per_node, placement.pcie_uplink)
     nics = placement.nics_per_node
