@@ -43,7 +43,7 @@ MEMORY_FRACTION = 0.8
 # comes from). t(B) = a + b·B fitted to each (terms.fit_batch_curve) puts the fixed part a
 # at 6.1, 2.3 and 6.8 samples' worth of b, the points within 0.8% of the lines; the median
 # is the default shape of every CPU's step without a measured curve (``Compute.seconds``),
-# extrapolated below batch 64. tests/predict/test_compute.py refits it from these numbers.
+# extrapolated below batch 64. tests/predict/test_batch_curve.py refits it from these numbers.
 CPU_FIXED_SAMPLES = 6.1
 CPU_CURVE_SOURCE = "PaddlePaddle MKL-DNN on 2 x Xeon Gold 6148, batch 64-256"
 
