@@ -174,6 +174,11 @@ def test_the_default_curve_is_exact_where_a_catalog_cpu_efficiency_was_derived()
     # A given fraction has no batch to be exact at: no default shape.
     given = compute_rate(spec, node, "fp32", Measured(achieved_fraction=0.3), size=224)
     assert given.fixed_samples == 0.0
+    # One solved from a throughput measured at 64 (--calibrate) is exact there.
+    solved = Measured(achieved_fraction=0.3, throughput_batch=64)
+    calibrated = compute_rate(spec, node, "fp32", solved, size=224)
+    assert calibrated.reference_batch == 64 and calibrated.shape_factor(64) == 1.0
+    assert calibrated.shape_factor(8) == pytest.approx((8 + k) / 8 * 64 / (64 + k))
 
 
 def test_a_catalog_cpu_must_say_where_its_efficiency_holds():

@@ -425,6 +425,7 @@ def _calibrate(
         notes.append("calibration: compute as given on the command line, not as measured")
     elif cal.achieved_fraction is not None:
         options["achieved_fraction"] = cal.achieved_fraction
+        options["throughput_batch"] = cal.throughput_batch
         notes.append(f"calibration: achieved fraction measured on {this_machine.id}")
     elif cal.batch_curve is not None and same:
         options["batch_curve"] = cal.batch_curve

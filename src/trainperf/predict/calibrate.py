@@ -479,7 +479,11 @@ def _memory_bound_share(
 def _compute_inputs(cal: Calibration, device: Any | None) -> tuple[dict[str, Any], Any] | None:
     """The compute arguments of ``predict`` and the device they go with, or None."""
     if cal.achieved_fraction is not None:
-        return {"achieved_fraction": cal.achieved_fraction}, device
+        solved = {
+            "achieved_fraction": cal.achieved_fraction,
+            "throughput_batch": cal.throughput_batch,
+        }
+        return solved, device
     if cal.batch_curve is not None:
         return {"batch_curve": cal.batch_curve}, cal.measured_device
     if cal.single_device_throughput is not None:

@@ -161,8 +161,9 @@ def compute_rate(
 
     A CPU without a measured curve takes the default shape of its step (CPU_FIXED_SAMPLES),
     exact where its rate holds: at the batch a throughput was measured at
-    (``measured.throughput_batch``, else ``batch_size``, the batch it is given for), or the
-    catalog's ``efficiency_batch`` for its default fraction.
+    (``measured.throughput_batch``, else ``batch_size``, the batch it is given for), the
+    catalog's ``efficiency_batch`` for its default fraction, or the throughput's batch for
+    a fraction solved from it (a fraction given without one gets no shape).
     """
     name = getattr(device, "id", "the device")
     allowed = available_precisions(device)
@@ -232,10 +233,14 @@ def compute_rate(
             f"{per_kernel['attention']:.1%} (the catalog's kernel rates), the rest at "
             f"{fraction:.1%}{source}"
         )
-    # The catalog's fraction holds at its efficiency_batch; a given one has no batch.
-    shape = {}
-    if measured.achieved_fraction is None:
-        shape = _cpu_shape(device, getattr(device, "efficiency_batch", None))
+    # The catalog's fraction holds at its efficiency_batch, one solved from a throughput
+    # (--calibrate) at that throughput's batch; a fraction given alone has no batch.
+    reference = (
+        getattr(device, "efficiency_batch", None)
+        if measured.achieved_fraction is None
+        else measured.throughput_batch
+    )
+    shape = _cpu_shape(device, reference)
     return Compute(
         f"roofline per op: {flops / 1e9:.3g} GFLOP/sample {rates} of "
         f"{peak / 1e12:.4g} TFLOP/s {precision} peak, bytes at {MEMORY_FRACTION:.0%} of "

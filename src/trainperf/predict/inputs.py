@@ -87,7 +87,8 @@ class Measured:
     batch_curve: BatchCurve | None = None  # the step time against the batch (terms)
     contention: Contention | None = None  # compute beside communication (terms)
     memory_bytes_per_s: float | None = None  # one rank's streaming rate, all ranks streaming
-    # The batch single_device_throughput was measured at (None: the workload's batch).
+    # The batch single_device_throughput was measured at (None: the workload's batch), or the
+    # batch of the throughput an achieved_fraction was solved from (None: given alone).
     throughput_batch: int | None = None
 
 
