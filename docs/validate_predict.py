@@ -49,6 +49,7 @@ from functools import cache, partial
 from scipy.optimize import least_squares
 
 from trainperf import models
+from trainperf.core.limits import BUCKET_MB_MAX
 from trainperf.models.gpt2 import GPT2Config, GPT2LMHeadModel
 from trainperf.models.spec import CausalLM, ModelSpec
 from trainperf.predict.catalog import Catalog, load_catalog
@@ -80,6 +81,9 @@ class Point:
     # Bytes per gradient element all-reduced, as the run did it ("none": fp32; "fp16": cast
     # to 16 bits first, as tf_cnn_benchmarks' replicated variables do under --use_fp16).
     grad_compression: str = "none"
+    # DDP-style bucket size of the run's all-reduce; XLA_AFTER_BACKWARD: one all-reduce of
+    # every gradient after the backward, nothing overlapped (TensorFlow's XLA, below).
+    bucket_mb: float = 25.0
 
     @property
     def measured_efficiency(self) -> float:
@@ -163,10 +167,17 @@ LAMBDA = {  # (network, size, precision, batch per GPU): 1-, 2-, 4-, 8-GPU image
 # tf_cnn_benchmarks' replicated variables all-reduce fp16 gradients under --use_fp16:
 # VariableMgrLocalReplicated.preprocess_device_grads compacts them when use_fp16 and
 # --compact_gradient_transfer (default True) hold (tensorflow/benchmarks, variable_mgr.py).
+# XLA: TensorFlow's auto-clustering compiles the step's computation into clusters that the
+# NCCL all-reduce ops stay outside of; the gradients leave the clusters when the backward
+# ends, so nothing overlaps (NVIDIA/DeepLearningExamples#156, "When XLA is used, bert nvprof
+# shows no compute and communication overlap", NVIDIA's answer: "Clustering still has some
+# issues due to loss of concurrency"). One bucket of every gradient, after the backward.
+XLA_AFTER_BACKWARD = BUCKET_MB_MAX
 PCIE_NO_P2P_POINTS = [
     _p(f"lambda-2080ti-x{n}-{model.replace('_', '')}-{precision}", model, size, "rtx-2080-ti",
        precision, batch, n, 8, "pcie3-staged", None, rates[0], rates[i],
-       category="pcie-no-p2p", grad_compression="fp16" if precision == "fp16" else "none")
+       category="pcie-no-p2p", grad_compression="fp16" if precision == "fp16" else "none",
+       bucket_mb=XLA_AFTER_BACKWARD)
     for (model, size, precision, batch), rates in LAMBDA.items()
     for i, n in ((1, 2), (2, 4), (3, 8))
 ]
@@ -543,6 +554,7 @@ def predict_point(point: Point, params: Params, catalog: Catalog) -> Prediction:
                  noise=StepNoise(cv=params.step_noise_cv, source="fitted"),
                  overhead=Overhead(params.sync_overhead_s, 0.0, "fitted")),
         grad_compression=point.grad_compression,
+        bucket_mb=point.bucket_mb,
     )["rows"][-1]
     return Prediction(scaled["efficiency"], scaled["comm_fraction"], alone)
 

@@ -7,6 +7,7 @@ import importlib.util
 import math
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,18 @@ def test_a_cpu_and_a_host_staged_point_are_predicted(validate):
         point = next(p for p in validate.POINTS if p.category == kind)
         predicted = validate.predict_point(point, params, catalog)
         assert 0 < predicted.efficiency < 1 and predicted.comm_share >= 0
+
+
+def test_the_xla_runs_reduce_their_gradients_after_the_backward(validate):
+    """Lambda's runs are TensorFlow with XLA: one all-reduce of every gradient after the
+    backward (validate_predict's XLA_AFTER_BACKWARD), which exposes more of it than DDP's
+    25 MiB buckets overlapping the backward would."""
+    catalog = load_catalog()
+    params = validate.Params.from_catalog(catalog)
+    lambdas = [p for p in validate.POINTS if p.category == "pcie-no-p2p"]
+    assert lambdas and all(p.bucket_mb == validate.XLA_AFTER_BACKWARD for p in lambdas)
+    vgg = next(p for p in lambdas if p.model == "vgg16" and p.gpus == 8)
+    after = validate.predict_point(vgg, params, catalog)
+    overlapped = validate.predict_point(replace(vgg, bucket_mb=25.0), params, catalog)
+    assert after.comm_share > overlapped.comm_share + 0.05
+    assert after.efficiency < overlapped.efficiency
