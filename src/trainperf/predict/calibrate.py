@@ -478,19 +478,14 @@ def _memory_bound_share(
 
 def _compute_inputs(cal: Calibration, device: Any | None) -> tuple[dict[str, Any], Any] | None:
     """The compute arguments of ``predict`` and the device they go with, or None."""
+    # A fraction solved from a throughput, or the throughput, holds at that throughput's batch.
+    at_batch = {"throughput_batch": cal.throughput_batch}
     if cal.achieved_fraction is not None:
-        solved = {
-            "achieved_fraction": cal.achieved_fraction,
-            "throughput_batch": cal.throughput_batch,
-        }
-        return solved, device
+        return {"achieved_fraction": cal.achieved_fraction, **at_batch}, device
     if cal.batch_curve is not None:
         return {"batch_curve": cal.batch_curve}, cal.measured_device
     if cal.single_device_throughput is not None:
-        throughput = {
-            "single_device_throughput": cal.single_device_throughput,
-            "throughput_batch": cal.throughput_batch,
-        }
+        throughput = {"single_device_throughput": cal.single_device_throughput, **at_batch}
         return throughput, cal.measured_device
     return None
 
