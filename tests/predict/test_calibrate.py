@@ -1,6 +1,6 @@
 """Calibration recovers the parameters that made synthetic measurements, and checks itself."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 from predict_inputs import predict_ddp, stored_result
@@ -8,10 +8,11 @@ from predict_inputs import predict_ddp, stored_result
 import report_fixture
 from trainperf import models
 from trainperf.models.flops import count_flops
-from trainperf.predict.calibrate import CalibrationError, calibrate, fit_alpha_beta
+from trainperf.predict.calibrate import Calibration, CalibrationError, calibrate, fit_alpha_beta
 from trainperf.predict.comm import LinkCost, ring_allreduce_s
 from trainperf.predict.compute import compute_rate
 from trainperf.predict.inputs import Measured
+from trainperf.predict.terms import BatchCurve
 from trainperf.store.database import Store
 
 ALPHA, BETA = 20e-6, 5e9
@@ -183,3 +184,26 @@ def test_real_cpu_measurements(tmp_path):
         < cal.single_device_throughput
         < source["samples_per_s_ci95"][1]
     )
+
+
+def test_compute_inputs_take_one_measured_figure_in_order():
+    """The one decision both `predict --calibrate` and the calibration's own replay of
+    stored cases read: the fraction first (it carries over to another device's peak), then
+    the batch curve, then the throughput; the last two only for this machine."""
+    curve = BatchCurve(0.01, 0.002, (8, 64), "synthetic")
+    everything = Calibration(
+        "resnet18",
+        achieved_fraction=0.3,
+        single_device_throughput=50.0,
+        throughput_batch=32,
+        batch_curve=curve,
+    )
+    assert everything.compute_inputs() == {"achieved_fraction": 0.3, "throughput_batch": 32}
+    assert everything.compute_inputs(same_device=False) == everything.compute_inputs()
+    measured_here = replace(everything, achieved_fraction=None)
+    assert measured_here.compute_inputs() == {"batch_curve": curve}
+    assert measured_here.compute_inputs(same_device=False) == {}
+    one_batch = replace(measured_here, batch_curve=None)
+    assert one_batch.compute_inputs() == {"single_device_throughput": 50.0, "throughput_batch": 32}
+    assert one_batch.compute_inputs(same_device=False) == {}
+    assert replace(one_batch, single_device_throughput=None).compute_inputs() == {}

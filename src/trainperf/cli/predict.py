@@ -423,20 +423,9 @@ def _calibrate(
     given = options["achieved_fraction"] or options["single_device_throughput"]
     if given:
         notes.append("calibration: compute as given on the command line, not as measured")
-    elif cal.achieved_fraction is not None:
-        options["achieved_fraction"] = cal.achieved_fraction
-        options["throughput_batch"] = cal.throughput_batch
-        notes.append(f"calibration: achieved fraction measured on {this_machine.id}")
-    elif cal.batch_curve is not None and same:
-        options["batch_curve"] = cal.batch_curve
-        batches = ", ".join(str(b) for b in cal.batch_curve.batches)
-        notes.append(f"calibration: the step time against the batch measured at {batches}")
-    elif cal.single_device_throughput is not None and same:
-        options["single_device_throughput"] = cal.single_device_throughput
-        options["throughput_batch"] = cal.throughput_batch
-        notes.append(
-            f"calibration: single-device throughput measured at batch {cal.throughput_batch}"
-        )
+    elif inputs := cal.compute_inputs(same_device=same):
+        options.update(inputs)
+        notes.append(_compute_note(inputs, this_machine))
     if cal.contention is not None and same:
         options["contention"] = cal.contention
         notes.append(
@@ -457,6 +446,17 @@ def _calibrate(
         notes.append(f"calibration: data-parallel overhead {cal.overhead.source}")
     notes += [f"calibration: {k} absent: {reason}" for k, reason in cal.absent.items()]
     return cal, notes
+
+
+def _compute_note(inputs: dict[str, Any], this_machine: Any) -> str:
+    """The line that names the measured compute figure ``inputs`` holds
+    (``Calibration.compute_inputs``)."""
+    if "achieved_fraction" in inputs:
+        return f"calibration: achieved fraction measured on {this_machine.id}"
+    if "batch_curve" in inputs:
+        batches = ", ".join(str(b) for b in inputs["batch_curve"].batches)
+        return f"calibration: the step time against the batch measured at {batches}"
+    return f"calibration: single-device throughput measured at batch {inputs['throughput_batch']}"
 
 
 def _show_none_fits(model: str, device: Any, search: Any, options: dict, as_json: bool) -> None:

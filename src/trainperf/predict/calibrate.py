@@ -128,6 +128,23 @@ class Calibration:
     sources: dict[str, Any] = field(default_factory=dict)
     absent: dict[str, str] = field(default_factory=dict)
 
+    def compute_inputs(self, same_device: bool = True) -> dict[str, Any]:
+        """The compute arguments of ``Measured`` this calibration gives, {} when none, in
+        order: the achieved fraction, which carries over to another device's peak; else,
+        only where the prediction is for this machine (``same_device``), the step time
+        against the batch, else the single-device throughput. A fraction solved from a
+        throughput, and the throughput, hold at that throughput's batch."""
+        at_batch = {"throughput_batch": self.throughput_batch}
+        if self.achieved_fraction is not None:
+            return {"achieved_fraction": self.achieved_fraction, **at_batch}
+        if not same_device:
+            return {}
+        if self.batch_curve is not None:
+            return {"batch_curve": self.batch_curve}
+        if self.single_device_throughput is not None:
+            return {"single_device_throughput": self.single_device_throughput, **at_batch}
+        return {}
+
     def link(self, scope: str) -> MeasuredLink | None:
         """The fitted link if it was measured as ``scope`` ("intra" when every run was on
         one node, "inter" otherwise), else None: one scope does not stand for the other."""
@@ -477,17 +494,12 @@ def _memory_bound_share(
 
 
 def _compute_inputs(cal: Calibration, device: Any | None) -> tuple[dict[str, Any], Any] | None:
-    """The compute arguments of ``predict`` and the device they go with, or None."""
-    # A fraction solved from a throughput, or the throughput, holds at that throughput's batch.
-    at_batch = {"throughput_batch": cal.throughput_batch}
-    if cal.achieved_fraction is not None:
-        return {"achieved_fraction": cal.achieved_fraction, **at_batch}, device
-    if cal.batch_curve is not None:
-        return {"batch_curve": cal.batch_curve}, cal.measured_device
-    if cal.single_device_throughput is not None:
-        throughput = {"single_device_throughput": cal.single_device_throughput, **at_batch}
-        return throughput, cal.measured_device
-    return None
+    """The compute arguments of ``predict`` and the device they go with (a fraction: the
+    catalog's device, whose peak it is of; a curve or a throughput: this machine), or None."""
+    inputs = cal.compute_inputs()
+    if not inputs:
+        return None
+    return inputs, device if "achieved_fraction" in inputs else cal.measured_device
 
 
 def _predicted(
