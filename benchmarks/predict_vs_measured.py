@@ -357,9 +357,10 @@ def main() -> int:
         complete &= loaded is not None and loaded.get("status") == "ok"
         load = read.get(loaded, "metrics.under_load", "micro collective --under-load") or {}
         print(
-            f"  under load: all-reduce {load.get('busbw_slowdown')}x, "
-            f"GEMM {load.get('gemm_slowdown')}x slower beside each other (median over sizes);"
-            f" a rank's GEMM {load.get('neighbour_slowdown')}x slower beside the other ranks'"
+            f"  under load: all-reduce {fmt(load.get('busbw_slowdown'), '.3g')}x, "
+            f"GEMM {fmt(load.get('gemm_slowdown'), '.3g')}x slower beside each other (median "
+            f"over sizes); a rank's GEMM {fmt(load.get('neighbour_slowdown'), '.3g')}x slower "
+            "beside the other ranks'"
         )
         singles = {net: run_case(net, db, args) for net in nets}
         # All predictions before any 2-rank run: the calibration must not see the answer.
