@@ -81,6 +81,28 @@ def test_compute_from_the_roofline_of_peak_fraction_and_bandwidth():
     assert one["samples_per_s"] == pytest.approx(32 / one["compute_s"])
 
 
+def test_forward_and_backward_split_by_the_priced_ops_else_by_flops():
+    # Priced op by op, the forward's share of forward + backward is its ops' time (cifarnet's
+    # first convolution has no input gradient to compute: above a third); a measured step has
+    # no split, so the FLOP rule's third, and the assumptions say which.
+    priced = run(devices=[1, 4])
+    expected = roofline_seconds_per_sample(
+        op_profile(models.get("cifarnet"), 32),
+        15e12,
+        900e9,
+        compute_fraction=0.5,
+        memory_fraction=MEMORY_FRACTION,
+        winograd=True,
+        batch=32,
+    ).forward_share
+    assert [r["forward_share"] for r in priced["rows"]] == pytest.approx([expected] * 2)
+    assert expected > 0.34
+    assert f"forward {expected:.1%} of forward + backward" in priced["assumptions"][0]
+    measured = run(devices=[1, 4], single_device_throughput=400.0)
+    assert [r["forward_share"] for r in measured["rows"]] == [1 / 3, 1 / 3]
+    assert "forward:backward = 1:2" in measured["assumptions"][0]
+
+
 def test_compute_from_single_device_throughput():
     out = run(devices=[1, 4], single_device_throughput=400.0)
     one, four = out["rows"]

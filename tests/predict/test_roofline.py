@@ -61,12 +61,45 @@ def _conv_profile(build, dims=2):
 
 def test_linear_matmuls_counted_by_hand():
     profile = _linear_profile(8, 16)
-    (mm,) = [op for op in profile.ops if op.op == "aten.mm.default"]
-    assert mm.count == 3
-    assert (mm.flops_fixed, mm.flops_per_sample) == (0, 2 * 8 * 16)
-    assert (mm.bytes_fixed, mm.bytes_per_sample) == (4 * 8 * 16, 4 * (8 + 16))
+    forward, backward = sorted(
+        (op for op in profile.ops if op.op == "aten.mm.default"), key=lambda op: op.backward
+    )
+    # One in the forward, two in the backward (grad of x, grad of W).
+    assert (forward.backward, forward.count, backward.backward, backward.count) == (
+        False,
+        1,
+        True,
+        2,
+    )
+    for mm in (forward, backward):
+        assert (mm.flops_fixed, mm.flops_per_sample) == (0, 2 * 8 * 16)
+        assert (mm.bytes_fixed, mm.bytes_per_sample) == (4 * 8 * 16, 4 * (8 + 16))
     assert profile.flops_per_sample() == 3 * 2 * 8 * 16
     assert profile.element_bytes == 4
+
+
+def test_forward_share_is_the_forward_ops_time_not_a_third():
+    # A linear layer whose input needs a gradient: one matmul forward, two backward; with
+    # the bandwidth unlimited the forward is a third of the time, as its FLOPs.
+    matmuls = roofline_seconds_per_sample(_linear_profile(64, 64), 1e12, HUGE)
+    assert matmuls.forward_share == pytest.approx(1 / 3, rel=1e-9)
+    # The first layer of a network (its input needs no gradient): one matmul each way.
+    first = profile_step(
+        lambda: nn.Linear(64, 64, bias=False),
+        lambda b: (torch.randn(b, 64, device="meta"), torch.randn(b, 64, device="meta")),
+        _weighted_sum_loss,
+    )
+    assert roofline_seconds_per_sample(first, 1e12, HUGE).forward_share == pytest.approx(
+        0.5, rel=1e-9
+    )
+    # Element-wise ops are priced by their bytes (``_relu_profile``): the forward (ReLU and
+    # the sum loss) moves 12Bn + 4 bytes, the backward (the seed, threshold_backward reading
+    # the broadcast gradient and the output) 8Bn + 8: 0.6 of the time, where FLOPs say a third.
+    n, batch = 1000, 8
+    relu = roofline_seconds_per_sample(_relu_profile(n), 1e12, 1e9, batch=batch)
+    forward, whole = 12 * batch * n + 4, 20 * batch * n + 12
+    assert relu.forward_share == pytest.approx(forward / whole, rel=1e-9)
+    assert relu.forward_s == pytest.approx(forward / batch / 1e9, rel=1e-9)
 
 
 def test_matmul_with_enormous_bandwidth_is_compute_bound():

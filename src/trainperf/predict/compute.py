@@ -15,6 +15,7 @@ from trainperf.core.limits import (
 )
 from trainperf.models.spec import ModelSpec
 from trainperf.predict.inputs import (
+    FORWARD_SHARE,
     NOTHING_MEASURED,
     Measured,
     PredictError,
@@ -116,6 +117,27 @@ class Compute:
     def memory_bound_share(self, batch: int) -> float | None:
         """The share of the step in memory-bound ops (roofline only)."""
         return None if self.roofline is None else self.roofline(batch=batch).memory_bound_share
+
+    def forward_share(self, batch: int) -> float:
+        """The forward's share of forward + backward: the priced ops' (the roofline's forward
+        and loss against its whole step) where the step is priced op by op, else the FLOP
+        rule FORWARD_SHARE (a measured step has no split). The recomputation of activation
+        checkpointing re-runs that forward. Where they differ: a backward that skips the
+        first layer's input gradient (the forward's share is above a third), a fused
+        attention kernel whose backward runs at its own rate, memory-bound ops whose
+        backward moves other bytes than their forward."""
+        if self.roofline is None:
+            return FORWARD_SHARE
+        return self.roofline(batch=batch).forward_share
+
+    def forward_words(self, batch: int) -> str:
+        """How forward + backward are split, in the words of the assumptions."""
+        if self.roofline is None:
+            return "forward:backward = 1:2 (their FLOPs: a measured step has no split)"
+        return (
+            f"forward {self.forward_share(batch):.1%} of forward + backward at batch {batch} "
+            "(its ops priced)"
+        )
 
     def class_share(self, batch: int, kind: str) -> float | None:
         """The share of the step in ops of class ``kind`` (``roofline.op_class``; roofline

@@ -14,18 +14,19 @@ with B the batch per rank (``trainperf.predict.memory.block_counts`` splits the 
    doing half the FLOPs of the full square), the element-wise and norm work at the memory
    bandwidth; one whole-step fraction otherwise. Ranks sharing a host (CPU ranks) stretch
    t by the measured neighbour slowdown (``terms.Contention``). It is split between the
-   blocks and the root by their forward FLOPs (share s of the blocks): per block
-   f = t/3 · s/n forward and b = 2t/3 · s/n backward; the root f_R = t/3 · (1 − s),
-   b_R = 2t/3 · (1 − s).
+   blocks and the root by their forward FLOPs (share s of the blocks), and between forward
+   and backward by the forward's share φ of the step's time (``Compute.forward_share``: the
+   priced ops' own, a third by FLOPs for a measured step): per block f = φt · s/n forward
+   and b = (1 − φ)t · s/n backward; the root f_R = φt · (1 − s), b_R = (1 − φ)t · (1 − s).
    Activation checkpointing adds to each block's backward the recomputation of its forward:
-   ``full``, all of it, + f (so the blocks' FLOPs are 4/3 of forward + backward);
-   ``selective`` (the outputs of matrix multiplies and attention kept,
-   ``memory.SELECTIVE_SAVED_OPS``), only the element-wise ops, no FLOPs: + the forward's
-   share of the step's memory-bound time, m · t/3 · s/n with m the roofline's memory-bound
-   share (nothing when the compute is a measured throughput, which has no such split);
-   another framework's selective policy that recomputes a share r of the forward matmuls
-   too (``Sharding.recomputed_matmul_share``, torchtitan's 0.5) adds r · g · t/3 · s/n, g
-   the GEMMs' share of the step.
+   ``full``, all of it, + f (the blocks' FLOPs are 4/3 of forward + backward, their time
+   1 + φ of it: on an H100, Llama 3.2 1B's φ is 0.31, docs/predict.md); ``selective``
+   (the outputs of matrix multiplies and attention kept, ``memory.SELECTIVE_SAVED_OPS``),
+   only the element-wise ops, no FLOPs: + the forward's share of the step's memory-bound
+   time, m · φt · s/n with m the roofline's memory-bound share (nothing when the compute is
+   a measured throughput, which has no such split); another framework's selective policy
+   that recomputes a share r of the forward matmuls too (``Sharding.recomputed_matmul_share``,
+   torchtitan's 0.5) adds r · g · φt · s/n, g the GEMMs' share of the step.
 1b. **Work on the parameters** (priced with the operators on a GPU; a measured throughput
    holds its own): memory-bound kernels that scale with the parameters, not the batch, at
    ``MEMORY_FRACTION`` of the bandwidth. FSDP2 copies each all-gather's output into the
@@ -93,7 +94,6 @@ from trainperf.predict.compute import (
     optimizer_step_s,
 )
 from trainperf.predict.inputs import (
-    FORWARD_SHARE,
     NOTHING_MEASURED,
     Measured,
     Placement,
@@ -311,12 +311,12 @@ def _counts(spec: ModelSpec, size: int | None, plan: AttentionPlan) -> BlockCoun
 def _recompute_s(compute: Compute, batch: int, sharding: Sharding) -> float:
     """Seconds the checkpointed blocks' recomputation adds to the whole step, before the
     blocks' share is taken (module doc, 1)."""
-    t = compute.seconds(batch)
+    forward = compute.forward_share(batch) * compute.seconds(batch)
     if sharding.activation_checkpointing == "full":
-        return FORWARD_SHARE * t
+        return forward
     if sharding.activation_checkpointing == "selective":
         matmuls = sharding.recomputed_matmul_share * (compute.class_share(batch, "gemm") or 0.0)
-        return FORWARD_SHARE * t * ((compute.memory_bound_share(batch) or 0.0) + matmuls)
+        return forward * ((compute.memory_bound_share(batch) or 0.0) + matmuls)
     return 0.0
 
 
@@ -369,6 +369,7 @@ def predict_fsdp(
     def row(count: int, device_batch: int) -> dict[str, Any]:
         shared = contention.shared_host_compute(min(count, per_node))
         t = compute.seconds(device_batch) * shared
+        f = compute.forward_share(device_batch)
         recompute = shared * share * _recompute_s(compute, device_batch, sharding)
         gather, scatter = data_parallel_all_gather_s, data_parallel_reduce_scatter_s
         block, root = counts.block_params, counts.root_params
@@ -378,11 +379,11 @@ def predict_fsdp(
             work = parameter_work(counts, count, sharding, precision, bandwidth)
         parts = StepParts(
             blocks=counts.blocks,
-            block_forward_s=FORWARD_SHARE * t * share / counts.blocks + work.block_forward_s,
-            block_backward_s=((1 - FORWARD_SHARE) * t * share + recompute) / counts.blocks
+            block_forward_s=f * t * share / counts.blocks + work.block_forward_s,
+            block_backward_s=((1 - f) * t * share + recompute) / counts.blocks
             + work.block_backward_s,
-            root_forward_s=FORWARD_SHARE * t * (1 - share) + work.root_forward_s,
-            root_backward_s=(1 - FORWARD_SHARE) * t * (1 - share) + work.root_backward_s,
+            root_forward_s=f * t * (1 - share) + work.root_forward_s,
+            root_backward_s=(1 - f) * t * (1 - share) + work.root_backward_s,
             block_all_gather_s=collective(gather, block, p_bytes, count),
             root_all_gather_s=collective(gather, root, p_bytes, count),
             block_reduce_scatter_s=collective(scatter, block, r_bytes, count),
@@ -411,6 +412,7 @@ def predict_fsdp(
         traffic = traffic_bytes(counts, p_bytes, r_bytes, sharding.reshard_after_forward)
         return layout(count, per_node, device_batch) | {
             "compute_s": compute_s,
+            "forward_share": f,
             "recompute_s": recompute,
             "parameter_work_s": work.total_s(counts.blocks),
             "comm_s": comm,
@@ -434,7 +436,7 @@ def predict_fsdp(
     baseline, rows = scaled_rows(prepared, workload.batch_size, row)
     prediction = {
         "rows": rows,
-        "assumptions": _assumptions(compute, counts, sharding, precision, measured)
+        "assumptions": _assumptions(compute, counts, sharding, workload, measured)
         + [_parameter_work_note(counts, sharding, priced and bool(bandwidth))]
         + nics_note(placement),
         "inputs": placement_inputs(workload, placement, counts.size)
@@ -482,14 +484,18 @@ def _parameter_work_note(counts: BlockCounts, sharding: Sharding, priced: bool) 
 
 
 def _assumptions(
-    compute: Compute, counts: BlockCounts, sharding: Sharding, precision: str, measured: Measured
+    compute: Compute,
+    counts: BlockCounts,
+    sharding: Sharding,
+    workload: Workload,
+    measured: Measured,
 ) -> list[str]:
-    noise, overhead = measured.noise, measured.overhead
+    noise, overhead, precision = measured.noise, measured.overhead, workload.precision
     p, r = sharding.param_bytes(precision), sharding.reduce_bytes(precision)
     recompute = {
         "none": "no activation checkpointing",
         "full": "full activation checkpointing: each block's forward recomputed in its "
-        "backward (the blocks' FLOPs × 4/3)",
+        "backward (the blocks' forward time once more; their FLOPs × 4/3)",
         "selective": "selective activation checkpointing: matmul and attention outputs kept, "
         "the element-wise ops recomputed (no FLOPs; the forward's share of the memory-bound "
         "time, none with a measured throughput)",
@@ -497,7 +503,7 @@ def _assumptions(
     return [
         f"compute: {compute.source}, attention as a fused kernel on GPUs; split between the "
         f"{counts.blocks} blocks and the root by forward FLOPs ({counts.block_flops_share:.1%} "
-        "in the blocks); forward:backward = 1:2; " + recompute,
+        f"in the blocks); {compute.forward_words(workload.batch_size)}; " + recompute,
         f"FSDP2 as trainperf.parallel.fsdp applies it: each block sharded on its own, the "
         f"root holding the other {counts.root_params:,} parameters; parameters gathered in "
         f"{8 * p}-bit, gradients reduce-scattered in {8 * r}-bit; "

@@ -6,8 +6,11 @@ Per step and device, with B the batch per device:
    fraction), the FLOPs counted by ``trainperf.models.flops`` and the fraction measured
    (``trainperf.predict.calibrate``), given, or the catalog's default for the device; or,
    from a measured single-device throughput X (samples/s at that batch), t_compute = B / X.
-   Forward and backward take 1/3 and 2/3 of it (the backward computes the gradients of both
-   activations and weights: about twice the forward's FLOPs).
+   Forward and backward take φ and 1 − φ of it, φ the forward's share of the time of the ops
+   priced (``Compute.forward_share``); 1/3 for a measured step, which has no split (the
+   backward computes the gradients of both activations and weights: about twice the
+   forward's FLOPs; the roofline puts GPT-2's φ at 0.336 on a CPU, where one core measured
+   615 of 1,835 ms, docs/predict.md).
 2. **Communication**: the gradients are all-reduced in the α–β model of
    ``trainperf.predict.comm`` (or on a link's measured bus-bandwidth curve). They are fp32,
    4 bytes per trainable parameter, in every precision: automatic mixed precision keeps
@@ -45,7 +48,7 @@ Per step and device, with B the batch per device:
    returns when every bucket is reduced): t_opt = ``OPTIMIZER_STEP_BYTES`` (AdamW 80 B,
    SGD with momentum 32 B per parameter, torch's foreach kernels) × params / W, W the
    copies' rate. The one device's step holds it (a measured step, or the roofline at a
-   whole-step fraction of peak), so it is split out before the 1:2 split of forward and
+   whole-step fraction of peak), so it is split out before the split of forward and
    backward: the backward the buckets overlap is the rest, the step's total unchanged. On
    one core of the dev VM torch's step took 90 ms for AlexNet's 61 M parameters (SGD) and
    563 ms for GPT-2's 124 M (AdamW), a third and a fifth of their steps: left in the
@@ -84,7 +87,6 @@ from trainperf.predict.compute import (
 )
 from trainperf.predict.inputs import (
     COMPRESSION_BYTES,
-    FORWARD_SHARE,
     MIB,
     NOTHING_MEASURED,
     Measured,
@@ -171,7 +173,8 @@ def predict(
         t_step = compute.seconds(device_batch) * shared
         t_opt = min(optimizer_s, OPTIMIZER_SHARE_MAX * t_step)
         t_compute = t_step - t_opt  # forward + backward
-        t_fwd = FORWARD_SHARE * t_compute
+        forward_share = compute.forward_share(device_batch)
+        t_fwd = forward_share * t_compute
         copy = copy_s if count > 1 else 0.0  # one device trains without DDP
         t_bwd = t_compute - t_fwd + copy  # the copy in, as each gradient is produced
 
@@ -204,6 +207,7 @@ def predict(
         )
         return layout(count, per_node, device_batch) | {
             "compute_s": t_compute + t_opt,
+            "forward_share": forward_share,
             "optimizer_s": t_opt,
             "comm_s": comm,
             "comm_exposed_s": synced - t_compute,
@@ -302,7 +306,8 @@ def _assumptions(
     noise, overhead = measured.noise, measured.overhead
     scaling, batch_size = workload.scaling, workload.batch_size
     return [
-        f"compute: {compute.source}; {compute.batch_dependence()}; forward:backward = 1:2",
+        f"compute: {compute.source}; {compute.batch_dependence()}; "
+        + compute.forward_words(batch_size),
         f"gradients all-reduced in {size * 8}-bit ({size} B/param"
         + (
             f", a {grad_compression} communication hook"

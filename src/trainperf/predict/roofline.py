@@ -19,7 +19,9 @@ FLOPs / peak alone predicts it 2-2.7x too fast.
 Weights move once per step whatever the batch, activations once per sample, so each op is
 counted at two batches and fitted as x(B) = x_fixed + x_per_sample · B (exact for both FLOPs
 and bytes: the shapes are linear in the batch). The optimizer step is not counted, as in
-``trainperf.models.flops``.
+``trainperf.models.flops``. Each op is marked as the forward's (with the loss) or the
+backward's, so that the forward's share of the step's time comes from the ops priced, not
+from the FLOP rule forward : backward = 1 : 2 (``RooflineTime.forward_share``).
 """
 
 from __future__ import annotations
@@ -116,7 +118,8 @@ def _causal_kernel(func: Any, bound: dict[str, Any]) -> bool:
 @dataclass(frozen=True)
 class OpCost:
     """``count`` identical calls of aten op ``op``; per call FLOPs and bytes at batch B are
-    ``flops_fixed + flops_per_sample · B`` and ``bytes_fixed + bytes_per_sample · B``."""
+    ``flops_fixed + flops_per_sample · B`` and ``bytes_fixed + bytes_per_sample · B``;
+    ``backward``: run by autograd's backward pass, not by the forward or the loss."""
 
     op: str
     count: int
@@ -125,6 +128,7 @@ class OpCost:
     bytes_fixed: float
     bytes_per_sample: float
     winograd: bool  # a 2-D 3×3 convolution, stride 1, dilation 1, groups 1
+    backward: bool = False
 
     def flops(self, batch: int) -> float:
         return self.flops_fixed + self.flops_per_sample * batch
@@ -171,6 +175,13 @@ class RooflineTime:
     batch: int
     # Seconds per sample of each op class (``op_class``), whichever side bounds its ops.
     class_seconds: dict[str, float] = field(default_factory=dict)
+    # Seconds per sample of the forward's ops (and the loss's), whichever side bounds them.
+    forward_s: float = 0.0
+
+    @property
+    def forward_share(self) -> float:
+        """The forward's share of the step's time (forward + loss + backward)."""
+        return self.forward_s / self.seconds_per_sample if self.seconds_per_sample else 0.0
 
 
 def tensor_bytes(t: torch.Tensor) -> int:
@@ -219,7 +230,8 @@ class _OpRecorder(TorchDispatchMode):
 
     def __init__(self) -> None:
         super().__init__()
-        self.calls: list[tuple[str, int, int, bool]] = []
+        self.calls: list[tuple[str, int, int, bool, bool]] = []
+        self.backward = False  # set once the forward and the loss have run
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -248,7 +260,8 @@ class _OpRecorder(TorchDispatchMode):
         if _causal_kernel(func, bound):
             flops //= 2
         if flops or moved:
-            self.calls.append((str(func), int(flops), moved, _winograd_eligible(func, bound)))
+            wino = _winograd_eligible(func, bound)
+            self.calls.append((str(func), int(flops), moved, wino, self.backward))
 
 
 def _tensors(tree: Any) -> list[torch.Tensor]:
@@ -259,7 +272,9 @@ def _record_step(model: nn.Module, batch: Batch, loss: Callable[[Any, Any], torc
     model.zero_grad(set_to_none=True)  # as a training loop does: no accumulation into .grad
     inputs, targets = batch
     with _OpRecorder() as recorder:
-        loss(model(inputs), targets).backward()
+        value = loss(model(inputs), targets)
+        recorder.backward = True
+        value.backward()
     return recorder.calls
 
 
@@ -281,15 +296,18 @@ def profile_step(
     net.train()
     b1, b2 = COUNT_BATCHES
     first, second = (_record_step(net, example_batch(b), loss) for b in COUNT_BATCHES)
-    if [c[0] for c in first] != [c[0] for c in second]:
+    if [(c[0], c[4]) for c in first] != [(c[0], c[4]) for c in second]:
         raise RuntimeError(f"{model}: the ops of a training step differ between batches")
     grouped: Counter[tuple] = Counter()
-    for (op, f1, q1, wino), (_, f2, q2, _) in zip(first, second, strict=True):
+    for (op, f1, q1, wino, back), (_, f2, q2, _, _) in zip(first, second, strict=True):
         flops_ps, bytes_ps = (f2 - f1) / (b2 - b1), (q2 - q1) / (b2 - b1)
-        grouped[(op, f1 - b1 * flops_ps, flops_ps, q1 - b1 * bytes_ps, bytes_ps, wino)] += 1
+        costs = (f1 - b1 * flops_ps, flops_ps, q1 - b1 * bytes_ps, bytes_ps)
+        grouped[(op, *costs, wino, back)] += 1
     floats = [p for p in net.parameters() if p.is_floating_point()]
     element = floats[0].element_size() if floats else torch.get_default_dtype().itemsize
-    ops = tuple(OpCost(op, n, *costs, wino) for (op, *costs, wino), n in grouped.items())
+    ops = tuple(
+        OpCost(op, n, *costs, wino, back) for (op, *costs, wino, back), n in grouped.items()
+    )
     return OpProfile(model=model, size=size, element_bytes=element, ops=ops)
 
 
@@ -363,7 +381,7 @@ def roofline_seconds_per_sample(
     flop_rate = peak_flops * compute_fraction
     byte_rate = memory_bytes_per_s * memory_fraction
     scale = activation_bytes / profile.element_bytes
-    compute_s = memory_s = flops = eligible = moved = 0.0
+    compute_s = memory_s = forward_s = flops = eligible = moved = 0.0
     by_class: dict[str, float] = {}
     for op in profile.ops:
         op_flops, op_bytes = op.count * op.flops(batch), op.count * op.bytes(batch) * scale
@@ -376,6 +394,7 @@ def roofline_seconds_per_sample(
         else:
             memory_s += t_bytes
         by_class[kind] = by_class.get(kind, 0.0) + max(t_flops, t_bytes)
+        forward_s += 0.0 if op.backward else max(t_flops, t_bytes)
         flops += op_flops
         moved += op_bytes
         eligible += op_flops if op.winograd else 0.0
@@ -391,4 +410,5 @@ def roofline_seconds_per_sample(
         winograd_share=eligible / flops if flops else 0.0,
         batch=batch,
         class_seconds={kind: seconds / batch for kind, seconds in by_class.items()},
+        forward_s=forward_s / batch,
     )
