@@ -60,11 +60,10 @@ def run(**overrides):
     return predict_ddp(**(args | overrides))
 
 
-def test_compute_from_the_roofline_of_peak_fraction_and_bandwidth():
-    (one,) = run(devices=[1])["rows"]
-    profile = op_profile(models.get("cifarnet"), 32)
-    expected = roofline_seconds_per_sample(
-        profile,
+def _default_roofline():
+    """The roofline ``run()`` prices: cifarnet b32 on ``Device()`` in fp32."""
+    return roofline_seconds_per_sample(
+        op_profile(models.get("cifarnet"), 32),
         15e12,
         900e9,
         compute_fraction=0.5,
@@ -72,6 +71,11 @@ def test_compute_from_the_roofline_of_peak_fraction_and_bandwidth():
         winograd=True,
         batch=32,
     )  # a GPU in fp32: cuDNN's Winograd for 3x3 convolutions (cifarnet has 5x5: none)
+
+
+def test_compute_from_the_roofline_of_peak_fraction_and_bandwidth():
+    (one,) = run(devices=[1])["rows"]
+    expected = _default_roofline()
     assert one["compute_s"] == pytest.approx(32 * expected.seconds_per_sample, rel=1e-12)
     (given,) = run(devices=[1], achieved_fraction=0.25)["rows"]
     # Half the fraction doubles the compute-bound ops only, not the memory-bound ones.
@@ -86,15 +90,7 @@ def test_forward_and_backward_split_by_the_priced_ops_else_by_flops():
     # first convolution has no input gradient to compute: above a third); a measured step has
     # no split, so the FLOP rule's third, and the assumptions say which.
     priced = run(devices=[1, 4])
-    expected = roofline_seconds_per_sample(
-        op_profile(models.get("cifarnet"), 32),
-        15e12,
-        900e9,
-        compute_fraction=0.5,
-        memory_fraction=MEMORY_FRACTION,
-        winograd=True,
-        batch=32,
-    ).forward_share
+    expected = _default_roofline().forward_share
     assert [r["forward_share"] for r in priced["rows"]] == pytest.approx([expected] * 2)
     assert expected > 0.34
     assert f"forward {expected:.1%} of forward + backward" in priced["assumptions"][0]
