@@ -15,7 +15,7 @@ import pytest
 
 import trainperf
 from trainperf.cli.common import BadInput, store_errors
-from trainperf.store.database import StoreError, StoreUnavailable
+from trainperf.store.access import StoreError, StoreUnavailable
 from trainperf.store.query import FilterError
 
 SRC = Path(trainperf.__file__).parent

@@ -23,7 +23,8 @@ from trainperf.convergence.mllog import MLPerfLogger
 from trainperf.core import strict_json
 from trainperf.core.fileio import FileKindError
 from trainperf.store import exchange
-from trainperf.store.database import Store, StoreError, check_writable
+from trainperf.store.access import StoreError
+from trainperf.store.database import Store, check_writable
 
 TIMEOUT_S = 20
 

@@ -17,7 +17,8 @@ from trainperf.case.spec import make_case
 from trainperf.launch import sweep as sweep_module
 from trainperf.launch.sweep import SweepItem, run_sweep
 from trainperf.store import exchange
-from trainperf.store.database import FULL, LOCKED, Store, StoreUnavailable
+from trainperf.store.access import FULL, LOCKED, StoreUnavailable
+from trainperf.store.database import Store
 
 SYSTEM = {"fingerprint": "s" * 16, "hostname": "box"}
 SUITE = ("grid", "v1")

@@ -7,7 +7,8 @@ import sqlite3
 
 import pytest
 
-from trainperf.store.database import Store, StoreError, read_only_uri
+from trainperf.store.access import StoreError, read_only_uri
+from trainperf.store.database import Store
 
 READERS = [
     ["results"],

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from trainperf.store.database import FULL, LOCKED, Store, StoreError, StoreUnavailable, duration
+from trainperf.store.access import FULL, LOCKED, StoreError, StoreUnavailable, duration
+from trainperf.store.database import Store
 
 SYSTEM = {"fingerprint": "abc123", "hostname": "node1"}
 

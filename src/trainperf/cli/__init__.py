@@ -71,7 +71,7 @@ for _command in COMMANDS:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: click's usage errors become one line and exit code 2; a
     database that stays locked or full, one line and exit code 1."""
-    from trainperf.store.database import StoreError, StoreUnavailable
+    from trainperf.store.access import StoreError, StoreUnavailable
 
     try:
         cli.main(args=argv, prog_name="trainperf", standalone_mode=False)

@@ -587,7 +587,7 @@ def store_errors(prefix: str | None = None) -> Iterator[None]:
     damaged (``StoreError``, ``sqlite3.DatabaseError``: ``PREFIX: why``, or just why
     without a prefix). The one place a verb turns a store's error into its message; a
     store that stays locked or full (``StoreUnavailable``) passes on to ``main``."""
-    from trainperf.store.database import StoreError
+    from trainperf.store.access import StoreError
     from trainperf.store.query import FilterError
 
     try:
@@ -602,7 +602,8 @@ def check_db_writable(db: Path) -> None:
     """Bad input unless ``--db`` can hold the results (``store.check_writable``, nothing
     written) and how long to wait for it (``TRAINPERF_STORE_WAIT_S``) is a number: what
     every verb that stores checks before anything runs."""
-    from trainperf.store.database import check_writable, wait_from_environment
+    from trainperf.store.access import wait_from_environment
+    from trainperf.store.database import check_writable
 
     with store_errors():
         check_writable(db)

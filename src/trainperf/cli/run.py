@@ -151,7 +151,7 @@ def run(
     """
     from trainperf.case.suite import SuiteError, resolve
     from trainperf.launch.sweep import SweepItem, planned_item
-    from trainperf.store.database import StoreUnavailable
+    from trainperf.store.access import StoreUnavailable
 
     given = [
         param.opts[0]

@@ -68,7 +68,8 @@ from trainperf.case.suite import MAX_BATCH, PlannedCase
 from trainperf.launch.runner import Interrupted, StopFlag, job_directory, run_in_child
 from trainperf.measure.runs import FixedRuns, RunsPolicy, parse_runs, share_steps
 from trainperf.store import lease
-from trainperf.store.database import Store, StoreUnavailable
+from trainperf.store.access import StoreUnavailable
+from trainperf.store.database import Store
 from trainperf.store.lease import Owner
 from trainperf.store.recovery import NotStored, Spool
 

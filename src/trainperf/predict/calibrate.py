@@ -69,7 +69,8 @@ from trainperf.predict.terms import (
     fit_batch_curve,
     fit_overhead,
 )
-from trainperf.store.database import Store, StoreError
+from trainperf.store.access import StoreError
+from trainperf.store.database import Store
 from trainperf.store.query import ResultFilter
 
 

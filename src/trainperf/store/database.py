@@ -11,14 +11,15 @@ database at once: it is in WAL mode, and every write takes the write lock up fro
 A write that finds the database locked by another process (after SQLite's own wait, its
 busy timeout) or the disk full (``SQLITE_FULL``, ``ENOSPC``) is tried again, the wait told
 through ``on_wait`` each time, for up to ``wait_s`` in all (``TRAINPERF_STORE_WAIT_S``,
-``STORE_WAIT_S`` by default); then it raises ``StoreUnavailable``. All of it is in
-``Store._write``, the one way in to a write transaction. What a sweep measured and could
+``STORE_WAIT_S`` by default); then it raises ``StoreUnavailable`` (the policy and the
+errors are ``trainperf.store.access``'s). All of it is in ``Store._write``, the one way in
+to a write transaction. Before anything opens a database, ``check_writable`` and
+``check_readable`` say in one line what is wrong with its path. What a sweep measured and could
 not store then goes to a recovery file (trainperf.store.recovery).
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import sqlite3
@@ -33,6 +34,15 @@ from trainperf.core import fileio, strict_json
 from trainperf.core.limits import INT64_MAX
 from trainperf.store import lease
 from trainperf.store import query as store_query
+from trainperf.store.access import (
+    BUSY_TIMEOUT_S,
+    StoreError,
+    StoreUnavailable,
+    duration,
+    read_only_uri,
+    unavailable_reason,
+    wait_from_environment,
+)
 from trainperf.store.lease import Owner
 from trainperf.store.query import EVERYTHING, ResultFilter, Selection
 from trainperf.store.rows import (
@@ -45,76 +55,15 @@ from trainperf.store.rows import (
 )
 from trainperf.store.schema import MIGRATION_STEPS, MIGRATIONS, SCHEMA_VERSION
 
-# How long a write waits in all, trying again, for a database that another process holds
-# locked or on a full disk before it gives up (``StoreUnavailable``); the environment
-# variable overrides it (seconds). Our own transactions take milliseconds: a lock held for
-# minutes is another program's (a browser of the database, a stuck process).
-STORE_WAIT_S = 600.0
-WAIT_VARIABLE = "TRAINPERF_STORE_WAIT_S"
-# SQLite's own wait for the write lock in one try (its busy timeout): at most this, and a
-# tenth of the whole wait, so that a long wait is told as it goes.
-BUSY_TIMEOUT_S = 60.0
 SQLITE_HEADER = b"SQLite format 3\x00"
 # The tables every trainperf store has had since schema version 1.
 STORE_TABLES = ("systems", "results")
-LOCKED = "is locked by another process"
-FULL = "cannot grow: database or disk is full"
 
 T = TypeVar("T")
 
 
-class StoreError(Exception):
-    """A database path that cannot be used; the message is one line for the user."""
-
-
-class StoreUnavailable(Exception):
-    """The database could not be written for ``waited_s`` (the store's bound): another
-    process held it locked, or the disk was full (``reason``: ``LOCKED`` or ``FULL``).
-    Nothing of the write that failed is in the database."""
-
-    def __init__(self, path: Path, reason: str, waited_s: float) -> None:
-        self.path, self.reason, self.waited_s = path, reason, waited_s
-        super().__init__(f"results database {path} {reason} (waited {duration(waited_s)})")
-
-
-def duration(seconds: float) -> str:
-    """'10 min', '1 min 5 s', '1.5 s': a wait for people."""
-    if seconds < 9.95:  # what rounds to 10.0 reads as 10 s
-        return f"{seconds:.1f} s"
-    minutes, rest = divmod(round(seconds), 60)
-    if not minutes:
-        return f"{rest} s"
-    return f"{minutes} min" + (f" {rest} s" if rest else "")
-
-
-def wait_from_environment() -> float:
-    """``TRAINPERF_STORE_WAIT_S`` in seconds (``STORE_WAIT_S`` when unset); ``StoreError``
-    unless it is a number >= 0."""
-    text = os.environ.get(WAIT_VARIABLE)
-    if text is None:
-        return STORE_WAIT_S
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        raise StoreError(f"{WAIT_VARIABLE}={text!r} is not valid: give seconds, a number >= 0")
-    return seconds
-
-
 def _tell(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-def _unavailable_reason(exc: BaseException) -> str | None:
-    """``LOCKED`` or ``FULL`` when ``exc`` says that the database is locked by another
-    process or the disk is full: a write worth trying again later. None otherwise."""
-    if isinstance(exc, sqlite3.OperationalError):
-        code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF  # primary code
-        return {sqlite3.SQLITE_BUSY: LOCKED, sqlite3.SQLITE_FULL: FULL}.get(code)
-    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        return FULL
-    return None
 
 
 def check_writable(path: Path) -> None:
@@ -207,22 +156,6 @@ def _not_a_store(version: int, tables: list[str]) -> str | None:
             f"but no {' or '.join(missing)} table"
         )
     return None
-
-
-def read_only_uri(path: Path) -> str:
-    """The SQLite URI that reads ``path`` without writing anything, there or beside it.
-
-    ``mode=ro`` alone is not enough for a WAL database: it makes the ``-wal`` and ``-shm``
-    files when they are absent, owned by the reader (the owner's next write then fails),
-    and cannot open the database in a directory the reader cannot write. Without a
-    ``-wal`` file no writer has the database open (the last one to close removes it), so
-    it is read ``immutable``: no lock, no file made. With one, a writer may be at work, and
-    ``mode=ro`` reads its committed transactions through the files that are there (beside
-    the file a symlink points to: SQLite names them after it).
-    """
-    resolved = path.resolve()
-    wal = resolved.with_name(resolved.name + "-wal")
-    return f"{resolved.as_uri()}?mode=ro" if wal.exists() else f"{resolved.as_uri()}?immutable=1"
 
 
 class Store:
@@ -329,7 +262,7 @@ class Store:
             try:
                 return attempt()
             except (sqlite3.OperationalError, OSError) as exc:
-                reason = _unavailable_reason(exc)
+                reason = unavailable_reason(exc)
                 if reason is None:
                     raise
                 waited = time.monotonic() - started

@@ -65,7 +65,8 @@ from pydantic import ValidationError
 from trainperf.core import fileio, strict_json
 from trainperf.core.limits import count_problem, first_bad_number
 from trainperf.core.strict_json import finite
-from trainperf.store.database import Store, StoreError
+from trainperf.store.access import StoreError
+from trainperf.store.database import Store
 from trainperf.store.exchange_format import (
     FINITE_SINCE,
     FORMAT,

@@ -38,7 +38,8 @@ from typing import Any
 
 from trainperf.core import strict_json
 from trainperf.core.fileio import write_atomic
-from trainperf.store.database import Store, StoreUnavailable, duration
+from trainperf.store.access import StoreUnavailable, duration
+from trainperf.store.database import Store
 from trainperf.store.exchange import counts_text, export_document
 
 # The tables of the export format that hold measurements (the rest name where they ran).
