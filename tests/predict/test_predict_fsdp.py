@@ -23,16 +23,14 @@ from trainperf.predict.comm import (
 )
 from trainperf.predict.compute import MEMORY_FRACTION
 from trainperf.predict.fsdp import (
-    SEARCH_BOUND,
     Sharding,
     StepParts,
     fsdp_step,
     parameter_work,
     predict_fsdp,
-    search_counts,
-    smallest_devices,
     traffic_bytes,
 )
+from trainperf.predict.fsdp_search import SEARCH_BOUND, search_counts, smallest_devices
 from trainperf.predict.inputs import FORWARD_SHARE, Measured, Placement, PredictError, Workload
 from trainperf.predict.memory import (
     FusedAttention,

@@ -359,7 +359,7 @@ def _sharding(options: dict[str, Any]) -> Any:
 
 def _smallest(spec: ModelSpec, device: Any, per_node: int, sharding: Any, options: dict) -> Any:
     """The search of --devices min, which only sharding makes meaningful."""
-    from trainperf.predict.fsdp import smallest_devices
+    from trainperf.predict.fsdp_search import smallest_devices
     from trainperf.predict.inputs import PredictError
 
     if sharding is None:

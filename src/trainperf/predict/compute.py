@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 from trainperf.core.limits import (
@@ -236,16 +236,20 @@ def compute_rate(
     if winograd is None:
         winograd = winograd_applies(device, precision)
     profile = profile or op_profile(spec, size)
-    roofline = partial(
-        roofline_seconds_per_sample,
-        profile,
-        peak,
-        bandwidth,
-        compute_fraction=fraction,
-        memory_fraction=MEMORY_FRACTION,
-        activation_bytes=ACTIVATION_BYTES[precision],
-        winograd=winograd,
-        class_fractions=per_kernel,
+    # One pricing per batch: a prediction asks it for the time, the forward's share and the
+    # shares of memory-bound ops and GEMMs of the same batch, row after row.
+    roofline = lru_cache(maxsize=64)(
+        partial(
+            roofline_seconds_per_sample,
+            profile,
+            peak,
+            bandwidth,
+            compute_fraction=fraction,
+            memory_fraction=MEMORY_FRACTION,
+            activation_bytes=ACTIVATION_BYTES[precision],
+            winograd=winograd,
+            class_fractions=per_kernel,
+        )
     )
     flops = profile.flops_per_sample()
     rates = f"at {fraction:.1%}{source}"

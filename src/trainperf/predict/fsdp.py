@@ -69,8 +69,7 @@ with B the batch per rank (``trainperf.predict.memory.block_counts`` splits the 
 5. **Throughput**: samples/s = global batch / step; tokens/s = samples/s × tokens per
    sample (language models); MFU = samples/s per rank × 3 × forward FLOPs per sample /
    peak (PaLM's model FLOPs: recomputation not counted; for Llama it is 6·N + 12·l·h·q·T).
-6. **Smallest number of devices** (``smallest_devices``): 1, 2, 4, ... up to a node, then
-   whole nodes, up to ``SEARCH_BOUND``: the first count whose memory per rank fits.
+6. **Smallest number of devices**: ``trainperf.predict.fsdp_search``.
 """
 
 from __future__ import annotations
@@ -113,8 +112,6 @@ from trainperf.predict.memory import (
     WORKSPACE_FRACTION,
     BlockCounts,
     FusedAttention,
-    ShardedMemory,
-    attention_plan,
     block_counts,
     sharded_memory,
 )
@@ -122,7 +119,6 @@ from trainperf.predict.overlap import contention_of
 from trainperf.predict.roofline import OpProfile, zoo_step_profile
 
 REDUCE_BYTES = {"fp32": 4, "bf16": 2}
-SEARCH_BOUND = 4096  # devices: the smallest-count search stops here
 
 
 @dataclass(frozen=True)
@@ -301,7 +297,9 @@ def fused_attention_profile(spec: ModelSpec, size: int, plan: AttentionPlan) -> 
         return zoo_step_profile(spec, size)
 
 
-def _counts(spec: ModelSpec, size: int | None, plan: AttentionPlan) -> BlockCounts:
+def blocks_of(spec: ModelSpec, size: int | None, plan: AttentionPlan) -> BlockCounts:
+    """The model's blocks as FSDP shards them (``memory.block_counts``); ``PredictError``
+    for a model or size that has none."""
     try:
         return block_counts(spec, size, plan)
     except (SizeError, CustomModelError, NoBlocks) as exc:
@@ -334,7 +332,7 @@ def predict_fsdp(
     prepared = prepare(workload, placement)
     spec, precision, device = workload.spec, workload.precision, placement.device
     p_bytes, r_bytes = sharding.param_bytes(precision), sharding.reduce_bytes(precision)
-    counts = _counts(spec, workload.size, prepared.plan)
+    counts = blocks_of(spec, workload.size, prepared.plan)
     priced = prepared.gpu and measured.single_device_throughput is None
     profile = fused_attention_profile(spec, counts.size, prepared.plan) if priced else None
     tokens = spec.tokens_per_sample(counts.size)
@@ -531,71 +529,3 @@ def _assumptions(
         "MFU: 3 × forward FLOPs per sample (PaLM's model FLOPs, recomputation not counted) / "
         "the catalog's training peak (the one measured MFU uses)",
     ]
-
-
-@dataclass(frozen=True)
-class DeviceSearch:
-    """The smallest device count whose memory per rank fits, or None up to ``bound``."""
-
-    smallest: int | None
-    bound: int
-    counts_tried: int
-    memory: ShardedMemory  # at ``smallest``, else at the last count tried
-    floor_bytes: float  # what does not shrink with more ranks
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "smallest_devices": self.smallest,
-            "bound": self.bound,
-            "counts_tried": self.counts_tried,
-            "memory_per_rank_bytes": self.memory.total_bytes,
-            "available_bytes": self.memory.available_bytes,
-            "floor_bytes": self.floor_bytes,
-        }
-
-
-def search_counts(per_node: int, bound: int = SEARCH_BOUND) -> list[int]:
-    """1, 2, 4, ... below ``per_node``, ``per_node``, then whole nodes, up to ``bound``."""
-    counts, count = [], 1
-    while count < per_node and count <= bound:
-        counts.append(count)
-        count *= 2
-    return counts + list(range(per_node, bound + 1, per_node))
-
-
-def smallest_devices(
-    spec: ModelSpec,
-    device: Any,
-    per_node: int,
-    batch_size: int,
-    precision: str,
-    size: int | None = None,
-    sharding: Sharding = Sharding(),
-    bound: int = SEARCH_BOUND,
-) -> DeviceSearch:
-    """The smallest number of ``device`` (``per_node`` to a node) on which each rank holds
-    its share of the model ``spec`` at ``batch_size`` per device (module doc, 6)."""
-    capacity = getattr(device, "memory_bytes", None)
-    if not capacity:
-        name = getattr(device, "id", "the device")
-        raise PredictError(f"{name} has no memory capacity to fit: give a catalog device")
-    if batch_size < 1:
-        raise PredictError(f"batch size must be >= 1, got {batch_size}")
-    gpu = getattr(device, "kind", "gpu") != "cpu"
-    counts = _counts(
-        spec, size, attention_plan(gpu, precision, getattr(device, "capability", None))
-    )
-    options = dict(
-        param_bytes=sharding.param_bytes(precision),
-        reduce_bytes=sharding.reduce_bytes(precision),
-        checkpointing=sharding.activation_checkpointing,
-        reshard_after_forward=sharding.reshard_after_forward,
-    )
-    tried = 0
-    for count in search_counts(per_node, bound):
-        tried += 1
-        memory = sharded_memory(counts, batch_size, precision, capacity, ranks=count, **options)
-        if memory.fits:
-            break
-    floor = memory.total_bytes - memory.sharded_state_bytes * (1 + WORKSPACE_FRACTION)
-    return DeviceSearch(count if memory.fits else None, bound, tried, memory, floor)
