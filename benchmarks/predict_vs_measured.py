@@ -12,14 +12,21 @@ stored multi-rank results of the model, which would close the gap by constructio
    on the same ranks, 1 to 64 MiB: how much the all-reduce and a GEMM (and STREAM add, a
    memory-bound kernel) slow each other on the shared cores, and how much each kernel slows
    beside the other rank's (the predictor's contention and neighbour terms);
-2. per network, ``trainperf run`` of one process (``--threads 1``);
+2. per network, ``trainperf run`` of one process (``--threads 1``, ``--runs`` runs): the
+   calibration's compute;
 3. per network, ``trainperf predict --devices 1,2 --per-node 2 --calibrate DB --json``: no
    ``--device`` and no link flag, so compute is this machine's measured throughput and the
    intra-node link the fitted all-reduce;
-4. per network, ``trainperf run --devices 2 --parallel ddp --threads 1``: weak scaling, the
-   same batch per process. Its ``comm_exposed_share`` is (median step − median step with
-   gradient synchronization off) / median step, the quantity predict calls
-   ``comm_fraction``.
+4. per network, ``--rounds`` interleaved rounds, each one run of one process then one run of
+   ``trainperf run --devices 2 --parallel ddp --threads 1`` (weak scaling, the same batch per
+   process), and one more run of one process at the end: P D P D ... P. Round r's
+   efficiency is tp(D_r) / (2 × mean(tp(P_r), tp(P_r+1))), each 2-rank run against the
+   one-process runs on either side of it, so a machine that drifts (a shared VM's
+   neighbours come and go over the minutes a network takes) moves both sides of the ratio
+   alike; the measured efficiency is the mean over rounds with its Student t 95% interval
+   (``trainperf.measure.hierarchy.mean_interval``: the rounds are the independent unit). A
+   2-rank run's ``comm_exposed_share`` is (median step − median step with gradient
+   synchronization off) / median step, the quantity predict calls ``comm_fraction``.
 
 Threads: the machine this was written on has 2 cores, so every process runs 1 intra-op
 thread, the single process as well as each of the 2 ranks (and micro collective's ranks,
@@ -42,19 +49,20 @@ FLOPs per sample / parameters, i.e. compute per sample over the all-reduce volum
   the model expects to hide mostly behind the backward pass.
 The script computes and prints the ratio again; ``--network`` measures others.
 
-Prints per network the predicted and measured efficiency (with the range the two
-throughputs' 95% intervals allow, over ``--runs`` runs), their difference in points (flagged
-above 10), the predicted and measured exposed-communication share, the 2-rank step split
-into compute and exposed communication (of which the predicted copies of the gradients into
-and out of DDP's buckets are shown apart), and which terms of the prediction were measured
-and which came from the catalog or defaults (the predict JSON's ``calibration.sources``,
+Prints per network the predicted and measured efficiency (with its 95% interval over the
+rounds, and each round's), their difference in points (flagged above 10), the predicted and
+measured exposed-communication share, the 2-rank step split into compute and exposed
+communication (of which the predicted copies of the gradients into and out of DDP's buckets
+are shown apart), and which terms of the prediction were measured and which came from the
+catalog or defaults (the predict JSON's ``calibration.sources``,
 ``calibration.absent`` and ``assumptions``). A key missing from a JSON document is shown as
 "-" and listed at the end. A report, not a gate: exit code 0 when every command ran and
-every case is ok, 1 otherwise. About 20 minutes on 2 quiet cores with the defaults (gpt2-small
-alone about 12); run it with nothing else on the machine: a test suite beside it slowed each
+every case is ok, 1 otherwise. About 27 minutes on 2 quiet cores with the defaults (gpt2-small
+alone about 18); run it with nothing else on the machine: a test suite beside it slowed each
 rank's compute by 25-45% in one run (docs/predict.md, "With the host model").
 
-    python benchmarks/predict_vs_measured.py [--steps fixed:3:20] [--runs 5] [--db PATH]
+    python benchmarks/predict_vs_measured.py [--steps fixed:3:20] [--runs 2] [--rounds 3]
+                                             [--db PATH]
 """
 
 from __future__ import annotations
@@ -62,15 +70,18 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trainperf import models
+from trainperf.measure.hierarchy import mean_interval
+from trainperf.measure.stats import MeanCI
 from trainperf.models.flops import analyse
 
 MISMATCH_POINTS = 10.0
@@ -83,6 +94,7 @@ COLLECTIVE += ("--min-bytes", "1K", "--max-bytes", "64M", "--factor", "2", "--wa
 # each slows the other, which the predictor's host model prices the overlap with.
 UNDER_LOAD = ("--under-load", "--devices", str(RANKS), "--device", "cpu")
 UNDER_LOAD += ("--min-bytes", "1M", "--max-bytes", "64M", "--factor", "4", "--warmup", "2")
+DDP = ("--devices", str(RANKS), "--parallel", "ddp")
 
 
 @dataclass(frozen=True)
@@ -153,11 +165,13 @@ def trainperf(*args: str | Path) -> dict | None:
         return None
 
 
-def run_case(net: Network, db: Path, args: argparse.Namespace, *extra: str) -> dict | None:
-    """The one result of ``trainperf run`` of ``net``; None unless it is ok."""
+def run_case(
+    net: Network, db: Path, args: argparse.Namespace, *extra: str, runs: int = 1
+) -> dict | None:
+    """The one result of ``trainperf run`` of ``net`` (``runs`` runs); None unless it is ok."""
     doc = trainperf(
         "run", "-m", net.model, "-b", net.batch_size, net.size_flag, net.size,
-        "--device", "cpu", "--threads", "1", "--steps", args.steps, "--runs", args.runs,
+        "--device", "cpu", "--threads", "1", "--steps", args.steps, "--runs", runs,
         "--timeout", args.timeout, "--db", db, *extra,
     )  # fmt: skip
     results = (doc or {}).get("results") or []
@@ -187,27 +201,45 @@ def row_of(prediction: dict | None, devices: int, read: Reader) -> dict | None:
     return found[0] if found else None
 
 
-def measured_efficiency(
-    one: dict | None, two: dict | None, read: Reader
-) -> tuple[float | None, tuple[float, float] | None]:
-    """tp(2) / (2 tp(1)), and the range the two throughputs' 95% intervals allow:
-    [low2 / (2 high1), high2 / (2 low1)] (a conservative bound, not an interval of the ratio)."""
-    tp1 = read.get(one, "metrics.samples_per_s_median", "run 1 process")
-    tp2 = read.get(two, "metrics.samples_per_s_median", "run ddp")
-    if not tp1 or tp2 is None:
-        return None, None
-    ci1 = read.get(one, "metrics.samples_per_s_ci95", "run 1 process")
-    ci2 = read.get(two, "metrics.samples_per_s_ci95", "run ddp")
-    bounds = None
-    if ci1 and ci2 and ci1[0] > 0:
-        bounds = (ci2[0] / (RANKS * ci1[1]), ci2[1] / (RANKS * ci1[0]))
-    return tp2 / (RANKS * tp1), bounds
+@dataclass
+class Rounds:
+    """One network's interleaved runs (module doc, 4): one-process runs P_0 ... P_R around
+    2-rank runs D_0 ... D_R-1 (None for a run that failed)."""
+
+    singles: list[dict | None] = field(default_factory=list)
+    ddp: list[dict | None] = field(default_factory=list)
+
+    def efficiencies(self, read: Reader) -> list[float]:
+        """tp(D_r) / (RANKS × mean(tp(P_r), tp(P_r+1))) of each round whose three runs are ok."""
+        out = []
+        for r, two in enumerate(self.ddp):
+            tp2 = read.get(two, "metrics.samples_per_s_median", "run ddp")
+            around = [
+                read.get(one, "metrics.samples_per_s_median", "run 1 process")
+                for one in self.singles[r : r + 2]
+            ]
+            if tp2 is not None and len(around) == 2 and None not in around and all(around):
+                out.append(tp2 / (RANKS * statistics.fmean(around)))
+        return out
+
+    def mean_of(self, runs: str, key: str, read: Reader) -> tuple[float | None, MeanCI | None]:
+        """Mean over the ok runs of ``runs`` ("singles" or "ddp") of ``metrics.KEY``, and its
+        95% interval over them (None below 2)."""
+        where = "run 1 process" if runs == "singles" else "run ddp"
+        values = [read.get(doc, f"metrics.{key}", where) for doc in getattr(self, runs)]
+        values = [v for v in values if v is not None]
+        return (statistics.fmean(values) if values else None), mean_interval(values)
 
 
-def throughput(result: dict | None, where: str, read: Reader) -> str:
-    value = read.get(result, "metrics.samples_per_s_median", where)
-    ci = read.get(result, "metrics.samples_per_s_ci95", where)
-    interval = f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else " (no interval)"
+def measured_efficiency(rounds: Rounds, read: Reader) -> tuple[float | None, MeanCI | None]:
+    """The mean of the rounds' efficiencies and its t interval over rounds (None below 2)."""
+    values = rounds.efficiencies(read)
+    return (statistics.fmean(values) if values else None), mean_interval(values)
+
+
+def throughput(rounds: Rounds, runs: str, read: Reader) -> str:
+    value, ci = rounds.mean_of(runs, "samples_per_s_median", read)
+    interval = f" [{ci.low:.1f}, {ci.high:.1f}]" if ci else " (no interval)"
     return fmt(value, ".1f") + (interval if value is not None else "")
 
 
@@ -248,25 +280,25 @@ def show_terms(net: Network, prediction: dict | None, read: Reader) -> None:
             print(f"  assumed   {line}")
 
 
-def pair(pred: dict | None, key: str, two: dict | None, measured_key: str, read: Reader) -> str:
-    """Predicted / measured of one term of the 2-rank step, in ms."""
+def pair(pred: dict | None, key: str, rounds: Rounds, measured_key: str, read: Reader) -> str:
+    """Predicted / measured (mean over the 2-rank runs) of one term of the 2-rank step, in ms."""
     predicted = read.get(pred, key, "predict.rows[]")
-    measured = read.get(two, f"metrics.{measured_key}", "run ddp")
+    measured, _ = rounds.mean_of("ddp", measured_key, read)
     return f"{fmt(predicted, '.0f', 1e3)} / {fmt(measured, '.0f', 1e3)}"
 
 
 def efficiency_line(
-    net: Network, one: dict | None, two: dict | None, pred: dict | None, read: Reader
+    net: Network, rounds: Rounds, pred: dict | None, read: Reader
 ) -> tuple[str, float | None]:
     """One line of the first table, and the difference predicted − measured in points."""
     predicted = read.get(pred, "efficiency", "predict.rows[]")
-    efficiency, bounds = measured_efficiency(one, two, read)
-    span = f" [{bounds[0]:.2f}, {bounds[1]:.2f}]" if bounds else ""
+    efficiency, ci = measured_efficiency(rounds, read)
+    span = f" [{ci.low:.2f}, {ci.high:.2f}]" if ci else ""
     diff = None
     if predicted is not None and efficiency is not None:
         diff = (predicted - efficiency) * 100
     comm = read.get(pred, "comm_fraction", "predict.rows[]")
-    share = read.get(two, "metrics.comm_exposed_share", "run ddp")
+    share, _ = rounds.mean_of("ddp", "comm_exposed_share", read)
     ratio = analyse(models.get(net.model), net.size).flops_per_param
     line = (
         f"{str(net):<22} {ratio:>11.1f} {fmt(predicted, '.3f'):>8} "
@@ -277,46 +309,54 @@ def efficiency_line(
 
 
 def step_line(
-    net: Network, one: dict | None, two: dict | None, pred: dict | None, read: Reader
+    net: Network, calibration: dict | None, rounds: Rounds, pred: dict | None, read: Reader
 ) -> str:
     """One line of the second table: throughputs, and the 2-rank step term by term."""
     late = [read.get(pred, k, "predict.rows[]") for k in LATE_TERMS]
+    read_by_predict = read.get(calibration, "metrics.samples_per_s_median", "run calibration")
     return (
-        f"{str(net):<22} {throughput(one, 'run 1 process', read):>22} "
-        f"{throughput(two, 'run ddp', read):>22} "
-        f"{pair(pred, 'compute_s', two, 'compute_step_s_median', read):>13} "
-        f"{pair(pred, 'comm_exposed_s', two, 'comm_exposed_s', read):>13} "
+        f"{str(net):<22} {fmt(read_by_predict, '.1f'):>7} "
+        f"{throughput(rounds, 'singles', read):>20} {throughput(rounds, 'ddp', read):>20} "
+        f"{pair(pred, 'compute_s', rounds, 'compute_step_s_median', read):>13} "
+        f"{pair(pred, 'comm_exposed_s', rounds, 'comm_exposed_s', read):>13} "
         f"{fmt(read.get(pred, 'bucket_copy_s', 'predict.rows[]'), '.0f', 1e3):>7} "
         f"{fmt(None if None in late else sum(late), '.0f', 1e3):>10} "
-        f"{pair(pred, 'step_s', two, 'step_s_median', read):>13}"
+        f"{pair(pred, 'step_s', rounds, 'step_s_median', read):>13}"
     )
 
 
-def report(nets: list[Network], measured: dict, predictions: dict, read: Reader) -> list[Network]:
+def report(
+    nets: list[Network], calibration: dict, rounds: dict, predictions: dict, read: Reader
+) -> list[Network]:
     """Print the two tables; return the networks whose efficiencies differ by more than
     MISMATCH_POINTS."""
     print(
-        f"\n{'network':<22} {'FLOPs/param':>11} {'pred eff':>8} {'meas eff [range]':>22} "
+        f"\n{'network':<22} {'FLOPs/param':>11} {'pred eff':>8} {'meas eff [95%]':>22} "
         f"{'diff pts':>8} {'pred comm':>9} {'meas comm':>9}"
     )
     mismatched = []
     for net in nets:
         pred = row_of(predictions[net], RANKS, read)
-        line, diff = efficiency_line(net, *measured[net], pred, read)
+        line, diff = efficiency_line(net, rounds[net], pred, read)
         if diff is not None and abs(diff) > MISMATCH_POINTS:
             mismatched.append(net)
             line += f"  <- off by more than {MISMATCH_POINTS:.0f} points"
         print(line)
+        effs = ", ".join(f"{e:.3f}" for e in rounds[net].efficiencies(read))
+        print(f"{'':<22} rounds: {effs or '-'}")
     print(
-        "\nsamples/s (mean over runs [95% interval]); 2-rank step in ms, predicted / measured;"
-        " copies: DDP's bucket copies predicted, part of the exposed communication"
+        "\nsamples/s: calib = the one-process runs predict read; 1 process and 2 ranks the"
+        " interleaved runs (mean [95% interval]); 2-rank step in ms, predicted / measured"
+        " (mean over its runs); copies: DDP's bucket copies predicted, part of the exposed"
+        " communication"
     )
     print(
-        f"{'network':<22} {'1 process':>22} {'2 ranks':>22} {'compute':>13} "
+        f"{'network':<22} {'calib':>7} {'1 process':>20} {'2 ranks':>20} {'compute':>13} "
         f"{'exposed comm':>13} {'copies':>7} {'stragg+ovh':>10} {'step':>13}"
     )
     for net in nets:
-        print(step_line(net, *measured[net], row_of(predictions[net], RANKS, read), read))
+        pred = row_of(predictions[net], RANKS, read)
+        print(step_line(net, calibration[net], rounds[net], pred, read))
     return mismatched
 
 
@@ -330,7 +370,18 @@ def main() -> int:
         "gpt2-small:4:64)",
     )
     parser.add_argument("--steps", default="fixed:3:20", help="step budget of every case")
-    parser.add_argument("--runs", default="5", help="independent runs per case")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=2,
+        help="independent runs of the one-process case the prediction is calibrated with",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="interleaved rounds of one 1-process and one 2-rank run (module doc, 4)",
+    )
     parser.add_argument("--iters", default="20", help="micro collective iterations per size")
     parser.add_argument("--timeout", default="900", help="seconds before a case is killed")
     parser.add_argument("--db", type=Path, help="database to create (default: a temporary one)")
@@ -341,6 +392,8 @@ def main() -> int:
             models.get(net.model).resolve_size(net.size)
         except (models.UnknownModelError, models.SizeError) as exc:
             parser.error(f"--network {net}: {exc}")
+    if args.runs < 1 or args.rounds < 1:
+        parser.error(f"--runs {args.runs} --rounds {args.rounds}: each must be 1 or more")
     if args.db is not None and args.db.exists():
         parser.error(
             f"--db {args.db} exists: give a new path (the predictions must see only this run)"
@@ -362,16 +415,18 @@ def main() -> int:
             f"over sizes); a rank's GEMM {fmt(load.get('neighbour_slowdown'), '.3g')}x slower "
             "beside the other ranks'"
         )
-        singles = {net: run_case(net, db, args) for net in nets}
+        calibration = {net: run_case(net, db, args, runs=args.runs) for net in nets}
         # All predictions before any 2-rank run: the calibration must not see the answer.
         predictions = {net: predict(net, db) for net in nets}
-        ddp = {
-            net: run_case(net, db, args, "--devices", str(RANKS), "--parallel", "ddp")
-            for net in nets
-        }
-        complete &= all(singles.values()) and all(ddp.values()) and all(predictions.values())
-        measured = {net: (singles[net], ddp[net]) for net in nets}
-        mismatched = report(nets, measured, predictions, read)
+        rounds = {net: Rounds() for net in nets}
+        for net in nets:
+            for _ in range(args.rounds):
+                rounds[net].singles.append(run_case(net, db, args))
+                rounds[net].ddp.append(run_case(net, db, args, *DDP))
+            rounds[net].singles.append(run_case(net, db, args))
+        complete &= all(calibration.values()) and all(predictions.values())
+        complete &= all(all(r.singles) and all(r.ddp) for r in rounds.values())
+        mismatched = report(nets, calibration, rounds, predictions, read)
         for net in nets:
             show_terms(net, predictions[net], read)
         if args.db:
