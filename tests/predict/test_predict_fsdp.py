@@ -311,6 +311,28 @@ def test_cli_fsdp_json_and_table(run_cli):
     assert "tokens/s/dev" in out and "gathered GiB" in out and "params ms" in out
 
 
+@pytest.mark.parametrize(
+    ("args", "above"),
+    [
+        # one device's whole optimizer step against 1/8 of it: a sharded rank is faster
+        (
+            "predict -m llama3.2-1b --device h100-sxm --intra nvlink4 --precision bf16 -b 2 "
+            "--devices 1,8 --parallel fsdp --activation-checkpointing full",
+            True,
+        ),
+        # microseconds of compute against the collectives' latency
+        (TINY + " --devices 1,8 --parallel fsdp", False),
+    ],
+)
+def test_table_says_why_an_efficiency_is_over_one_only_when_one_is(run_cli, args, above):
+    code, out, err = run_cli(args + " --json")
+    assert code == 0, err
+    assert any(row["efficiency"] > 1 for row in json.loads(out)["rows"]) == above
+    code, out, err = run_cli(args)
+    assert code == 0, err
+    assert ("efficiency over 100%" in " ".join(out.split())) == above
+
+
 def test_cli_ddp_is_the_default(run_cli):
     _, default, _ = run_cli(TINY + " --devices 1,8 --json")
     code, explicit, err = run_cli(TINY + " --devices 1,8 --parallel ddp --json")
