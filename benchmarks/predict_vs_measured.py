@@ -201,6 +201,11 @@ def row_of(prediction: dict | None, devices: int, read: Reader) -> dict | None:
     return found[0] if found else None
 
 
+def mean_and_interval(values: list[float]) -> tuple[float | None, MeanCI | None]:
+    """The mean of ``values`` (None if there are none) and its t interval (None below 2)."""
+    return (statistics.fmean(values) if values else None), mean_interval(values)
+
+
 @dataclass
 class Rounds:
     """One network's interleaved runs (module doc, 4): one-process runs P_0 ... P_R around
@@ -227,14 +232,12 @@ class Rounds:
         95% interval over them (None below 2)."""
         where = "run 1 process" if runs == "singles" else "run ddp"
         values = [read.get(doc, f"metrics.{key}", where) for doc in getattr(self, runs)]
-        values = [v for v in values if v is not None]
-        return (statistics.fmean(values) if values else None), mean_interval(values)
+        return mean_and_interval([v for v in values if v is not None])
 
 
 def measured_efficiency(rounds: Rounds, read: Reader) -> tuple[float | None, MeanCI | None]:
     """The mean of the rounds' efficiencies and its t interval over rounds (None below 2)."""
-    values = rounds.efficiencies(read)
-    return (statistics.fmean(values) if values else None), mean_interval(values)
+    return mean_and_interval(rounds.efficiencies(read))
 
 
 def throughput(rounds: Rounds, runs: str, read: Reader) -> str:
