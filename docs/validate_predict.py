@@ -257,6 +257,7 @@ EXCLUDED |= {
 # output layer tied to the embedding) at (d_model, heads, layers), vocabulary 50,368; the
 # parameter counts equal the tables' NumParams (tests/predict/test_validate_summary.py).
 MPT_SHAPES = {
+    "mpt-760m": (1536, 12, 24),
     "mpt-1b": (2048, 16, 24),
     "mpt-3b": (2560, 20, 32),
     "mpt-7b": (4096, 32, 32),
@@ -312,6 +313,9 @@ class FsdpPoint:
     fsdp_reduce: str = "fp32"
     per_node: int = 8
     precision: str = "bf16"
+    # The fused attention kernel of the run (trainperf.predict.attention_kernels): torchtitan
+    # runs PyTorch's SDPA (FlashAttention-2); llm-foundry's tables ran attn_impl triton.
+    attention_kernel: str = "flash-attention-2"
 
     @property
     def generation(self) -> str:
@@ -348,6 +352,7 @@ def _lf(model: str, seq: int, device: str, gpus: int, batch: int, checkpointing:
         "nvlink3" if a100 else "nvlink4", ("ib-hdr" if a100 else "ib-ndr") if gpus > 8 else None,
         batch, "full" if checkpointing else "none", tokens, None, size=seq, nics=8,
         grad_accum=accum, fsdp_reduce="bf16" if pure else "fp32",
+        attention_kernel="flash-attention-triton",
     )
 
 
@@ -402,7 +407,8 @@ def predict_fsdp_point(point: FsdpPoint, catalog: Catalog, gemm: float | None = 
                   catalog.link(point.inter) if point.inter else None, nics_per_node=point.nics),
         Measured(noise=catalog.data_parallel.noise(), overhead=catalog.data_parallel.overhead()),
         Sharding(point.checkpointing, recomputed_matmul_share=point.recomputed_matmul_share,
-                 micro_batches_per_step=point.grad_accum, fsdp_reduce=point.fsdp_reduce),
+                 micro_batches_per_step=point.grad_accum, fsdp_reduce=point.fsdp_reduce,
+                 attention_kernel=point.attention_kernel),
     )["rows"][0]
 
 
@@ -462,6 +468,93 @@ def fsdp_fit(points: Sequence[FsdpPoint], catalog: Catalog) -> FsdpFit:
 
 
 FSDP_TOKENS_WITHIN, FSDP_MEMORY_WITHIN = 0.12, 0.10  # issue 33's targets
+
+
+# llm-foundry's sequence-length sweeps (the same tables, [LLMF] README L95-L300 at 5e85bd62d):
+# one model on 8 GPUs without checkpointing at 512 to 16,384 tokens, (tokens, micro-batch,
+# gradient accumulation, measured tokens/s per GPU). Only attention's FLOPs per token grow
+# with the length, so each row's throughput relative to the sweep's 2,048-token row tests
+# the attention kernel's rate by length, apart from the GEMM fraction (which cancels).
+# Models with llm-foundry's 128-wide heads, the figure's (attention_kernels).
+@dataclass(frozen=True)
+class Sweep:
+    model: str
+    device: str
+    pure: bool
+    rows: tuple[tuple[int, int, int, float], ...]
+    checkpointing: str = "none"
+
+
+SWEEPS = (
+    Sweep("mpt-1b", H80, False, ((512, 56, 4, 52275), (1024, 18, 4, 48910),
+          (2048, 14, 1, 45455), (4096, 7, 4, 38535), (8192, 3, 4, 29157),
+          (16384, 2, 4, 19649))),
+    Sweep("mpt-760m", A80, False, ((512, 96, 2, 29446), (1024, 48, 2, 29765),
+          (2048, 24, 2, 32434), (4096, 12, 2, 27351), (8192, 6, 2, 20933),
+          (16384, 3, 2, 14274))),
+    Sweep("mpt-1b", A80, False, ((512, 56, 4, 23148), (1024, 18, 4, 22112),
+          (2048, 14, 4, 20513), (4096, 7, 4, 17807), (8192, 3, 4, 13814),
+          (16384, 2, 4, 9956))),
+    Sweep("mpt-3b", A80, False, ((512, 40, 6, 12127), (1024, 20, 6, 11580),
+          (2048, 10, 2, 10811), (4096, 5, 6, 9457), (8192, 3, 6, 7695),
+          (16384, 1, 6, 5529))),
+    Sweep("mpt-760m", A40, True, ((512, 48, 4, 34938), (1024, 24, 4, 33422),
+          (2048, 12, 4, 30173), (4096, 6, 4, 25863), (8192, 3, 4, 20106),
+          (16384, 1, 4, 13914))),
+    Sweep("mpt-1b", A40, True, ((512, 32, 8, 21782), (1024, 16, 8, 20959),
+          (2048, 8, 8, 19271), (4096, 4, 8, 16856), (8192, 2, 8, 13474),
+          (16384, 1, 8, 9715))),
+    Sweep("mpt-3b", A40, True, ((512, 20, 8, 11324), (1024, 10, 8, 10731),
+          (2048, 5, 8, 10065), (4096, 2, 8, 8777), (8192, 1, 8, 7149))),
+)
+SWEEP_KERNELS = ("flash-attention-2", "flash-attention-triton")
+
+
+def sweep_relative(sweep: Sweep, catalog: Catalog, kernel: str) -> list[tuple[int, float, float]]:
+    """(tokens, measured, predicted) throughput of each row of ``sweep`` over its 2,048-token
+    row's, predicted with the catalog's rates and attention by ``kernel``."""
+    def point(tokens: int, batch: int, accum: int, measured: float) -> FsdpPoint:
+        return FsdpPoint(f"sweep-{sweep.model}-{tokens}", sweep.model, sweep.device, 8,
+                         "nvlink4" if sweep.device == H80 else "nvlink3", None, batch,
+                         sweep.checkpointing, measured, None, size=tokens, nics=8, grad_accum=accum,
+                         fsdp_reduce="bf16" if sweep.pure else "fp32",
+                         attention_kernel=kernel)
+
+    points = [point(*row) for row in sweep.rows]
+    predicted = [predict_fsdp_point(p, catalog)["tokens_per_s_per_device"] for p in points]
+    reference = next(i for i, p in enumerate(points) if p.size == 2048)
+    return [
+        (p.size, p.tokens_per_gpu / points[reference].tokens_per_gpu,
+         tokens / predicted[reference])
+        for p, tokens in zip(points, predicted, strict=True)
+    ]
+
+
+def sweep_table(catalog: Catalog) -> dict[str, float]:
+    """The sweeps of llm-foundry's tables as Markdown: each row's throughput over its
+    sweep's 2,048-token row, measured and predicted with each kernel; returns the median
+    absolute error of that ratio per kernel over the rows other than the reference."""
+    print("| model, system | tokens | measured / 2k | " + " | ".join(
+        f"predicted, {k}" for k in SWEEP_KERNELS) + " |")
+    print("| --- | ---: | ---: |" + " ---: |" * len(SWEEP_KERNELS))
+    errors: dict[str, list[float]] = {k: [] for k in SWEEP_KERNELS}
+    for sweep in SWEEPS:
+        columns = {k: sweep_relative(sweep, catalog, k) for k in SWEEP_KERNELS}
+        for i, (tokens, measured, _) in enumerate(columns[SWEEP_KERNELS[0]]):
+            cells = []
+            for kernel in SWEEP_KERNELS:
+                predicted = columns[kernel][i][2]
+                cells.append(f"{predicted:.3f} ({predicted / measured - 1:+.0%})")
+                if tokens != 2048:
+                    errors[kernel].append(abs(predicted / measured - 1))
+            print(f"| {sweep.model}, 8 x {sweep.device} | {tokens:,} | {measured:.3f} | "
+                  + " | ".join(cells) + " |")
+    medians = {k: statistics.median(v) for k, v in errors.items()}
+    print()
+    print("Median |error| of the throughput relative to 2,048 tokens, "
+          f"{len(errors[SWEEP_KERNELS[0]])} rows: "
+          + ", ".join(f"{k} {m:.1%}" for k, m in medians.items()) + ".")
+    return medians
 
 
 def fsdp_table(catalog: Catalog) -> None:
@@ -749,6 +842,8 @@ def main() -> None:
           "fit starts (the catalog's).")
     print()
     fsdp_table(catalog)
+    print()
+    sweep_table(catalog)
 
 
 if __name__ == "__main__":

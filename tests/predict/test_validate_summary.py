@@ -94,6 +94,7 @@ def test_mpt_shapes_have_llm_foundrys_parameter_counts(validate):
     """The MPT models built from (d_model, heads, layers) hold exactly the NumParams of
     llm-foundry's tables at 2048 tokens (docs/predict-sources.md)."""
     published = {
+        "mpt-760m": 760_470_528,
         "mpt-1b": 1_315_950_592,
         "mpt-3b": 2_651_837_440,
         "mpt-7b": 6_658_859_008,
@@ -191,3 +192,21 @@ def test_the_xla_runs_reduce_their_gradients_after_the_backward(validate):
     overlapped = validate.predict_point(replace(vgg, bucket_mb=25.0), params, catalog)
     assert after.comm_share > overlapped.comm_share + 0.05
     assert after.efficiency < overlapped.efficiency
+
+
+def test_every_sweep_has_one_reference_row_and_known_parts(validate):
+    """The sequence-length sweeps (docs/predict.md, "Attention by its kernel and length"):
+    each holds one 2,048-token row to divide by, lengths at most the benchmark figure's, and
+    a model whose heads are 128 wide, the figure's."""
+    catalog = load_catalog()
+    for sweep in validate.SWEEPS:
+        lengths = [row[0] for row in sweep.rows]
+        assert lengths.count(2048) == 1 and len(set(lengths)) == len(lengths)
+        assert max(lengths) <= 16384
+        d, heads, _ = validate.MPT_SHAPES[sweep.model]
+        assert d // heads == 128
+        catalog.device(sweep.device)
+    first = validate.SWEEPS[0]
+    relative = validate.sweep_relative(first, catalog, "flash-attention-triton")
+    reference = [r for r in relative if r[0] == 2048]
+    assert reference == [(2048, 1.0, 1.0)]

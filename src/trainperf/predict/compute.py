@@ -166,6 +166,7 @@ def compute_rate(
     profile: OpProfile | None = None,
     kernels: bool = False,
     batch_size: int | None = None,
+    attention: tuple[float, str] = (1.0, ""),
 ) -> Compute:
     """t_compute: B/X from a measured throughput X, else the per-op roofline
 
@@ -179,7 +180,9 @@ def compute_rate(
     (``Device.kernel_fractions``), each op's FLOPs go at its own kernel's rate (GEMMs at the
     GEMM fraction, fused attention at the attention kernel's) instead of one whole-step f:
     the operator model of an LLM step, whose MFU then follows each GPU's balance of compute,
-    attention and memory bandwidth.
+    attention and memory bandwidth. ``attention``: (r, why) scales the catalog's attention
+    rate by r, the kernel's speed at this sequence length relative to the catalog's
+    (``trainperf.predict.attention_kernels``).
 
     A CPU without a measured curve takes the default shape of its step (CPU_FIXED_SAMPLES),
     exact where its rate holds: at the batch a throughput was measured at
@@ -219,6 +222,8 @@ def compute_rate(
     per_kernel = None
     if fraction is None and kernels and hasattr(device, "kernel_fractions"):
         per_kernel = device.kernel_fractions(precision)
+        if per_kernel is not None:
+            per_kernel = per_kernel | {"attention": per_kernel["attention"] * attention[0]}
     if fraction is None:
         fraction, source = device.efficiency(precision), " (the catalog's default)"
     if fraction is None:
@@ -256,8 +261,8 @@ def compute_rate(
     if per_kernel is not None:
         rates = (
             f"GEMMs at {per_kernel['gemm']:.1%} and fused attention at "
-            f"{per_kernel['attention']:.1%} (the catalog's kernel rates), the rest at "
-            f"{fraction:.1%}{source}"
+            f"{per_kernel['attention']:.1%}{attention[1]} (the catalog's kernel rates), "
+            f"the rest at {fraction:.1%}{source}"
         )
     # The catalog's fraction holds at its efficiency_batch, one solved from a throughput
     # (--calibrate) at that throughput's batch; a fraction given alone has no batch.

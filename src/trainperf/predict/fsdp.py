@@ -82,6 +82,11 @@ from trainperf.models.attention import AttentionPlan
 from trainperf.models.blocks import CHECKPOINTING, NoBlocks
 from trainperf.models.custom import CustomModelError
 from trainperf.models.spec import ModelSpec, SizeError
+from trainperf.predict.attention_kernels import (
+    DEFAULT_ATTENTION_KERNEL,
+    REFERENCE_TOKENS,
+    attention_kernel,
+)
 from trainperf.predict.comm import data_parallel_all_gather_s, data_parallel_reduce_scatter_s
 from trainperf.predict.compute import (
     MEMORY_FRACTION,
@@ -138,8 +143,14 @@ class Sharding:
     # micro-batch); a row is one micro-batch, the optimizer's step priced once per this many.
     # Not a trainperf option: for predicting published runs of such frameworks.
     micro_batches_per_step: int = 1
+    # The fused attention kernel the framework runs (``predict.attention_kernels``): PyTorch's
+    # SDPA's flash kernel is FlashAttention-2 (trainperf's runs; on Hopper PyTorch may pick
+    # cuDNN's, priced the same); llm-foundry's MPT runs ran the Triton FlashAttention.
+    # Not a trainperf option: for predicting published runs of such frameworks.
+    attention_kernel: str = DEFAULT_ATTENTION_KERNEL
 
     def __post_init__(self) -> None:
+        attention_kernel(self.attention_kernel)  # PredictError naming the allowed kernels
         if self.activation_checkpointing not in CHECKPOINTING:
             raise PredictError(
                 f"unknown activation checkpointing '{self.activation_checkpointing}': "
@@ -336,7 +347,11 @@ def predict_fsdp(
     priced = prepared.gpu and measured.single_device_throughput is None
     profile = fused_attention_profile(spec, counts.size, prepared.plan) if priced else None
     tokens = spec.tokens_per_sample(counts.size)
-    # A language model's step from its operators at the device's kernel rates (item 1).
+    # A language model's step from its operators at the device's kernel rates (item 1), its
+    # attention at the kernel's rate for this sequence length.
+    kernel = attention_kernel(sharding.attention_kernel)
+    length = counts.size or REFERENCE_TOKENS
+    relative = kernel.relative(length)
     compute = compute_rate(
         spec,
         device,
@@ -346,6 +361,11 @@ def predict_fsdp(
         profile=profile,
         kernels=bool(tokens),
         batch_size=workload.batch_size,
+        attention=(
+            relative,
+            f" ({kernel.name}, at {length:,} tokens {relative:.2f}× the catalog's rate at "
+            f"{REFERENCE_TOKENS:,})",
+        ),
     )
     per_node = placement.per_node
     links, uplink = link_costs(placement.intra, placement.inter, per_node, placement.pcie_uplink)
