@@ -9,7 +9,7 @@ from trainperf.predict.attention_kernels import (
     ATTENTION_KERNELS,
     FIGURE_TOKENS,
     REFERENCE_TOKENS,
-    attention_kernel,
+    attention_kernel_named,
 )
 from trainperf.predict.catalog import load_catalog
 from trainperf.predict.fsdp import Sharding, predict_fsdp
@@ -45,7 +45,7 @@ def test_every_kernel_rises_with_length_and_triton_stays_below_half_of_fa2(token
 
 def test_an_unknown_kernel_is_refused_naming_the_allowed():
     with pytest.raises(PredictError, match="unknown attention kernel 'xformers': allowed "):
-        attention_kernel("xformers")
+        attention_kernel_named("xformers")
     with pytest.raises(PredictError, match="flash-attention-triton"):
         Sharding(attention_kernel="flash-attention-3")
 

@@ -84,7 +84,7 @@ ATTENTION_KERNELS = {
 DEFAULT_ATTENTION_KERNEL = "flash-attention-2"
 
 
-def attention_kernel(kernel_id: str) -> AttentionKernel:
+def attention_kernel_named(kernel_id: str) -> AttentionKernel:
     """The kernel ``kernel_id``; PredictError naming the allowed ones when unknown."""
     if kernel_id not in ATTENTION_KERNELS:
         raise PredictError(

@@ -14,6 +14,11 @@ from trainperf.core.limits import (
     THROUGHPUT_MIN,
 )
 from trainperf.models.spec import ModelSpec
+from trainperf.predict.attention_kernels import (
+    DEFAULT_ATTENTION_KERNEL,
+    REFERENCE_TOKENS,
+    attention_kernel_named,
+)
 from trainperf.predict.inputs import (
     FORWARD_SHARE,
     NOTHING_MEASURED,
@@ -166,7 +171,7 @@ def compute_rate(
     profile: OpProfile | None = None,
     kernels: bool = False,
     batch_size: int | None = None,
-    attention: tuple[float, str] = (1.0, ""),
+    attention_kernel: str = DEFAULT_ATTENTION_KERNEL,
 ) -> Compute:
     """t_compute: B/X from a measured throughput X, else the per-op roofline
 
@@ -180,8 +185,8 @@ def compute_rate(
     (``Device.kernel_fractions``), each op's FLOPs go at its own kernel's rate (GEMMs at the
     GEMM fraction, fused attention at the attention kernel's) instead of one whole-step f:
     the operator model of an LLM step, whose MFU then follows each GPU's balance of compute,
-    attention and memory bandwidth. ``attention``: (r, why) scales the catalog's attention
-    rate by r, the kernel's speed at this sequence length relative to the catalog's
+    attention and memory bandwidth. The catalog's attention rate is FlashAttention-2's at
+    2,048 tokens; ``attention_kernel``'s speed at ``size`` tokens relative to it scales it
     (``trainperf.predict.attention_kernels``).
 
     A CPU without a measured curve takes the default shape of its step (CPU_FIXED_SAMPLES),
@@ -222,8 +227,16 @@ def compute_rate(
     per_kernel = None
     if fraction is None and kernels and hasattr(device, "kernel_fractions"):
         per_kernel = device.kernel_fractions(precision)
-        if per_kernel is not None:
-            per_kernel = per_kernel | {"attention": per_kernel["attention"] * attention[0]}
+    kernel_note = ""
+    if per_kernel is not None:
+        kernel = attention_kernel_named(attention_kernel)
+        length = size or REFERENCE_TOKENS
+        relative = kernel.relative(length)
+        per_kernel = per_kernel | {"attention": per_kernel["attention"] * relative}
+        kernel_note = (
+            f" ({kernel.name}, at {length:,} tokens {relative:.2f}× the catalog's rate at "
+            f"{REFERENCE_TOKENS:,})"
+        )
     if fraction is None:
         fraction, source = device.efficiency(precision), " (the catalog's default)"
     if fraction is None:
@@ -261,7 +274,7 @@ def compute_rate(
     if per_kernel is not None:
         rates = (
             f"GEMMs at {per_kernel['gemm']:.1%} and fused attention at "
-            f"{per_kernel['attention']:.1%}{attention[1]} (the catalog's kernel rates), "
+            f"{per_kernel['attention']:.1%}{kernel_note} (the catalog's kernel rates), "
             f"the rest at {fraction:.1%}{source}"
         )
     # The catalog's fraction holds at its efficiency_batch, one solved from a throughput

@@ -82,11 +82,7 @@ from trainperf.models.attention import AttentionPlan
 from trainperf.models.blocks import CHECKPOINTING, NoBlocks
 from trainperf.models.custom import CustomModelError
 from trainperf.models.spec import ModelSpec, SizeError
-from trainperf.predict.attention_kernels import (
-    DEFAULT_ATTENTION_KERNEL,
-    REFERENCE_TOKENS,
-    attention_kernel,
-)
+from trainperf.predict.attention_kernels import DEFAULT_ATTENTION_KERNEL, attention_kernel_named
 from trainperf.predict.comm import data_parallel_all_gather_s, data_parallel_reduce_scatter_s
 from trainperf.predict.compute import (
     MEMORY_FRACTION,
@@ -150,7 +146,7 @@ class Sharding:
     attention_kernel: str = DEFAULT_ATTENTION_KERNEL
 
     def __post_init__(self) -> None:
-        attention_kernel(self.attention_kernel)  # PredictError naming the allowed kernels
+        attention_kernel_named(self.attention_kernel)  # PredictError naming the allowed kernels
         if self.activation_checkpointing not in CHECKPOINTING:
             raise PredictError(
                 f"unknown activation checkpointing '{self.activation_checkpointing}': "
@@ -348,10 +344,7 @@ def predict_fsdp(
     profile = fused_attention_profile(spec, counts.size, prepared.plan) if priced else None
     tokens = spec.tokens_per_sample(counts.size)
     # A language model's step from its operators at the device's kernel rates (item 1), its
-    # attention at the kernel's rate for this sequence length.
-    kernel = attention_kernel(sharding.attention_kernel)
-    length = counts.size or REFERENCE_TOKENS
-    relative = kernel.relative(length)
+    # attention at the run's kernel's rate for this sequence length.
     compute = compute_rate(
         spec,
         device,
@@ -361,11 +354,7 @@ def predict_fsdp(
         profile=profile,
         kernels=bool(tokens),
         batch_size=workload.batch_size,
-        attention=(
-            relative,
-            f" ({kernel.name}, at {length:,} tokens {relative:.2f}× the catalog's rate at "
-            f"{REFERENCE_TOKENS:,})",
-        ),
+        attention_kernel=sharding.attention_kernel,
     )
     per_node = placement.per_node
     links, uplink = link_costs(placement.intra, placement.inter, per_node, placement.pcie_uplink)
