@@ -11,8 +11,9 @@ with B the batch per rank (``trainperf.predict.memory.block_counts`` splits the 
    its numbers do not move). A language model's step is priced from its operators at the
    device's kernel rates where the catalog has them (``Device.kernel_fractions``): GEMMs
    at the GEMM fraction of peak, the fused attention kernel at its own (a causal kernel
-   doing half the FLOPs of the full square), the element-wise and norm work at the memory
-   bandwidth; one whole-step fraction otherwise. Ranks sharing a host (CPU ranks) stretch
+   doing half the FLOPs of the full square; the run's kernel, ``Sharding.attention_kernel``,
+   at its rate for the sequence length, ``attention_kernels``), the element-wise and norm
+   work at the memory bandwidth; one whole-step fraction otherwise. Ranks sharing a host (CPU ranks) stretch
    t by the measured neighbour slowdown (``terms.Contention``). It is split between the
    blocks and the root by their forward FLOPs (share s of the blocks), and between forward
    and backward by the forward's share φ of the step's time (``Compute.forward_share``: the
