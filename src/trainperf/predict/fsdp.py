@@ -13,10 +13,11 @@ with B the batch per rank (``trainperf.predict.memory.block_counts`` splits the 
    at the GEMM fraction of peak, the fused attention kernel at its own (a causal kernel
    doing half the FLOPs of the full square; the run's kernel, ``Sharding.attention_kernel``,
    at its rate for the sequence length, ``attention_kernels``), the element-wise and norm
-   work at the memory bandwidth; one whole-step fraction otherwise. Ranks sharing a host (CPU ranks) stretch
-   t by the measured neighbour slowdown (``terms.Contention``). It is split between the
-   blocks and the root by their forward FLOPs (share s of the blocks), and between forward
-   and backward by the forward's share φ of the step's time (``Compute.forward_share``: the
+   work at the memory bandwidth; one whole-step fraction otherwise. Ranks sharing a host
+   (CPU ranks) stretch t by the measured neighbour slowdown (``terms.Contention``). It is
+   split between the blocks and the root by their forward FLOPs (share s of the blocks), and
+   between forward and backward by the forward's share φ of the step's time
+   (``Compute.forward_share``: the
    priced ops' own, a third by FLOPs for a measured step): per block f = φt · s/n forward
    and b = (1 − φ)t · s/n backward; the root f_R = φt · (1 − s), b_R = (1 − φ)t · (1 − s).
    Activation checkpointing adds to each block's backward the recomputation of its forward:
