@@ -210,3 +210,12 @@ def test_every_sweep_has_one_reference_row_and_known_parts(validate):
     relative = validate.sweep_relative(first, catalog, "flash-attention-triton")
     reference = [r for r in relative if r[0] == 2048]
     assert reference == [(2048, 1.0, 1.0)]
+
+
+def test_each_source_runs_its_own_attention_kernel(validate):
+    """llm-foundry's tables ran attn_impl triton, torchtitan PyTorch's SDPA (FlashAttention-2):
+    the validation prices each run's attention at its own kernel's rate (predict-sources.md)."""
+    kernels = {p.id.split("-")[0]: set() for p in validate.FSDP_POINTS}
+    for point in validate.FSDP_POINTS:
+        kernels[point.id.split("-")[0]].add(point.attention_kernel)
+    assert kernels == {"lf": {"flash-attention-triton"}, "tt": {"flash-attention-2"}}
