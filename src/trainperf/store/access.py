@@ -24,6 +24,9 @@ WAIT_VARIABLE = "TRAINPERF_STORE_WAIT_S"
 # SQLite's own wait for the write lock in one try (its busy timeout): at most this, and a
 # tenth of the whole wait, so that a long wait is told as it goes.
 BUSY_TIMEOUT_S = 60.0
+# The first pause before trying again after a try that failed at once (a full disk, a lock
+# SQLite does not wait for); it doubles up to the busy timeout (``Store._retrying``).
+RETRY_PAUSE_S = 0.01
 LOCKED = "is locked by another process"
 FULL = "cannot grow: database or disk is full"
 

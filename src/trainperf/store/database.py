@@ -36,6 +36,7 @@ from trainperf.store import lease
 from trainperf.store import query as store_query
 from trainperf.store.access import (
     BUSY_TIMEOUT_S,
+    RETRY_PAUSE_S,
     StoreError,
     StoreUnavailable,
     duration,
@@ -254,9 +255,19 @@ class Store:
 
     def _retrying(self, attempt: Callable[[], T]) -> T:
         """``attempt()``, tried again while the database is locked or the disk full (see
-        ``_write``)."""
+        ``_write``).
+
+        SQLite waits out another connection's lock itself (the busy timeout, ``pace``)
+        before it says the database is locked, so a try that failed after that wait is
+        made again at once. Some tries fail at once instead: a full disk, and a lock that
+        SQLite does not wait for (turning WAL on while another process creates the same
+        database, a deadlock it avoids). Those are made again after a pause that starts at
+        ``RETRY_PAUSE_S`` and doubles up to ``pace``: a fixed pause of one busy timeout kept
+        the second of two sweeps opening one new store idle for a minute. The wait is told
+        to ``on_wait`` at its start and then at most once per ``pace``."""
         started = time.monotonic()
         pace = self.db.execute("PRAGMA busy_timeout").fetchone()[0] / 1000
+        pause, told = RETRY_PAUSE_S, None
         while True:
             tried = time.monotonic()
             try:
@@ -268,13 +279,14 @@ class Store:
                 waited = time.monotonic() - started
                 if waited >= self.wait_s:
                     raise StoreUnavailable(self.path, reason, self.wait_s) from exc
-            self.on_wait(
-                f"trainperf: results database {self.path} {reason}; waiting "
-                f"({duration(waited)} of {duration(self.wait_s)})..."
-            )
-            # A lock is waited for by SQLite (the busy timeout); a full disk fails at once:
-            # either way, one try per ``pace``, the last one at the end of the wait.
-            time.sleep(max(0.0, min(pace - (time.monotonic() - tried), self.wait_s - waited)))
+            if told is None or time.monotonic() - told >= pace:
+                told = time.monotonic()
+                self.on_wait(
+                    f"trainperf: results database {self.path} {reason}; waiting "
+                    f"({duration(waited)} of {duration(self.wait_s)})..."
+                )
+            time.sleep(max(0.0, min(pause - (time.monotonic() - tried), self.wait_s - waited)))
+            pause = min(pace, 2 * pause)
 
     def _transaction(self, body: Callable[[sqlite3.Connection], T]) -> T:
         self.db.execute("BEGIN IMMEDIATE")
