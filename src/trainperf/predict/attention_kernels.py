@@ -34,6 +34,7 @@ relative rate below is 0.44.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 
@@ -41,7 +42,7 @@ from trainperf.predict.inputs import PredictError
 
 REFERENCE_TOKENS = 2048  # the catalog's attention_efficiency is FlashAttention-2's here
 FIGURE_TOKENS = (512, 1024, 2048, 4096, 8192, 16384)
-FIGURE = "FlashAttention-2 paper Fig. 4(d), A100, causal, head dim 128, fwd+bwd"
+_FIGURE_LOG2 = tuple(math.log2(t) for t in FIGURE_TOKENS)
 
 
 @dataclass(frozen=True)
@@ -57,13 +58,10 @@ class AttentionKernel:
     def relative(self, tokens: int) -> float:
         """Its speed at a sequence of ``tokens`` over FlashAttention-2's at 2,048."""
         x = math.log2(max(FIGURE_TOKENS[0], min(tokens, FIGURE_TOKENS[-1])))
-        points = [math.log2(t) for t in FIGURE_TOKENS]
-        for i in range(1, len(points)):
-            if x <= points[i]:
-                share = (x - points[i - 1]) / (points[i] - points[i - 1])
-                value = self.tflops[i - 1] + share * (self.tflops[i] - self.tflops[i - 1])
-                return value / self.reference_tflops
-        return self.tflops[-1] / self.reference_tflops  # not reached: x is clamped
+        i = max(1, bisect.bisect_left(_FIGURE_LOG2, x))  # x lies in [points i-1, i]
+        share = (x - _FIGURE_LOG2[i - 1]) / (_FIGURE_LOG2[i] - _FIGURE_LOG2[i - 1])
+        value = self.tflops[i - 1] + share * (self.tflops[i] - self.tflops[i - 1])
+        return value / self.reference_tflops
 
 
 ATTENTION_KERNELS = {
