@@ -124,6 +124,10 @@ class Device(_Sourced):
     # link its collectives take instead, through host memory (NCCL's SHM transport); the
     # predictor takes it when no intra-node link is given. None: peer-to-peer works.
     host_staged_intra: str | None = None
+    # A part run at a power limit below the one its peaks and fitted fractions hold at (a
+    # 700 W H100 held at 500 W): the fraction of its training throughput it keeps there,
+    # measured on that part. The forward and backward are priced that much slower.
+    power_limit_throughput: Fraction | None = None
     note: str | None = None
     sources: dict[str, str]  # figure ("memory_gb", "peak_tflops.fp16") -> where it comes from
 
@@ -144,6 +148,7 @@ class Device(_Sourced):
                 "efficiency_batch",
                 "compute_capability",
                 "host_staged_intra",
+                "power_limit_throughput",
             )
             if getattr(self, name) is not None
         ]

@@ -254,14 +254,17 @@ def compute_rate(
     if winograd is None:
         winograd = winograd_applies(device, precision)
     profile = profile or op_profile(spec, size)
+    # A part held below the power its peaks hold at (Device.power_limit_throughput,
+    # measured end to end on that part) runs every op that much slower: its clock falls.
+    throttle = getattr(device, "power_limit_throughput", None) or 1.0
     # One pricing per batch: a prediction asks it for the time, the forward's share and the
     # shares of memory-bound ops and GEMMs of the same batch, row after row.
     roofline = lru_cache(maxsize=64)(
         partial(
             roofline_seconds_per_sample,
             profile,
-            peak,
-            bandwidth,
+            peak * throttle,
+            bandwidth * throttle,
             compute_fraction=fraction,
             memory_fraction=MEMORY_FRACTION,
             activation_bytes=ACTIVATION_BYTES[precision],
@@ -288,10 +291,21 @@ def compute_rate(
     return Compute(
         f"roofline per op: {flops / 1e9:.3g} GFLOP/sample {rates} of "
         f"{peak / 1e12:.4g} TFLOP/s {precision} peak, bytes at {MEMORY_FRACTION:.0%} of "
-        f"{bandwidth / 1e9:.4g} GB/s" + (", Winograd 3×3 convolutions" if winograd else ""),
+        f"{bandwidth / 1e9:.4g} GB/s"
+        + (", Winograd 3×3 convolutions" if winograd else "")
+        + _power_limit_words(device, throttle),
         roofline=roofline,
         **shape,
     )
+
+
+def _power_limit_words(device: Any, throttle: float) -> str:
+    """The power limit's slowdown in the words of the assumptions ('' where none)."""
+    if throttle == 1.0:
+        return ""
+    limit = getattr(device, "tdp_w", None)
+    at = f"at its {limit:g} W power limit" if limit else "at its power limit"
+    return f", every op {at} at {throttle:.1%} of its full-power speed (the catalog's)"
 
 
 def _cpu_shape(device: Any, reference_batch: int | None) -> dict[str, Any]:
