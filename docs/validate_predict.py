@@ -56,7 +56,7 @@ from trainperf.predict.catalog import Catalog, load_catalog
 from trainperf.predict.fsdp import Sharding, predict_fsdp
 from trainperf.predict.inputs import Measured, Placement, Workload
 from trainperf.predict.model import predict
-from trainperf.predict.terms import Overhead, StepNoise
+from trainperf.predict.terms import Contention, Overhead, StepNoise
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,9 @@ class Point:
     # DDP-style bucket size of the run's all-reduce; XLA_AFTER_BACKWARD: one all-reduce of
     # every gradient after the backward, nothing overlapped (TensorFlow's XLA, below).
     bucket_mb: float = 25.0
+    # How the run's communication and compute share a device; None: the device kind's
+    # (a CPU's cores time-shared, a GPU's collectives on their own engines).
+    contention: Contention | None = None
 
     @property
     def measured_efficiency(self) -> float:
@@ -182,6 +185,15 @@ PCIE_NO_P2P_POINTS = [
     for i, n in ((1, 2), (2, 4), (3, 8))
 ]
 
+# Intel Caffe's multi-node runs communicate through MLSL, whose endpoint servers run on cores
+# reserved for them: scripts/set_env.sh pins them ("# first cpu reserved for EP server",
+# MLSL_SERVER_AFFINITY) and gives the compute the rest ("numthreads_per_proc=$(((total_cores/
+# ppn-numservers)*threadspercore))"), the one-node runs of the same script too. The all-reduce
+# then takes no time from the backward's cores: the host model's "own engine" on a CPU.
+MLSL_SERVERS = Contention(
+    1.0, 1.0, "MLSL's endpoint servers on cores reserved for them (Intel Caffe's set_env.sh)"
+)
+
 # CPU nodes, one rank per node (the device is the node). Dell EMC's Zenith: Intel Caffe +
 # MLSL, ResNet-50, Omni-Path, "total batch kept <= 8k" (assumption: 8,192 / nodes per node,
 # rounded down); efficiencies only. tensorflow/benchmarks#397: TensorFlow + Horovod,
@@ -197,7 +209,7 @@ TFB397 = {  # (framework, network, batch): 1-, 2-, 4-, 8-node images/s
 CPU_POINTS = [
     *(
         _p(f"dell-zenith-skl6148-rn50-n{n}", RN, 224, G6148, "fp32", 8192 // n, n, 1, None,
-           "omnipath", None, None, eff, category="cpu")
+           "omnipath", None, None, eff, category="cpu", contention=MLSL_SERVERS)
         for n, eff in ((128, 0.90), (256, 0.83), (314, 0.76))
     ),
     *(
@@ -206,6 +218,12 @@ CPU_POINTS = [
         for (framework, model, batch), rates in TFB397.items()
         for i, n in ((1, 2), (2, 4), (3, 8))
     ),
+    # Intel's MLPerf Training v0.5 ResNet-50 (Intel Caffe + MLSL, 4 processes x 32 images
+    # per node, fp32, real ImageNet data): 1 and 8 nodes of 2 x Platinum 8180 over "10Gb
+    # Ethernet" (entry.json). Throughputs: an epoch's images over the median seconds from
+    # each train_epoch to the next eval_start in the MLPerf logs (predict-sources.md).
+    _p("mlperf05-intel-skx8180-rn50-n8", RN, 224, "xeon-platinum-8180-2s", "fp32", 128, 8,
+       1, None, "ethernet-10g", 134.2, 1043.3, category="cpu", contention=MLSL_SERVERS),
 ]
 
 POINTS += PCIE_NO_P2P_POINTS + CPU_POINTS
@@ -645,7 +663,8 @@ def predict_point(point: Point, params: Params, catalog: Catalog) -> Prediction:
         workload, placed([1, point.gpus]),
         Measured(single_device_throughput=point.one_gpu or alone,
                  noise=StepNoise(cv=params.step_noise_cv, source="fitted"),
-                 overhead=Overhead(params.sync_overhead_s, 0.0, "fitted")),
+                 overhead=Overhead(params.sync_overhead_s, 0.0, "fitted"),
+                 contention=point.contention),
         grad_compression=point.grad_compression,
         bucket_mb=point.bucket_mb,
     )["rows"][-1]

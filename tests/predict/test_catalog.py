@@ -383,6 +383,7 @@ CPU_NODES = (
     "xeon-phi-7230",
     "xeon-gold-6148-2s",
     "xeon-gold-6126-2s",
+    "xeon-platinum-8180-2s",
     "epyc-9654-2s",
 )
 

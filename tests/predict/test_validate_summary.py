@@ -194,6 +194,24 @@ def test_the_xla_runs_reduce_their_gradients_after_the_backward(validate):
     assert after.efficiency < overlapped.efficiency
 
 
+def test_intel_caffe_runs_communicate_on_cores_of_their_own(validate):
+    """Intel Caffe's MLSL endpoint servers run on cores reserved for them (its set_env.sh):
+    every Intel Caffe row carries that, and its all-reduce then costs the backward nothing,
+    where the host model's default for a CPU time-shares the cores."""
+    catalog = load_catalog()
+    params = validate.Params.from_catalog(catalog)
+    caffe = [p for p in validate.POINTS if p.id.startswith(("dell-zenith", "mlperf05-intel"))]
+    assert len(caffe) == 4 and all(p.contention == validate.MLSL_SERVERS for p in caffe)
+    assert validate.MLSL_SERVERS.free
+    others = [p for p in validate.POINTS if p.category == "cpu" and p not in caffe]
+    assert others and all(p.contention is None for p in others)
+    mlperf = next(p for p in caffe if p.id.startswith("mlperf05"))
+    own = validate.predict_point(mlperf, params, catalog)
+    shared = validate.predict_point(replace(mlperf, contention=None), params, catalog)
+    assert own.efficiency > shared.efficiency + 0.05
+    assert mlperf.measured_efficiency == pytest.approx(1043.3 / (8 * 134.2))
+
+
 def test_every_sweep_has_one_reference_row_and_known_parts(validate):
     """The sequence-length sweeps (docs/predict.md, "Attention by its kernel and length"):
     each holds one 2,048-token row to divide by, lengths at most the benchmark figure's, and
