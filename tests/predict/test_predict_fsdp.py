@@ -548,13 +548,13 @@ def test_one_h100s_fixed_step_cost_is_the_parameter_work(
     assert 0.75 * seen < intercept(predicted) < 1.05 * seen
 
 
-def _llama8b_blocks():
+def _llama_layers():
     """benchmarks/llama_layers.py, the module the H200 runs named as their model."""
     path = Path(__file__).resolve().parents[2] / "benchmarks" / "llama_layers.py"
     spec = importlib.util.spec_from_file_location("llama_layers", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.spec
+    return module
 
 
 def test_one_h200s_llama3_8b_blocks_against_the_model():
@@ -566,7 +566,7 @@ def test_one_h200s_llama3_8b_blocks_against_the_model():
     # GPUs loses (docs/predict.md, "Llama 3 8B's blocks on one H200").
     runs = json.loads((DATA / "h200_llama3_8b_blocks_steps.json").read_text())["runs"]
     assert {r["attention_backend"] for r in runs} == {"cudnn"}
-    spec = _llama8b_blocks()
+    spec = _llama_layers().spec
 
     def measured(blocks, checkpointing):
         steps = [
@@ -617,10 +617,7 @@ def test_the_h200_runs_are_the_suite_in_benchmarks():
     planned = {p.fields["model"] for p in suite.planned}
     runs = json.loads((DATA / "h200_llama3_8b_blocks_steps.json").read_text())["runs"]
     assert {r["model"] for r in runs} == planned
-    path = root / "benchmarks" / "llama_layers.py"
-    spec = importlib.util.spec_from_file_location("llama_layers", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _llama_layers()
     for run in runs:
         function = getattr(module, run["model"].split(":")[1])
         with torch.device("meta"):
