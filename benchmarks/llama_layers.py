@@ -14,8 +14,10 @@ returns the ModelSpec of the 8B model cut to that many blocks.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
-from trainperf.models.llama import CONFIGS, SPECS
+from trainperf import models
+from trainperf.models.llama import CONFIGS, Llama
 from trainperf.models.spec import ModelSpec
 
 FULL = "llama3-8b"
@@ -23,18 +25,10 @@ FULL = "llama3-8b"
 
 def spec(layers: int) -> ModelSpec:
     """Llama 3 8B with ``layers`` blocks; everything else as the zoo's model."""
-    config = replace(CONFIGS[FULL], layers=layers)
-    (full,) = [s for s in SPECS if s.name == FULL]
-
-    def build():
-        from trainperf.models.llama import Llama
-
-        return Llama(config)
-
     return replace(
-        full,
+        models.get(FULL),
         name=f"{FULL}-{layers}-blocks",
-        factory=build,
+        factory=partial(Llama, replace(CONFIGS[FULL], layers=layers)),
         description=f"Llama 3 8B cut to {layers} of its 32 blocks",
     )
 

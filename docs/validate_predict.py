@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, partial
 
 from scipy.optimize import least_squares
@@ -56,7 +56,7 @@ from trainperf.predict.catalog import Catalog, load_catalog
 from trainperf.predict.fsdp import Sharding, predict_fsdp
 from trainperf.predict.inputs import Measured, Placement, Workload
 from trainperf.predict.model import predict
-from trainperf.predict.terms import Contention, Overhead, StepNoise
+from trainperf.predict.terms import OWN_ENGINE, Contention, Overhead, StepNoise
 
 
 @dataclass(frozen=True)
@@ -190,8 +190,8 @@ PCIE_NO_P2P_POINTS = [
 # MLSL_SERVER_AFFINITY) and gives the compute the rest ("numthreads_per_proc=$(((total_cores/
 # ppn-numservers)*threadspercore))"), the one-node runs of the same script too. The all-reduce
 # then takes no time from the backward's cores: the host model's "own engine" on a CPU.
-MLSL_SERVERS = Contention(
-    1.0, 1.0, "MLSL's endpoint servers on cores reserved for them (Intel Caffe's set_env.sh)"
+MLSL_SERVERS = replace(
+    OWN_ENGINE, source="MLSL's endpoint servers on cores reserved for them (set_env.sh)"
 )
 
 # CPU nodes, one rank per node (the device is the node). Dell EMC's Zenith: Intel Caffe +

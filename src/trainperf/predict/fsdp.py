@@ -17,9 +17,9 @@ with B the batch per rank (``trainperf.predict.memory.block_counts`` splits the 
    (CPU ranks) stretch t by the measured neighbour slowdown (``terms.Contention``). It is
    split between the blocks and the root by their forward FLOPs (share s of the blocks), and
    between forward and backward by the forward's share φ of the step's time
-   (``Compute.forward_share``: the
-   priced ops' own, a third by FLOPs for a measured step): per block f = φt · s/n forward
-   and b = (1 − φ)t · s/n backward; the root f_R = φt · (1 − s), b_R = (1 − φ)t · (1 − s).
+   (``Compute.forward_share``: the priced ops' own, a third by FLOPs for a measured step):
+   per block f = φt · s/n forward and b = (1 − φ)t · s/n backward; the root f_R = φt ·
+   (1 − s), b_R = (1 − φ)t · (1 − s).
    Activation checkpointing adds to each block's backward the recomputation of its forward:
    ``full``, all of it, + f (the blocks' FLOPs are 4/3 of forward + backward, their time
    1 + φ of it: on an H100, Llama 3.2 1B's φ is 0.31, docs/predict.md); ``selective``
