@@ -197,8 +197,9 @@ MLSL_SERVERS = replace(
 # CPU nodes, one rank per node (the device is the node). Dell EMC's Zenith: Intel Caffe +
 # MLSL, ResNet-50, Omni-Path, "total batch kept <= 8k" (assumption: 8,192 / nodes per node,
 # rounded down); efficiencies only. tensorflow/benchmarks#397: TensorFlow + Horovod,
-# tf_cnn_benchmarks, fabric and batch not stated (assumptions: ethernet-10g; 64 for
-# ResNet-50 and 512 for AlexNet, the per-device batches Lambda's tf_cnn_benchmarks runs use).
+# tf_cnn_benchmarks, fabric and batch not stated (assumptions: ethernet-10g; the batch
+# tf_cnn_benchmarks runs without --batch_size, its model's default: 64 for ResNet-50 and 512
+# for AlexNet, predict-sources.md [TFB-DEFAULTS]).
 G6148, G6126 = "xeon-gold-6148-2s", "xeon-gold-6126-2s"
 TFB397 = {  # (framework, network, batch): 1-, 2-, 4-, 8-node images/s
     ("mkl", "resnet50", 64): (33, 73, 118, 222),
