@@ -56,7 +56,13 @@ from trainperf.predict.catalog import Catalog, load_catalog
 from trainperf.predict.fsdp import Sharding, predict_fsdp
 from trainperf.predict.inputs import Measured, Placement, Workload
 from trainperf.predict.model import predict
-from trainperf.predict.terms import OWN_ENGINE, Contention, Overhead, StepNoise
+from trainperf.predict.terms import (
+    OWN_ENGINE,
+    Contention,
+    Overhead,
+    StepNoise,
+    reserved_cores,
+)
 
 
 @dataclass(frozen=True)
@@ -188,7 +194,8 @@ PCIE_NO_P2P_POINTS = [
 # Intel Caffe's multi-node runs communicate through MLSL, whose endpoint servers run on cores
 # reserved for them: scripts/set_env.sh pins them ("# first cpu reserved for EP server",
 # MLSL_SERVER_AFFINITY) and gives the compute the rest ("numthreads_per_proc=$(((total_cores/
-# ppn-numservers)*threadspercore))"), the one-node runs of the same script too. The all-reduce
+# ppn-numservers)*threadspercore))"), the one-node runs of the same script too (MLPerf's
+# run_and_time scripts pass --ppn 4 --num_mlsl_servers 1 on 1 and on 8 nodes). The all-reduce
 # then takes no time from the backward's cores: the host model's "own engine" on a CPU.
 MLSL_SERVERS = replace(
     OWN_ENGINE, source="MLSL's endpoint servers on cores reserved for them (set_env.sh)"
@@ -207,10 +214,18 @@ TFB397 = {  # (framework, network, batch): 1-, 2-, 4-, 8-node images/s
     ("eigen", "resnet50", 64): (11, 23, 46, 91),
     ("eigen", "alexnet", 512): (112, 207, 343, 597),
 }
+# Dell's Zenith runs used Intel Caffe 1.0.4, whose scripts/run_intelcaffe.sh starts no MLSL
+# server on one node and 2 on each of several Xeon nodes, pinned to cores of their own, the
+# compute on the rest ("numthreads=$(((maxcores-numservers)*threadspercore))"): 38 of a 6148
+# node's 40 cores above one node, all 40 on one.
+MLSL_104_SERVERS = reserved_cores(
+    2, load_catalog().device(G6148).cores,
+    "Intel Caffe 1.0.4's run_intelcaffe.sh: 2 MLSL servers per node above one node, none on one",
+)
 CPU_POINTS = [
     *(
         _p(f"dell-zenith-skl6148-rn50-n{n}", RN, 224, G6148, "fp32", 8192 // n, n, 1, None,
-           "omnipath", None, None, eff, category="cpu", contention=MLSL_SERVERS)
+           "omnipath", None, None, eff, category="cpu", contention=MLSL_104_SERVERS)
         for n, eff in ((128, 0.90), (256, 0.83), (314, 0.76))
     ),
     *(

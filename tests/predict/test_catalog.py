@@ -409,6 +409,28 @@ def test_cpu_nodes_are_one_rank_each_with_sourced_figures(catalog):
         assert catalog.link(link).scope == "inter" and catalog.link(link).sources
 
 
+def test_every_cpu_node_has_its_sourced_core_count_and_no_gpu_has_one(catalog, tmp_path, document):
+    """--comm-cores takes its share of ``cores``: each CPU node's count, the one its peak is
+    derived from; a GPU with cores is refused."""
+    counts = {node: catalog.device(node).cores for node in CPU_NODES}
+    assert counts == {
+        "xeon-phi-7250": 68,
+        "xeon-phi-7230": 64,
+        "xeon-gold-6148-2s": 40,
+        "xeon-gold-6126-2s": 24,
+        "xeon-platinum-8180-2s": 56,
+        "epyc-9654-2s": 192,
+    }
+    for node, cores in counts.items():
+        assert str(cores) in catalog.device(node).sources["cores"]
+        assert str(cores) in catalog.device(node).sources["peak_tflops.fp32"]
+    assert all(d.cores is None for d in catalog.devices.values() if d.kind == "gpu")
+    h100 = document["devices"]["h100-sxm"]
+    h100["cores"], h100["sources"]["cores"] = 132, "a test"
+    with pytest.raises(CatalogFileError, match="cores are for CPUs only"):
+        load_catalog(_write(tmp_path, document))
+
+
 def test_a_figure_left_out_needs_no_source_but_a_stray_source_is_refused(tmp_path, document):
     node = document["devices"]["xeon-gold-6148-2s"]
     node["sources"]["tdp_w"] = "a source for a figure the entry does not have"

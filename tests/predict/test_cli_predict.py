@@ -77,6 +77,8 @@ def test_strong_scaling_and_given_throughput(run_cli):
         ("--grad-compression int8", "'int8' is not one of"),
         ("--nics-per-node 0", "must be a positive integer, got '0'"),
         ("--nics-per-node 9", "NICs per node must be between 1 and the 8 devices per node, got 9"),
+        ("--comm-cores 2", "--comm-cores is for CPU devices: v100-sxm2-16gb is a GPU"),
+        ("--comm-cores 0", "must be a positive integer, got '0'"),
     ],
 )
 def test_bad_inputs_exit_2(run_cli, args, message):
@@ -129,6 +131,11 @@ def test_calibrated_from_this_machine(run_cli, tmp_path):
     code, out, err = run_cli(f"predict --model cifarnet --devices 1,2 --calibrate {db}")
     assert code == 0, err
     assert "calibration of cifarnet" in out and "measured/s" in out
+    # this machine's measured CPU has no catalog core count for --comm-cores to share
+    code, out, err = run_cli(
+        f"predict --model cifarnet --devices 1,2 --calibrate {db} --comm-cores 1"
+    )
+    assert code == 2 and out == "" and "--comm-cores needs a core count" in err
 
 
 def test_calibration_bad_inputs_exit_2(run_cli, tmp_path):
@@ -259,3 +266,30 @@ def test_a_device_without_peer_to_peer_takes_the_host_staged_link(run_cli):
     code, out, err = run_cli(RTX.replace("1,4", "1"))  # one device: no link at all
     assert code == 0, err
     assert json.loads(out)["inputs"]["intra"] is None
+
+
+ZENITH = (
+    "predict --model resnet50 --device xeon-gold-6148-2s --devices 1,2,128 --per-node 1 "
+    "--inter omnipath --batch-size 64 --json"
+)
+
+
+def test_comm_cores_give_the_communication_cores_of_its_own(run_cli):
+    """--comm-cores K: the collectives overlap at no cost and the compute on 2 nodes or more
+    runs on the other C - K cores; the default time-shares them; K must leave a core."""
+    code, out, err = run_cli(ZENITH)
+    assert code == 0, err
+    shared = json.loads(out)
+    code, out, err = run_cli(ZENITH + " --comm-cores 2")
+    assert code == 0, err
+    own = json.loads(out)
+    assert own["inputs"]["comm_cores"] == 2 and "comm_cores" not in shared["inputs"]
+    assert own["rows"][0] == shared["rows"][0]  # one node reserves nothing
+    assert own["rows"][1]["compute_s"] == pytest.approx(shared["rows"][1]["compute_s"] * 40 / 38)
+    assert own["rows"][1]["comm_exposed_s"] < shared["rows"][1]["comm_exposed_s"]
+    assert any("on 2 of each rank's 40 cores" in line for line in own["assumptions"])
+    assert not any("time-shared" in line for line in own["assumptions"])
+    for count in (40, 41):
+        code, out, err = run_cli(ZENITH + f" --comm-cores {count}")
+        assert code == 2 and out == ""
+        assert f"--comm-cores must be 1 to 39 (xeon-gold-6148-2s has 40 cores), got {count}" in err

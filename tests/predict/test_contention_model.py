@@ -2,14 +2,15 @@
 synthetic inputs; a model that overlaps communication for free fails them."""
 
 import random
+from dataclasses import replace
 
 import pytest
-from predict_inputs import FakeDevice, predict_ddp
+from predict_inputs import FakeDevice, predict_ddp, predict_sharded
 
 from trainperf import models
 from trainperf.predict.calibrate import calibrate
 from trainperf.predict.overlap import contended_ddp_step, ddp_step
-from trainperf.predict.terms import OWN_ENGINE, TIME_SHARED, Contention
+from trainperf.predict.terms import OWN_ENGINE, TIME_SHARED, Contention, reserved_cores
 from trainperf.store.database import Store
 
 
@@ -243,3 +244,48 @@ def test_the_compute_slowdowns_weigh_gemm_and_stream_by_the_memory_bound_share(t
     assert cal.contention.comm_slowdown == 2.0
     assert f"memory-bound share {share:.2f}" in cal.contention.source
     assert cal.memory_bytes_per_s == 4e9  # every rank streaming: DDP's bucket copies
+
+
+def test_cores_reserved_for_communication_overlap_it_and_cost_the_compute_their_share():
+    """k of a CPU rank's C cores for the communication (MLSL's servers, oneCCL's workers):
+    the all-reduce overlaps the backward as on a GPU, and on 2 ranks the compute takes
+    C/(C - k) of its time on one device, which reserved none. A model that overlaps for
+    free with every core computing fails the second; one that time-shares fails the first."""
+    reserved = reserved_cores(4, 40, "synthetic")
+    assert reserved.free and reserved.compute_factor(1, 1) == 1
+    assert reserved.compute_factor(2, 1) == pytest.approx(40 / 36)
+    both = replace(reserved, neighbour_slowdown=1.5)
+    assert both.compute_factor(2, 2) == pytest.approx(1.5 * 40 / 36)
+    assert both.compute_factor(2, 1) == pytest.approx(40 / 36)
+    for bad in ((0, 40), (40, 40), (41, 40)):
+        with pytest.raises(ValueError, match="reserved cores"):
+            Contention(1.0, 1.0, reserved_communication_cores=bad)
+
+    free, shared = two_ranks(CPU, contention=OWN_ENGINE), two_ranks(CPU)
+    own = two_ranks(CPU, contention=reserved)
+    assert own["rows"][0]["compute_s"] == pytest.approx(free["rows"][0]["compute_s"])
+    assert own["rows"][1]["compute_s"] == pytest.approx(free["rows"][1]["compute_s"] * 40 / 36)
+    # overlapped as freely as a GPU's: the exposed part is what the longer backward leaves
+    assert own["rows"][1]["comm_exposed_s"] <= free["rows"][1]["comm_exposed_s"] + 1e-12
+    assert shared["rows"][1]["comm_exposed_s"] > own["rows"][1]["comm_exposed_s"]
+    assert any("on 4 of each rank's 40 cores" in a for a in own["assumptions"])
+    assert not any("compute beside communication" in a for a in own["assumptions"])
+
+
+def test_fsdp_ranks_with_reserved_cores_compute_on_the_rest():
+    """The sharded prediction stretches every rank's compute alike (terms.compute_factor)."""
+    common = dict(
+        model="gpt2-small",
+        device=CPU,
+        per_node=1,
+        inter=Link.inter(),
+        batch_size=2,
+        precision="fp32",
+        size=64,
+        single_device_throughput=4.0,
+    )
+    free = predict_sharded(devices=[1, 4], contention=OWN_ENGINE, **common)
+    own = predict_sharded(devices=[1, 4], contention=reserved_cores(2, 8, "synthetic"), **common)
+    assert own["rows"][0]["compute_s"] == pytest.approx(free["rows"][0]["compute_s"])
+    assert own["rows"][1]["compute_s"] == pytest.approx(free["rows"][1]["compute_s"] * 8 / 6)
+    assert any("on 2 of each rank's 8 cores" in a for a in own["assumptions"])

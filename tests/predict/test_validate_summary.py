@@ -195,21 +195,34 @@ def test_the_xla_runs_reduce_their_gradients_after_the_backward(validate):
 
 
 def test_intel_caffe_runs_communicate_on_cores_of_their_own(validate):
-    """Intel Caffe's MLSL endpoint servers run on cores reserved for them (its set_env.sh):
+    """Intel Caffe's MLSL endpoint servers run on cores reserved for them (its scripts):
     every Intel Caffe row carries that, and its all-reduce then costs the backward nothing,
-    where the host model's default for a CPU time-shares the cores."""
+    where the host model's default for a CPU time-shares the cores. MLPerf's runs reserved
+    them on one node too; Dell's (Intel Caffe 1.0.4) only above one node, 2 of 40 cores."""
     catalog = load_catalog()
     params = validate.Params.from_catalog(catalog)
     caffe = [p for p in validate.POINTS if p.id.startswith(("dell-zenith", "mlperf05-intel"))]
-    assert len(caffe) == 4 and all(p.contention == validate.MLSL_SERVERS for p in caffe)
-    assert validate.MLSL_SERVERS.free
+    dell = [p for p in caffe if p.id.startswith("dell-zenith")]
+    assert len(caffe) == 4 and all(p.contention.free for p in caffe)
+    assert all(p.contention == validate.MLSL_104_SERVERS for p in dell)
+    assert validate.MLSL_104_SERVERS.reserved_communication_cores == (2, 40)
+    assert validate.MLSL_104_SERVERS.compute_factor(2, 1) == pytest.approx(40 / 38)
     others = [p for p in validate.POINTS if p.category == "cpu" and p not in caffe]
     assert others and all(p.contention is None for p in others)
     mlperf = next(p for p in caffe if p.id.startswith("mlperf05"))
+    assert mlperf.contention == validate.MLSL_SERVERS
+    assert validate.MLSL_SERVERS.compute_factor(8, 1) == 1
     own = validate.predict_point(mlperf, params, catalog)
     shared = validate.predict_point(replace(mlperf, contention=None), params, catalog)
     assert own.efficiency > shared.efficiency + 0.05
     assert mlperf.measured_efficiency == pytest.approx(1043.3 / (8 * 134.2))
+    # the two cores Dell's multi-node runs gave MLSL cost their compute 40/38
+    row = dell[0]
+    reserved = validate.predict_point(row, params, catalog).efficiency
+    free = validate.predict_point(
+        replace(row, contention=validate.MLSL_SERVERS), params, catalog
+    ).efficiency
+    assert reserved == pytest.approx(free * 38 / 40, rel=0.02)
 
 
 def test_every_sweep_has_one_reference_row_and_known_parts(validate):

@@ -156,6 +156,13 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
     "the inter-node phase runs over that many NICs in parallel",
 )
 @click.option(
+    "--comm-cores",
+    type=PositiveInt(),
+    help="CPU devices: cores of each rank reserved for its communication (MLSL's endpoint "
+    "servers, oneCCL's workers); the collectives overlap at no cost, the compute runs on "
+    "the other cores [default: none, the cores time-shared]",
+)
+@click.option(
     "--calibrate",
     "calibrate_db",
     type=NonEmptyPath(path_type=Path),
@@ -246,6 +253,14 @@ def predict(
             inter = _fitted_link(calibration, "inter")
     if intra is None and min(max(devices), per_node) > 1:
         intra = _staged_intra(catalog, device, notes)
+    if (comm_cores := options.pop("comm_cores")) is not None:
+        calibrated = options.get("contention")
+        options["contention"] = _reserved_cores(device, comm_cores, calibrated)
+        if calibrated is not None:
+            notes.append(
+                "--comm-cores: the calibration's slowdowns beside the all-reduce not used "
+                "(the communication has cores of its own)"
+            )
     terms, term_notes = _data_parallel_terms(catalog, calibration)
     workload = Workload(
         spec, options["batch_size"], options["precision"], options["scaling"], options["size"]
@@ -274,6 +289,8 @@ def predict(
         found = f"the smallest count that holds {model} is {devices[0]}: " if search else ""
         raise BadInput(found + str(exc)) from None
     prediction["assumptions"] += notes + term_notes
+    if comm_cores is not None:
+        prediction["inputs"]["comm_cores"] = comm_cores
     prediction["inputs"]["catalog_digest"] = catalog.digest
     prediction["calibration"] = calibration.as_dict() if calibration else None
     if search is not None:
@@ -381,6 +398,37 @@ def _smallest(spec: ModelSpec, device: Any, per_node: int, sharding: Any, option
         )
     except PredictError as exc:
         raise BadInput(str(exc)) from None
+
+
+def _reserved_cores(device: Any, count: int, measured: Any) -> Any:
+    """The contention of --comm-cores: ``count`` of the CPU ``device``'s cores given to the
+    communication (``terms.reserved_cores``); a calibration's neighbour slowdown is kept."""
+    from trainperf.predict.terms import reserved_cores
+
+    if getattr(device, "kind", "gpu") != "cpu":
+        raise BadInput(
+            f"--comm-cores is for CPU devices: {device.id} is a GPU, whose collectives run "
+            "on engines of their own"
+        )
+    if getattr(device, "cores", None) is None:
+        raise BadInput(
+            f"--comm-cores needs a core count, which {device.id} has not: give --device, a "
+            "catalog CPU node (see `trainperf catalog`)"
+        )
+    if count >= device.cores:
+        raise BadInput(
+            f"--comm-cores must be 1 to {device.cores - 1} ({device.id} has {device.cores} "
+            f"cores), got {count}"
+        )
+    source = f"--comm-cores {count}"
+    contention = reserved_cores(count, device.cores, source)
+    if measured is not None:
+        contention = replace(
+            contention,
+            neighbour_slowdown=measured.neighbour_slowdown,
+            source=f"{source}; the neighbours' slowdown as calibrated",
+        )
+    return contention
 
 
 def _data_parallel_terms(catalog: Any, calibration: Any) -> tuple[dict[str, Any], list[str]]:

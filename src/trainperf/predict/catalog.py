@@ -109,6 +109,9 @@ class Device(_Sourced):
     # state it). The default batch curve of a CPU (trainperf.predict.compute,
     # CPU_FIXED_SAMPLES) reproduces the efficiency there and lowers it at smaller batches.
     efficiency_batch: Annotated[int, Field(ge=1)] | None = None
+    # A CPU's physical cores (all sockets of the node): what ``--comm-cores`` takes a share
+    # of for the communication (terms.Contention.reserved_communication_cores).
+    cores: Annotated[int, Field(ge=1)] | None = None
     # The fractions of the peak that the kernels of a training step reach on their own, for
     # the per-op model of an LLM step (``kernel_fractions``): large GEMMs, and the fused
     # attention kernel (its FLOPs counted as the kernel does them, a causal one half).
@@ -146,6 +149,7 @@ class Device(_Sourced):
                 "memory_gb",
                 "tdp_w",
                 "efficiency_batch",
+                "cores",
                 "compute_capability",
                 "host_staged_intra",
                 "power_limit_throughput",
@@ -189,6 +193,10 @@ class Device(_Sourced):
         if self.kind == "cpu" and self.efficiency_batch is None:
             raise ValueError(
                 "a CPU needs efficiency_batch, the batch its default_efficiency was derived at"
+            )
+        if self.cores is not None and self.kind != "cpu":
+            raise ValueError(
+                "cores are for CPUs only: a GPU's collectives run on engines of its own"
             )
         if self.cuda_names and self.kind != "gpu":
             raise ValueError("cuda_names are for GPUs only")

@@ -14,7 +14,8 @@ with B the batch per rank (``trainperf.predict.memory.block_counts`` splits the 
    doing half the FLOPs of the full square; the run's kernel, ``Sharding.attention_kernel``,
    at its rate for the sequence length, ``attention_kernels``), the element-wise and norm
    work at the memory bandwidth; one whole-step fraction otherwise. Ranks sharing a host
-   (CPU ranks) stretch t by the measured neighbour slowdown (``terms.Contention``). It is
+   (CPU ranks) stretch t by the measured neighbour slowdown, and cores reserved for the
+   communication by C / (C − k) (``terms.Contention.compute_factor``). It is
    split between the blocks and the root by their forward FLOPs (share s of the blocks), and
    between forward and backward by the forward's share φ of the step's time
    (``Compute.forward_share``: the priced ops' own, a third by FLOPs for a measured step):
@@ -120,6 +121,7 @@ from trainperf.predict.memory import (
 )
 from trainperf.predict.overlap import contention_of
 from trainperf.predict.roofline import OpProfile, zoo_step_profile
+from trainperf.predict.terms import Contention, compute_stretch_words
 
 REDUCE_BYTES = {"fp32": 4, "bf16": 2}
 
@@ -369,17 +371,18 @@ def predict_fsdp(
             params * bytes_each, count, per_node, links["intra"], links["inter"], uplink, nics
         )[0]
 
-    # Ranks sharing a host slow each other's compute (measured, terms.Contention); the
+    # Ranks sharing a host slow each other's compute (measured), as do cores reserved for
+    # the communication (terms.Contention.compute_factor); the
     # overlap of the collectives with compute is taken as free, GPU-style.
     contention = contention_of(device, measured)
 
     bandwidth = getattr(device, "memory_bytes_per_s", None)
 
     def row(count: int, device_batch: int) -> dict[str, Any]:
-        shared = contention.shared_host_compute(min(count, per_node))
-        t = compute.seconds(device_batch) * shared
+        stretch = contention.compute_factor(count, min(count, per_node))
+        t = compute.seconds(device_batch) * stretch
         f = compute.forward_share(device_batch)
-        recompute = shared * share * _recompute_s(compute, device_batch, sharding)
+        recompute = stretch * share * _recompute_s(compute, device_batch, sharding)
         gather, scatter = data_parallel_all_gather_s, data_parallel_reduce_scatter_s
         block, root = counts.block_params, counts.root_params
         # Priced with the operators; a measured step already holds its optimizer and copies.
@@ -445,7 +448,7 @@ def predict_fsdp(
     baseline, rows = scaled_rows(prepared, workload.batch_size, row)
     prediction = {
         "rows": rows,
-        "assumptions": _assumptions(compute, counts, sharding, workload, measured)
+        "assumptions": _assumptions(compute, counts, sharding, workload, measured, contention)
         + [_parameter_work_note(counts, sharding, priced and bool(bandwidth))]
         + nics_note(placement),
         "inputs": placement_inputs(workload, placement, counts.size)
@@ -498,6 +501,7 @@ def _assumptions(
     sharding: Sharding,
     workload: Workload,
     measured: Measured,
+    contention: Contention,
 ) -> list[str]:
     noise, overhead, precision = measured.noise, measured.overhead, workload.precision
     p, r = sharding.param_bytes(precision), sharding.reduce_bytes(precision)
@@ -529,6 +533,7 @@ def _assumptions(
         "all-gather and reduce-scatter: ring, on a measured bus-bandwidth curve where given, "
         "else α–β; above one node hierarchical (across nodes sharing the node's link, then "
         "inside the node)",
+        *compute_stretch_words(contention),
         f"stragglers: E[max of N step times] − E[one step], noise from {noise.source}",
         f"per-step data-parallel overhead o(N) = {overhead.base_s * 1e3:.3g} ms + "
         f"{overhead.per_doubling_s * 1e3:.3g} ms · log2 N ({overhead.source})",

@@ -32,7 +32,9 @@ Per step and device, with B the batch per device:
    ``micro collective --under-load`` measured), an all-reduce and the backward running at
    once each advance at 1/s of their speed alone (``contended_ddp_step``); and where ranks
    share a host, every rank's compute is the single device's × the measured slowdown
-   beside its neighbours' compute.
+   beside its neighbours' compute. Where the communication has k of a CPU rank's C cores to
+   itself (MLSL's endpoint servers, oneCCL's workers: ``--comm-cores``), it overlaps for
+   free and the compute on two ranks or more takes C / (C − k) of its time on one device.
    **Bucket copies**: with ``gradient_as_bucket_view=False`` (PyTorch's default, and
    trainperf's) DDP copies each gradient into its bucket as it is produced (scaled by
    1/N: ``Reducer::copy_grad_to_bucket``) and, once the backward has ended, each reduced
@@ -108,7 +110,7 @@ from trainperf.predict.memory import (
     shape_counts,
 )
 from trainperf.predict.overlap import contended_ddp_step, contention_of, ddp_step, ready_fractions
-from trainperf.predict.terms import Contention
+from trainperf.predict.terms import Contention, compute_stretch_words
 
 # An optimizer step estimated above this share of a measured step is taken as this share:
 # the rest must hold a forward and a backward.
@@ -169,8 +171,8 @@ def predict(
     optimizer_s = optimizer_step_s(shapes.optimizer, shapes.trainable_params, copy_rate) or 0.0
 
     def row(count: int, device_batch: int) -> dict[str, Any]:
-        shared = contention.shared_host_compute(min(count, per_node))
-        t_step = compute.seconds(device_batch) * shared
+        stretch = contention.compute_factor(count, min(count, per_node))
+        t_step = compute.seconds(device_batch) * stretch
         t_opt = min(optimizer_s, OPTIMIZER_SHARE_MAX * t_step)
         t_compute = t_step - t_opt  # forward + backward
         forward_share = compute.forward_share(device_batch)
@@ -324,15 +326,7 @@ def _assumptions(
             if tied_bytes
             else ""
         ),
-        *(
-            []
-            if contention.neighbour_slowdown == 1
-            else [
-                "ranks sharing a host: each computes "
-                f"{contention.neighbour_slowdown:.3g}x slower while the others compute "
-                f"({contention.source})"
-            ]
-        ),
+        *compute_stretch_words(contention),
         *(
             []
             if contention.free

@@ -167,27 +167,74 @@ class Contention:
     --under-load`` measures both factors, and a third: ``neighbour_slowdown``, how much
     slower a rank computes while the other ranks of its host compute too (cores, caches and
     the memory bus shared; 1 where each rank has a device of its own), which stretches every
-    rank's compute whenever a host holds more than one."""
+    rank's compute whenever a host holds more than one.
+
+    A CPU's communication can also have cores of its own (``reserved_communication_cores``):
+    Intel's MLSL pins its endpoint servers, and oneCCL its workers, to k of the rank's C
+    cores and starts the compute on the other C − k. The collectives then overlap the
+    backward as on a GPU (1 and 1), and what they cost is those cores: on two ranks or
+    more the compute takes C / (C − k) of its time on one device, which reserved none (the
+    compute's rate taken as proportional to its cores)."""
 
     compute_slowdown: float
     comm_slowdown: float
     source: str = ""
     neighbour_slowdown: float = 1.0
+    # (k, C): k of each rank's C cores serve its communication on N >= 2 ranks; None: none.
+    reserved_communication_cores: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        reserved = self.reserved_communication_cores
+        if reserved is not None and not 0 < reserved[0] < reserved[1]:
+            raise ValueError(f"reserved cores must be 1 to C - 1 of C, got {reserved}")
 
     @property
     def free(self) -> bool:
-        """Communication overlaps compute at no cost (the neighbours aside)."""
+        """Communication overlaps compute at no cost to its speed (the neighbours and any
+        reserved cores aside)."""
         return self.compute_slowdown == 1 and self.comm_slowdown == 1
 
-    def shared_host_compute(self, ranks_per_host: int) -> float:
-        """Factor on a rank's compute time when ``ranks_per_host`` ranks share its host."""
-        return self.neighbour_slowdown if ranks_per_host > 1 else 1.0
+    def compute_factor(self, ranks: int, ranks_per_host: int) -> float:
+        """Factor on a rank's compute time on ``ranks`` ranks with ``ranks_per_host`` of
+        them on its host: the neighbours' slowdown where a host holds more than one, times
+        C / (C − k) where k of its C cores serve the communication (on two ranks or more)."""
+        factor = self.neighbour_slowdown if ranks_per_host > 1 else 1.0
+        if self.reserved_communication_cores is not None and ranks > 1:
+            reserved, cores = self.reserved_communication_cores
+            factor *= cores / (cores - reserved)
+        return factor
 
 
 OWN_ENGINE = Contention(1.0, 1.0, "collectives on their own engine (GPU copy engines, NCCL)")
 TIME_SHARED = Contention(
     2.0, 2.0, "the cores time-shared between compute and gloo's all-reduce (not measured)"
 )
+
+
+def compute_stretch_words(contention: Contention) -> list[str]:
+    """The assumptions a prediction states for what stretches every rank's compute
+    (``Contention.compute_factor``): neighbours on its host, cores given to communication."""
+    words = []
+    if contention.neighbour_slowdown != 1:
+        words.append(
+            f"ranks sharing a host: each computes {contention.neighbour_slowdown:.3g}x slower "
+            f"while the others compute ({contention.source})"
+        )
+    if contention.reserved_communication_cores is not None:
+        reserved, cores = contention.reserved_communication_cores
+        words.append(
+            f"communication on {reserved} of each rank's {cores} cores, reserved for it: the "
+            "collectives overlap the backward at no cost to either, and on 2 ranks or more "
+            f"the compute runs on the other {cores - reserved}, "
+            f"{cores / (cores - reserved):.3g}x its time on one device ({contention.source})"
+        )
+    return words
+
+
+def reserved_cores(reserved: int, cores: int, source: str) -> Contention:
+    """Communication on ``reserved`` of a CPU rank's ``cores`` cores, the compute on the
+    rest (``Contention.reserved_communication_cores``)."""
+    return Contention(1.0, 1.0, source, reserved_communication_cores=(reserved, cores))
 
 
 @dataclass(frozen=True)
