@@ -222,10 +222,11 @@ def compute_stretch_words(contention: Contention) -> list[str]:
         )
     if contention.reserved_communication_cores is not None:
         reserved, cores = contention.reserved_communication_cores
+        free = " the collectives overlap the backward at no cost to either, and"
+        overlap = free if contention.free else ""
         words.append(
-            f"communication on {reserved} of each rank's {cores} cores, reserved for it: the "
-            "collectives overlap the backward at no cost to either, and on 2 ranks or more "
-            f"the compute runs on the other {cores - reserved}, "
+            f"communication on {reserved} of each rank's {cores} cores, reserved for it:"
+            f"{overlap} on 2 ranks or more the compute runs on the other {cores - reserved}, "
             f"{cores / (cores - reserved):.3g}x its time on one device ({contention.source})"
         )
     return words
