@@ -41,9 +41,20 @@ def test_compilation_is_timed_apart_and_never_in_the_measured_window(measured):
     assert metrics["warmup_step_s"][0] < metrics["compile_s"]
 
 
+def _shape(metrics: dict) -> set[str]:
+    """The keys of a result's metrics, less the reasons of a figure both frameworks report:
+    whether one is absent (a step-time interval reaching 0 s over a few spread steps) depends
+    on the steps measured, not on the framework."""
+    return {
+        key
+        for key in metrics
+        if not (key.endswith("_absent_reason") and key.removesuffix("_absent_reason") in metrics)
+    }
+
+
 def test_a_jax_result_has_the_shape_of_a_pytorch_result(measured):
     pytorch = run_case(make_case(**FAST))
-    missing = set(pytorch["metrics"]) - set(measured["metrics"])
+    missing = _shape(pytorch["metrics"]) - _shape(measured["metrics"])
     # PyTorch says how it counted the activations; JAX why it cannot (inside XLA's step).
     assert missing == {"mem_activations_source"}
     metrics = measured["metrics"]
