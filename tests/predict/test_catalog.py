@@ -16,7 +16,7 @@ from trainperf.predict.catalog import (
     builtin_path,
     load_catalog,
 )
-from trainperf.report.catalog import devices_table, links_table
+from trainperf.report.catalog import devices_table, links_table, systems_table
 
 DEVICES = (
     "p100-pcie-16gb",
@@ -302,8 +302,9 @@ def test_tables_render_every_entry(catalog):
     console = Console(width=300, record=True)
     console.print(devices_table(catalog))
     console.print(links_table(catalog))
+    console.print(systems_table(catalog))
     text = console.export_text()
-    for entry_id in (*catalog.devices, *catalog.links):
+    for entry_id in (*catalog.devices, *catalog.links, *catalog.systems):
         assert entry_id in text
     for precision in PRECISIONS:
         assert precision in text
@@ -435,4 +436,87 @@ def test_a_figure_left_out_needs_no_source_but_a_stray_source_is_refused(tmp_pat
     node = document["devices"]["xeon-gold-6148-2s"]
     node["sources"]["tdp_w"] = "a source for a figure the entry does not have"
     with pytest.raises(CatalogFileError, match="sources for figures the entry does not have"):
+        load_catalog(_write(tmp_path, document))
+
+
+def _rail_node(**changes) -> dict:
+    """A system entry of 8 H100 on NVLink, 8 NDR NICs, with a source for every figure."""
+    entry = {
+        "name": "a test node",
+        "device": "h100-sxm",
+        "devices_per_node": 8,
+        "intra": "nvlink4",
+        "inter": "ib-ndr",
+        "nics_per_node": 8,
+        "sources": {
+            name: "a test"
+            for name in ("device", "devices_per_node", "intra", "inter", "nics_per_node")
+        },
+    }
+    entry.update(changes)
+    return entry
+
+
+def test_every_system_names_catalog_entries_of_the_right_scope_with_sources(catalog):
+    """A system is a node of catalog parts: its device, an intra link where a node holds
+    more than one, an inter link with its NIC count (at most one per device), each sourced."""
+    assert catalog.systems, "the catalog ships systems"
+    for system in catalog.systems.values():
+        assert system.device in catalog.devices
+        if system.devices_per_node > 1:
+            assert catalog.link(system.intra).scope == "intra"
+        if system.inter is not None:
+            assert catalog.link(system.inter).scope == "inter"
+            assert 1 <= system.nics_per_node <= system.devices_per_node
+        for figure in system.figures():
+            assert system.sources[figure].strip(), (system.id, figure)
+    assert catalog.system("dgx-h100").nics_per_node == 8
+    with pytest.raises(CatalogError, match="unknown system 'dgx-9'.*valid systems are"):
+        catalog.system("dgx-9")
+
+
+def test_a_system_loads_and_joins_the_digest(tmp_path, document, catalog):
+    document["systems"] = {"rail-node": _rail_node()}
+    loaded = load_catalog(_write(tmp_path, document))
+    node = loaded.system("rail-node")
+    assert (node.id, node.device, node.devices_per_node, node.nics_per_node) == (
+        "rail-node",
+        "h100-sxm",
+        8,
+        8,
+    )
+    assert loaded.digest != catalog.digest
+    assert loaded.as_dict()["systems"]["rail-node"]["inter"] == "ib-ndr"
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"device": "h900"}, "systems.rail-node: unknown device 'h900': valid devices are"),
+        ({"intra": "ib-ndr"}, "intra 'ib-ndr' is not an intra-node link of the catalog: valid"),
+        ({"inter": "nvlink4"}, "inter 'nvlink4' is not an inter-node link of the catalog"),
+        ({"nics_per_node": 9}, "nics_per_node must be 1 to devices_per_node \\(8\\)"),
+        ({"nics_per_node": 0}, "nics_per_node: Input should be greater than or equal to 1"),
+        ({"intra": None}, "8 devices to a node need the intra link that joins them"),
+        ({"nics_per_node": None}, "inter and nics_per_node go together"),
+        ({"devices_per_node": 1, "nics_per_node": 1}, "one device to a node has no intra-node"),
+        ({"site": "x"}, "unknown field 'site' \\(allowed: name, device, devices_per_node"),
+    ],
+)
+def test_a_bad_system_is_refused_naming_what_is_wrong(tmp_path, document, changes, expected):
+    entry = _rail_node(**changes)
+    for figure, value in changes.items():
+        if value is None:
+            entry.pop(figure)
+            entry["sources"].pop(figure)
+    document["systems"] = {"rail-node": entry}
+    with pytest.raises(CatalogFileError, match=expected):
+        load_catalog(_write(tmp_path, document))
+
+
+def test_a_system_figure_without_a_source_is_refused(tmp_path, document):
+    entry = _rail_node()
+    del entry["sources"]["nics_per_node"]
+    document["systems"] = {"rail-node": entry}
+    with pytest.raises(CatalogFileError, match="systems.rail-node: no source for nics_per_node"):
         load_catalog(_write(tmp_path, document))

@@ -161,14 +161,15 @@ def test_calibration_bad_inputs_exit_2(run_cli, tmp_path):
     assert code == 2 and "no ok single-device result of resnet50" in err
 
 
-def test_catalog_lists_devices_and_links(run_cli):
+def test_catalog_lists_devices_links_and_systems(run_cli):
     code, out, err = run_cli("catalog --json")
     assert code == 0, err
     doc = json.loads(out)
     assert "v100-sxm2-16gb" in doc["devices"] and "ib-edr" in doc["links"]
+    assert doc["systems"]["dgx-h100"]["nics_per_node"] == 8
     code, out, err = run_cli("catalog")
     assert code == 0, err
-    assert "v100-sxm2-16gb" in out and "nvlink2" in out
+    assert "v100-sxm2-16gb" in out and "nvlink2" in out and "dgx-a100-80gb" in out
     code, out, _ = run_cli("catalog --format md")
     assert code == 0 and "| id |" in out
 
@@ -293,3 +294,71 @@ def test_comm_cores_give_the_communication_cores_of_its_own(run_cli):
         code, out, err = run_cli(ZENITH + f" --comm-cores {count}")
         assert code == 2 and out == ""
         assert f"--comm-cores must be 1 to 39 (xeon-gold-6148-2s has 40 cores), got {count}" in err
+
+
+LLAMA_FSDP = (
+    "predict --model llama3-8b --devices 8,64 --parallel fsdp --precision bf16 --batch-size 1 "
+    "--seq-len 2048 --json"
+)
+
+
+def test_a_system_is_its_device_per_node_links_and_nics(run_cli):
+    """--system dgx-h100 predicts what its five flags predict, and says it did."""
+    code, out, err = run_cli(
+        LLAMA_FSDP + " --device h100-sxm --per-node 8 --intra nvlink4 --inter ib-ndr "
+        "--nics-per-node 8"
+    )
+    assert code == 0, err
+    flags = json.loads(out)
+    code, out, err = run_cli(LLAMA_FSDP + " --system dgx-h100")
+    assert code == 0, err
+    system = json.loads(out)
+    assert system["rows"] == flags["rows"]
+    assert system["inputs"] == {**flags["inputs"], "system": "dgx-h100"}
+    assert "system" not in flags["inputs"]
+    assert system["assumptions"][0].startswith("system dgx-h100 (NVIDIA DGX H100): 8 x h100-sxm")
+    assert "replaced" not in system["assumptions"][0]
+
+
+def test_a_flag_beside_a_system_replaces_that_part_and_says_so(run_cli):
+    code, out, err = run_cli(LLAMA_FSDP + " --system dgx-h100 --inter ethernet-100g")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["inputs"]["inter"] == "ethernet-100g" and doc["inputs"]["nics_per_node"] == 8
+    assert doc["assumptions"][0].endswith("replaced as given: --inter ethernet-100g")
+    # four GPUs of each node in use: at most one NIC each, unless --nics-per-node says
+    code, out, err = run_cli(LLAMA_FSDP + " --system dgx-h100 --per-node 4")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert (doc["inputs"]["per_node"], doc["inputs"]["nics_per_node"]) == (4, 4)
+    assert [row["nodes"] for row in doc["rows"]] == [2, 16]
+    code, out, err = run_cli(LLAMA_FSDP + " --system dgx-h100 --nics-per-node 2")
+    assert code == 0, err
+    assert json.loads(out)["inputs"]["nics_per_node"] == 2
+    code, out, err = run_cli(LLAMA_FSDP + " --system dgx-h100 --device h200-sxm")
+    assert code == 0, err
+    assert json.loads(out)["inputs"]["device"] == "h200-sxm"
+
+
+def test_a_one_device_node_system_needs_no_intra_link(run_cli):
+    code, out, err = run_cli(
+        "predict --model resnet50 --system stampede2-knl --devices 1,16 --json"
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["inputs"]["intra"] is None and doc["inputs"]["inter"] == "omnipath"
+    assert [row["nodes"] for row in doc["rows"]] == [1, 16]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ("--system dgx-9", "unknown system 'dgx-9': valid systems are dgx-1-v100, dgx-2"),
+        ("--system dgx-h100 --nics-per-node 9", "NICs per node must be between 1 and the 8"),
+        ("--system dgx-h100 --inter nvlink4", "--inter nvlink4 is an intra-node link"),
+    ],
+)
+def test_bad_system_inputs_exit_2(run_cli, args, message):
+    code, out, err = run_cli(f"{LLAMA_FSDP} {args}")
+    assert code == 2 and out == "" and message in err
+    assert len(err.strip().splitlines()) == 1

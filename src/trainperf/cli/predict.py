@@ -73,13 +73,87 @@ def _catalog_error(exc: Exception) -> BadInput:
     return BadInput(str(exc.args[0]) if exc.args else str(exc))
 
 
-def _catalog_link(catalog: Any, link_id: str) -> Any:
+def _catalog_entry(lookup: Any, entry_id: str) -> Any:
+    """``lookup(entry_id)`` of the catalog (a device, link or system), its unknown id bad
+    input (the message lists the valid ones)."""
     from trainperf.predict.catalog import CatalogError
 
     try:
-        return catalog.link(link_id)
+        return lookup(entry_id)
     except CatalogError as exc:
         raise _catalog_error(exc) from None
+
+
+def _catalog_link(catalog: Any, link_id: str) -> Any:
+    return _catalog_entry(catalog.link, link_id)
+
+
+# The flags a --system fills, by the name of its field in the prediction's inputs.
+SYSTEM_FLAGS = {
+    "device": "--device",
+    "per_node": "--per-node",
+    "intra": "--intra",
+    "inter": "--inter",
+    "nics_per_node": "--nics-per-node",
+}
+
+
+def _apply_system(
+    catalog: Any,
+    system_id: str,
+    device_id: str | None,
+    intra_id: str | None,
+    inter_id: str | None,
+    options: dict[str, Any],
+) -> tuple[str, int, str | None, str | None, str]:
+    """--system: the device, devices per node, links and NICs per node of the catalog's
+    system, each replaced by its flag where one is given; and the assumption saying so.
+    The NICs per node go into ``options``."""
+    system = _catalog_entry(catalog.system, system_id)
+    given = _system_flags_given(device_id, intra_id, inter_id)
+    per_node = given.get("per_node", system.devices_per_node)
+    # A node used in part keeps at most a NIC per device it uses (the others' rails idle).
+    nics = given.get("nics_per_node", min(system.nics_per_node or 1, per_node))
+    options["nics_per_node"] = nics
+    return (
+        given.get("device", system.device),
+        per_node,
+        given.get("intra", system.intra),
+        given.get("inter", system.inter),
+        _system_note(system, given),
+    )
+
+
+def _system_flags_given(
+    device_id: str | None, intra_id: str | None, inter_id: str | None
+) -> dict[str, Any]:
+    """The flags of SYSTEM_FLAGS given on the command line (not left at their default),
+    with their values: each replaces what --system says."""
+    ctx = click.get_current_context()
+    given: dict[str, Any] = {}
+    for name, value in (("device", device_id), ("intra", intra_id), ("inter", inter_id)):
+        if value is not None:
+            given[name] = value
+    for name in ("per_node", "nics_per_node"):
+        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
+            given[name] = ctx.params[name]
+    return given
+
+
+def _system_note(system: Any, given: dict[str, Any]) -> str:
+    """The assumption that says what --system put in place, and which flags replaced it."""
+    network = (
+        f"{system.nics_per_node} x {system.inter} between nodes"
+        if system.inter
+        else "no network between nodes stated"
+    )
+    inside = f", {system.intra} inside" if system.intra else ""
+    replaced = ", ".join(f"{SYSTEM_FLAGS[name]} {value}" for name, value in given.items())
+    return (
+        f"system {system.id} ({system.name}): {system.devices_per_node} x {system.device} "
+        f"to a node{inside}, {network} (the catalog's)"
+        + (f"; replaced as given: {replaced}" if replaced else "")
+    )
 
 
 def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
@@ -95,6 +169,12 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
 
 @click.command()
 @click.option("--model", "-m", required=True, help="zoo model (see `trainperf models`)")
+@click.option(
+    "--system",
+    "system_id",
+    help="catalog system (see `trainperf catalog`), e.g. dgx-h100: its device, devices per "
+    "node, links and NICs per node; a flag given beside it replaces that one",
+)
 @click.option(
     "--device",
     "device_id",
@@ -182,6 +262,7 @@ def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
 @table_output_options()
 def predict(
     model: str,
+    system_id: str | None,
     device_id: str | None,
     devices: list[int] | str,
     per_node: int,
@@ -201,7 +282,7 @@ def predict(
     per rank (--devices min: the fewest devices that hold the model)."""
     from trainperf import models
     from trainperf.models.custom import CustomModelError
-    from trainperf.predict.catalog import CatalogError, load_catalog
+    from trainperf.predict.catalog import load_catalog
     from trainperf.predict.fsdp import predict_fsdp
     from trainperf.predict.inputs import Measured, Placement, PredictError, Workload
     from trainperf.predict.model import predict as predict_ddp
@@ -216,19 +297,22 @@ def predict(
     if spec.name != model:  # a user's function returning a ModelSpec: labelled as given
         spec = replace(spec, name=model)
     sharding = _sharding(options)
+    catalog = load_catalog()
+    system_notes: list[str] = []
+    if system_id is not None:
+        device_id, per_node, intra_id, inter_id, note = _apply_system(
+            catalog, system_id, device_id, intra_id, inter_id, options
+        )
+        system_notes.append(note)
     if devices == "min" and device_id is None:
         raise BadInput("--devices min needs --device: the catalog device whose memory to fill")
     if device_id is None and calibrate_db is None:
-        raise BadInput("give --device (see `trainperf catalog`), or --calibrate DB")
+        raise BadInput("give --device or --system (see `trainperf catalog`), or --calibrate DB")
     if calibrate_device is not None and calibrate_db is None:
         raise BadInput("--calibrate-device needs --calibrate DB")
-    catalog = load_catalog()
     machine_id = calibrate_device or device_id
-    try:
-        device = catalog.device(device_id) if device_id else None
-        this_machine = catalog.device(machine_id) if machine_id else None
-    except CatalogError as exc:
-        raise _catalog_error(exc) from None
+    device = _catalog_entry(catalog.device, device_id) if device_id else None
+    this_machine = _catalog_entry(catalog.device, machine_id) if machine_id else None
     intra, inter = _link(catalog, intra_id, "intra"), _link(catalog, inter_id, "inter")
     uplink = _uplink(catalog, options.pop("pcie_uplink"))
     nics_per_node = options.pop("nics_per_node")
@@ -288,7 +372,9 @@ def predict(
     except PredictError as exc:
         found = f"the smallest count that holds {model} is {devices[0]}: " if search else ""
         raise BadInput(found + str(exc)) from None
-    prediction["assumptions"] += notes + term_notes
+    prediction["assumptions"] = system_notes + prediction["assumptions"] + notes + term_notes
+    if system_id is not None:
+        prediction["inputs"]["system"] = system_id
     if comm_cores is not None:
         prediction["inputs"]["comm_cores"] = comm_cores
     prediction["inputs"]["catalog_digest"] = catalog.digest
@@ -558,7 +644,8 @@ def _show(prediction: dict[str, Any], as_json: bool, table_format: str, wide: bo
 @click.command()
 @table_output_options()
 def catalog(as_json: bool, table_format: str, wide: bool) -> None:
-    """List the devices and links of the hardware catalog that `trainperf predict` uses."""
+    """List the devices, links and systems of the hardware catalog that `trainperf predict`
+    uses."""
     from trainperf.predict.catalog import load_catalog
 
     one_output(as_json, table_format)
@@ -566,8 +653,9 @@ def catalog(as_json: bool, table_format: str, wide: bool) -> None:
     if as_json:
         emit_json(known.as_dict())
         return
-    from trainperf.report.catalog import devices_table, links_table
+    from trainperf.report.catalog import devices_table, links_table, systems_table
 
     width = table_width(table_format, wide)
     show_table(devices_table(known, width), table_format, wide)
     show_table(links_table(known, width), table_format, wide)
+    show_table(systems_table(known, width), table_format, wide)

@@ -1,12 +1,15 @@
-"""The hardware catalog: sourced figures of devices and links, for performance prediction
-and for the model FLOP utilization (MFU) of measured results.
+"""The hardware catalog: sourced figures of devices, links and systems, for performance
+prediction and for the model FLOP utilization (MFU) of measured results.
 
 The catalog ships as package data (``trainperf/predict/catalog.yaml``) and is validated
 strictly when loaded: unknown fields are refused, every device has an fp32 peak, every
 precision with a peak has a default efficiency, every numeric figure has an entry in its
 ``sources`` mapping saying where the number comes from, and no CUDA device name is claimed
-by two devices. Devices and links are looked up by id in explicit dicts; an unknown id gets
-an error listing the valid ones. A measured GPU is found by the exact name CUDA reports
+by two devices. Devices, links and systems are looked up by id in explicit dicts; an unknown
+id gets an error listing the valid ones. A system is a node type as sold or run (NVIDIA's
+DGX servers, a cluster's nodes): which device, how many to a node, the links inside and
+between nodes, and how many NICs carry the latter; it names devices and links of the same
+catalog, which the loader checks. A measured GPU is found by the exact name CUDA reports
 (``Catalog.device_named``), listed in its entry's ``cuda_names``; never by a near match.
 
 Peaks are training peaks: per precision, the dense rate a training step's arithmetic runs
@@ -42,6 +45,8 @@ TERA = 1e12
 GIGA = 1e9
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
+# The sections whose entries are keyed by id (the loader gives each entry its key as ``id``).
+SECTIONS = ("devices", "links", "systems")
 
 Positive = Annotated[float, Field(gt=0)]
 Fraction = Annotated[float, Field(gt=0, le=1)]
@@ -267,6 +272,49 @@ class Link(_Sourced):
         return self.latency_us * 1e-6
 
 
+class System(_Sourced):
+    """One node type as its vendor or operator describes it: ``devices_per_node`` of the
+    catalog device ``device``, joined by the ``intra`` link inside the node (None: one device
+    to a node) and by ``nics_per_node`` NICs of the ``inter`` link between nodes (None: no
+    network is stated, a single node). ``trainperf predict --system`` takes all five; a
+    flag given beside it replaces that one."""
+
+    id: str  # its key in the catalog (the loader sets it; the YAML does not repeat it)
+    name: str
+    device: str
+    devices_per_node: Annotated[int, Field(ge=1)]
+    intra: str | None = None
+    inter: str | None = None
+    nics_per_node: Annotated[int, Field(ge=1)] | None = None
+    note: str | None = None
+    sources: dict[str, str]  # figure ("devices_per_node", "nics_per_node", ...) -> source
+
+    _SCALARS: ClassVar[tuple[str, ...]] = ("device", "devices_per_node")
+
+    def figures(self) -> list[str]:
+        optional = [
+            name for name in ("intra", "inter", "nics_per_node") if getattr(self, name) is not None
+        ]
+        return super().figures() + optional
+
+    @model_validator(mode="after")
+    def _a_node_is_whole(self) -> System:
+        if self.devices_per_node > 1 and self.intra is None:
+            raise ValueError(
+                f"{self.devices_per_node} devices to a node need the intra link that joins them"
+            )
+        if self.devices_per_node == 1 and self.intra is not None:
+            raise ValueError("one device to a node has no intra-node link: leave intra out")
+        if (self.inter is None) != (self.nics_per_node is None):
+            raise ValueError("inter and nics_per_node go together: the link and its NICs")
+        if self.nics_per_node is not None and self.nics_per_node > self.devices_per_node:
+            raise ValueError(
+                f"nics_per_node must be 1 to devices_per_node ({self.devices_per_node}): "
+                f"the NICs the node's devices all-reduce through, got {self.nics_per_node}"
+            )
+        return self
+
+
 class DataParallel(_Sourced):
     """The terms of a data-parallel step the model cannot derive from a data sheet
     (``trainperf.predict.terms``), fitted to published measurements where nothing of the
@@ -286,12 +334,13 @@ class DataParallel(_Sourced):
 
 
 class Catalog(BaseModel):
-    """Devices and links keyed by id, and the defaults of the data-parallel terms."""
+    """Devices, links and systems keyed by id, and the defaults of the data-parallel terms."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     devices: dict[str, Device]
     links: dict[str, Link]
+    systems: dict[str, System] = Field(default_factory=dict)
     data_parallel: DataParallel
 
     @model_validator(mode="before")
@@ -300,7 +349,7 @@ class Catalog(BaseModel):
         if not isinstance(data, dict):
             return data
         data = dict(data)
-        for section in ("devices", "links"):
+        for section in SECTIONS:
             entries = data.get(section)
             if not isinstance(entries, dict):
                 continue
@@ -312,11 +361,11 @@ class Catalog(BaseModel):
 
     @model_validator(mode="after")
     def _ids_are_plain_keys(self) -> Catalog:
-        for section, entries in (("devices", self.devices), ("links", self.links)):
-            for key, entry in entries.items():
+        for section in SECTIONS:
+            for key, entry in getattr(self, section).items():
                 if entry.id != key:
                     raise ValueError(f"{section}.{key}: the key is the id; do not write 'id'")
-        bad = [i for i in [*self.devices, *self.links] if not _ID.match(i)]
+        bad = [i for i in [*self.devices, *self.links, *self.systems] if not _ID.match(i)]
         if bad:
             raise ValueError(
                 f"ids must be lower-case letters, digits, '-' and '.': {', '.join(bad)}"
@@ -335,7 +384,29 @@ class Catalog(BaseModel):
                     f"devices.{device.id}: host_staged_intra {staged!r} is not an intra-node "
                     "link of the catalog"
                 )
+        for system in self.systems.values():
+            self._check_system(system)
         return self
+
+    def _check_system(self, system: System) -> None:
+        """A system's device and links are entries of this catalog, each of its scope."""
+        where = f"systems.{system.id}"
+        if system.device not in self.devices:
+            raise ValueError(
+                f"{where}: unknown device {system.device!r}: valid devices are "
+                f"{', '.join(self.devices)}"
+            )
+        for scope in ("intra", "inter"):
+            link_id = getattr(system, scope)
+            if link_id is None:
+                continue
+            link = self.links.get(link_id)
+            if link is None or link.scope != scope:
+                valid = [i for i, known in self.links.items() if known.scope == scope]
+                raise ValueError(
+                    f"{where}: {scope} {link_id!r} is not an {scope}-node link of the catalog: "
+                    f"valid are {', '.join(valid)}"
+                )
 
     def device(self, device_id: str) -> Device:
         """The device ``device_id``; CatalogError listing the valid ids when unknown."""
@@ -358,6 +429,14 @@ class Catalog(BaseModel):
         if link_id not in self.links:
             raise CatalogError(f"unknown link {link_id!r}: valid links are {', '.join(self.links)}")
         return self.links[link_id]
+
+    def system(self, system_id: str) -> System:
+        """The system ``system_id``; CatalogError listing the valid ids when unknown."""
+        if system_id not in self.systems:
+            raise CatalogError(
+                f"unknown system {system_id!r}: valid systems are {', '.join(self.systems)}"
+            )
+        return self.systems[system_id]
 
     def as_dict(self) -> dict[str, Any]:
         """The catalog as plain JSON-able data, with its digest."""
@@ -451,7 +530,7 @@ def _describe(err: dict[str, Any]) -> str:
 def _allowed(loc: tuple[str, ...]) -> tuple[str, ...]:
     if len(loc) == 1:
         return tuple(Catalog.model_fields)
-    model = Device if loc[0] == "devices" else Link
+    model = {"devices": Device, "links": Link, "systems": System}.get(loc[0], DataParallel)
     return tuple(name for name in model.model_fields if name != "id")
 
 

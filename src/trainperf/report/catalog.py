@@ -1,4 +1,5 @@
-"""Rich tables of the hardware catalog: the devices with their peaks, the links."""
+"""Rich tables of the hardware catalog: the devices with their peaks, the links, the
+systems (node types) built of them."""
 
 from __future__ import annotations
 
@@ -63,4 +64,26 @@ def links_table(catalog: Catalog, width: int | None = None) -> Table:
         width=width,
         caption="GB/s per direction (intra: per device, inter: per node); usable = GB/s x "
         "efficiency; latency: per message step",
+    )
+
+
+def systems_table(catalog: Catalog, width: int | None = None) -> Table:
+    """One row per system: its device and devices per node, the links inside and between
+    nodes, the NICs per node; columns chosen to fit ``width`` (report.cells)."""
+    systems = list(catalog.systems.items())
+    columns = [
+        Column("id", [escape(system_id) for system_id, _ in systems]),
+        Column("name", [escape(system.name) for _, system in systems], text=True, drop=1),
+        Column("device", [escape(system.device) for _, system in systems]),
+        Column("per node", [str(system.devices_per_node) for _, system in systems], right=True),
+        Column("intra", [escape(system.intra or "-") for _, system in systems]),
+        Column("inter", [escape(system.inter or "-") for _, system in systems]),
+        Column("NICs", [_number(system.nics_per_node) for _, system in systems], right=True),
+    ]
+    return compact_table(
+        "systems",
+        columns,
+        width=width,
+        caption="`trainperf predict --system ID` takes a row's device, devices per node, "
+        "links and NICs per node; '-': one device to a node, or no network stated",
     )

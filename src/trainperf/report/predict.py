@@ -37,12 +37,19 @@ def _links(inputs: dict[str, Any]) -> str:
     return ", ".join(links)
 
 
-def _title(inputs: dict[str, Any]) -> str:
+def _machine(inputs: dict[str, Any]) -> str:
+    """'on DEVICE, N per node; links', led by the catalog system where one was given."""
     links = _links(inputs)
+    where = f"{inputs['device']}, {inputs['per_node']} per node"
+    system = f"{inputs['system']}: " if inputs.get("system") else ""
+    return f"on {system}{where}" + (f"; {links}" if links else "")
+
+
+def _title(inputs: dict[str, Any]) -> str:
     return escape(
         f"predicted {inputs['scaling']} scaling of {inputs['model']} "
         f"({inputs['size']}, batch {inputs['batch_size']}, {inputs['precision']}) "
-        f"on {inputs['device']}, {inputs['per_node']} per node" + (f"; {links}" if links else "")
+        + _machine(inputs)
     )
 
 
@@ -107,7 +114,6 @@ def fsdp_prediction_table(
     communication in all, the rate per device and the memory per device (sharded state,
     gathered weights and gradients, activations)."""
     inputs = prediction["inputs"]
-    links = _links(inputs)
     search = prediction.get("search")
     title = escape(
         (f"smallest count that holds it: {search['smallest_devices']}; " if search else "")
@@ -115,8 +121,8 @@ def fsdp_prediction_table(
         f"({inputs['size']}, batch {inputs['batch_size']}, {inputs['precision']}, "
         f"checkpointing {inputs['activation_checkpointing']}"
         + ("" if inputs["reshard_after_forward"] else ", no reshard")
-        + f") on {inputs['device']}, {inputs['per_node']} per node"
-        + (f"; {links}" if links else "")
+        + ") "
+        + _machine(inputs)
     )
     rate = "tokens" if inputs["tokens_per_sample"] else "samples"
     rows = prediction["rows"]
