@@ -128,7 +128,12 @@ def contended_ddp_step(
 
 def contention_of(device: Any, measured: Measured) -> Contention:
     """What communication costs compute on ``device``: as measured, else by where the
-    collectives run (a CPU's on the cores: time-shared; a GPU's on their own engines)."""
+    collectives run (a CPU's on the cores: time-shared; a GPU's on their own engines). A GPU
+    without peer-to-peer stays on its own engines: NCCL's SHM transport stages the bytes
+    through host memory, but the GPU moves them (its kernels on mapped host buffers, or its
+    copy engines with NCCL_SHM_USE_CUDA_MEMCPY=1, default 0: NVIDIA/nccl
+    src/transport/shm.cc), not the host's cores; the slower path is the link's
+    (``pcie3-staged``)."""
     if measured.contention is not None:
         return measured.contention
     return TIME_SHARED if getattr(device, "kind", "gpu") == "cpu" else OWN_ENGINE
