@@ -26,9 +26,10 @@ category (``category_summary``), and, as a diagnostic, with the three parameters
 each category apart (``leave_one_out_by_category``).
 
 Sharded data parallelism (FSDP2) is checked apart (``FSDP_POINTS``, ``fsdp_table``):
-torchtitan's published Llama runs, predicted from the catalog alone as `trainperf predict
---parallel fsdp` predicts them (tokens/s per GPU, memory per GPU, MFU), with the achieved
-fraction of peak that would reproduce each measurement.
+torchtitan's published Llama runs, llm-foundry's MPT tables and IBM's Llama 2 runs,
+predicted from the catalog alone as `trainperf predict --parallel fsdp` predicts them
+(tokens/s per GPU, memory per GPU, MFU), with the achieved fraction of peak that would
+reproduce each measurement.
 
 After the table, a summary puts the model beside two trivial guesses (``summary``):
 "scaling is perfect" (efficiency 1, per-GPU throughput at N GPUs = the measured 1-GPU
@@ -51,6 +52,7 @@ from scipy.optimize import least_squares
 from trainperf import models
 from trainperf.core.limits import BUCKET_MB_MAX
 from trainperf.models.gpt2 import GPT2Config, GPT2LMHeadModel
+from trainperf.models.llama import Llama, LlamaConfig
 from trainperf.models.spec import CausalLM, ModelSpec
 from trainperf.predict.catalog import Catalog, load_catalog
 from trainperf.predict.fsdp import Sharding, predict_fsdp
@@ -308,9 +310,36 @@ def _mpt_model(name: str, seq: int) -> GPT2LMHeadModel:
     return GPT2LMHeadModel(config)
 
 
+# The Llama 2 shapes IBM's fms-fsdp trained (docs/predict-sources.md, [IBM-FSDP]):
+# fms_fsdp/utils/config_utils.py at f1460f2 (2024-02-21, the commit of its throughput table),
+# as "aligned with FMS config" that day: 7B and 13B with one key-value head per query head,
+# 34B and 70B with 8 (kvheads=8); vocabulary 32,000, untied output, RoPE base 10,000. The
+# zoo's Llama at these shapes counts Llama 2's published parameters exactly (7B
+# 6,738,415,616; 13B 13,015,864,320; 70B 68,976,648,192: tests/predict/test_validate_summary.py).
+LLAMA2_SHAPES = {
+    "llama2-7b": LlamaConfig(dim=4096, layers=32, heads=32, kv_heads=32, ffn_dim=11008,
+                             vocab_size=32000, max_seq_len=4096, rope_theta=10000.0),
+    "llama2-13b": LlamaConfig(dim=5120, layers=40, heads=40, kv_heads=40, ffn_dim=13824,
+                              vocab_size=32000, max_seq_len=4096, rope_theta=10000.0),
+    "llama2-34b": LlamaConfig(dim=8192, layers=48, heads=64, kv_heads=8, ffn_dim=22016,
+                              vocab_size=32000, max_seq_len=4096, rope_theta=10000.0),
+    "llama2-70b": LlamaConfig(dim=8192, layers=80, heads=64, kv_heads=8, ffn_dim=28672,
+                              vocab_size=32000, max_seq_len=4096, rope_theta=10000.0),
+}
+
+
 @cache
 def model_spec(name: str, seq: int) -> ModelSpec:
-    """The zoo's model, or an MPT model of llm-foundry at sequence length ``seq``."""
+    """The zoo's model, an MPT model of llm-foundry at sequence length ``seq``, or a Llama 2
+    shape of IBM's fms-fsdp."""
+    if name in LLAMA2_SHAPES:
+        config = LLAMA2_SHAPES[name]
+        return ModelSpec(
+            name=name, family="llama", task=CausalLM(vocab_size=config.vocab_size),
+            factory=partial(Llama, config), natural_size=seq, min_size=1,
+            max_size=config.max_seq_len, optimizer="adamw",
+            description=f"Llama 2 {name.removeprefix('llama2-')} as fms-fsdp trains it",
+        )
     if name not in MPT_SHAPES:
         return models.get(name)
     return ModelSpec(
@@ -424,6 +453,33 @@ FSDP_POINTS += [
     _lf("mpt-7b", 2048, A40, 8, 12, True, 3679, 4, pure=True),
     _lf("mpt-3b", 2048, A40, 128, 6, False, 9538, 1, pure=True),
     _lf("mpt-1b", 2048, A40, 128, 10, False, 18647, 1, pure=True),
+]
+
+
+def _ibm(model: str, device: str, gpus: int, checkpointing: str, tokens: float) -> FsdpPoint:
+    """A row of IBM's Table 1 (PyTorch blog, "Maximizing training throughput using PyTorch
+    FSDP", 2024): FSDP1 FULL_SHARD (34B and 70B do not fit 8 GPUs of a hybrid shard), 2
+    sequences of 4,096 tokens per GPU, bf16 with fms-fsdp's bfSixteen policy (gradients
+    reduced in bf16), SDPA's FlashAttention-2, every block checkpointed ("Yes"). The blog
+    gives each cluster's inter-node rate per node, "400Gbps" (A100) and "800Gbps" (H100),
+    with GPUDirect RDMA: taken as 2 RDMA ports of 200 and 400 Gb/s (the split an assumption;
+    the node's rate, which the hierarchical model uses, is the blog's)."""
+    a100 = device.startswith("a100")
+    return FsdpPoint(
+        f"ibm-{model}-s4096-{gpus}x{device.split('-')[0]}", model, device, gpus,
+        "nvlink3" if a100 else "nvlink4", "ib-hdr" if a100 else "ib-ndr", 2, checkpointing,
+        tokens, None, size=4096, nics=2, fsdp_reduce="bf16",
+    )
+
+
+# IBM's 7B row ran hybrid sharding (fms-fsdp's README: "HSDP" for 7b and 13b; its config's
+# default), which the predictor does not model, and its 13B row checkpointed every n-th
+# block for an n the blog does not give: both left out (predict-sources.md, [IBM-FSDP]).
+FSDP_POINTS += [
+    _ibm("llama2-34b", A80, 128, "full", 700),
+    _ibm("llama2-70b", A80, 128, "full", 370),
+    _ibm("llama2-34b", H80, 96, "full", 1550),
+    _ibm("llama2-70b", H80, 96, "full", 800),
 ]
 
 
@@ -627,7 +683,7 @@ def fsdp_table(catalog: Catalog) -> None:
         errs = [abs(e) for e in errors[generation]]
         held = catalog.device(group[0].device).gemm_efficiency.get(group[0].precision)
         print(f"| {generation} | {len(group)} | {fitted.gemm[generation]:.3f} | "
-              f"{held if held is not None else '-'} | {statistics.median(errs):.1%} | "
+              f"{'-' if held is None else f'{held:.3f}'} | {statistics.median(errs):.1%} | "
               f"{max(errs):.1%} | {sum(e <= FSDP_TOKENS_WITHIN for e in errs)} of {len(errs)} |")
     if memory_errors:
         print()

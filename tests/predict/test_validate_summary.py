@@ -109,6 +109,34 @@ def test_mpt_shapes_have_llm_foundrys_parameter_counts(validate):
         assert sum(p.numel() for p in net.parameters()) == count, name
 
 
+def test_the_llama2_shapes_count_llama2s_published_parameters(validate):
+    """IBM's fms-fsdp rows: the zoo's Llama at fms-fsdp's shapes holds Llama 2's parameter
+    counts as Meta published them (the Hugging Face model cards' checkpoints); 34B, which
+    Meta did not release, has 70B's block at 48 layers and 22,016 wide."""
+    published = {
+        "llama2-7b": 6_738_415_616,
+        "llama2-13b": 13_015_864_320,
+        "llama2-70b": 68_976_648_192,
+    }
+    for name, count in published.items():
+        with torch.device("meta"):
+            net = validate.model_spec(name, 4096).build()
+        assert sum(p.numel() for p in net.parameters()) == count, name
+    shape = validate.LLAMA2_SHAPES["llama2-34b"]
+    assert (shape.dim, shape.layers, shape.heads, shape.kv_heads, shape.ffn_dim) == (
+        8192,
+        48,
+        64,
+        8,
+        22016,
+    )
+    ibm = [p for p in validate.FSDP_POINTS if p.id.startswith("ibm-")]
+    assert {(p.model, p.generation) for p in ibm} == {
+        (m, g) for m in ("llama2-34b", "llama2-70b") for g in ("a100", "h100")
+    }
+    assert all(p.size == 4096 and p.fsdp_reduce == "bf16" and p.nics == 2 for p in ibm)
+
+
 def test_the_gemm_fit_interpolates_the_zero_of_the_mean_log_ratio(validate):
     grid = validate.GEMM_GRID
     # two points whose log ratio is linear in the fraction, zero at 0.5 and 0.6
@@ -249,4 +277,8 @@ def test_each_source_runs_its_own_attention_kernel(validate):
     kernels = {p.id.split("-")[0]: set() for p in validate.FSDP_POINTS}
     for point in validate.FSDP_POINTS:
         kernels[point.id.split("-")[0]].add(point.attention_kernel)
-    assert kernels == {"lf": {"flash-attention-triton"}, "tt": {"flash-attention-2"}}
+    assert kernels == {
+        "lf": {"flash-attention-triton"},
+        "tt": {"flash-attention-2"},
+        "ibm": {"flash-attention-2"},
+    }
