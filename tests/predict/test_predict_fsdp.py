@@ -562,7 +562,7 @@ def test_one_h200s_llama3_8b_blocks_against_the_model():
     # one sequence of 8192 tokens, FSDP2 on one rank. The line through the two depths gives
     # one block of the 8B model's shapes: 27.5 ms without checkpointing, 35.8 ms with full
     # (+30%). The model, at the GEMM fraction fitted to published runs on many GPUs, prices
-    # the block 16% dear and the recomputation at +25%: the fit carries what a step on many
+    # the block 17% dear and the recomputation at +25%: the fit carries what a step on many
     # GPUs loses (docs/predict.md, "Llama 3 8B's blocks on one H200").
     runs = json.loads((DATA / "h200_llama3_8b_blocks_steps.json").read_text())["runs"]
     assert {r["attention_backend"] for r in runs} == {"cudnn"}
