@@ -520,3 +520,27 @@ def test_a_system_figure_without_a_source_is_refused(tmp_path, document):
     document["systems"] = {"rail-node": entry}
     with pytest.raises(CatalogFileError, match="systems.rail-node: no source for nics_per_node"):
         load_catalog(_write(tmp_path, document))
+
+
+def test_a_systems_placement_takes_its_parts_unless_given_and_says_which(catalog):
+    """System.placement, the one answer of --system: the system's five parts, each replaced
+    by a given value; a node used in part keeps a NIC per device at most."""
+    dgx = catalog.system("dgx-h100")
+    whole = dgx.placement()
+    assert (whole.device, whole.per_node, whole.intra, whole.inter, whole.nics_per_node) == (
+        "h100-sxm",
+        8,
+        "nvlink4",
+        "ib-ndr",
+        8,
+    )
+    assert whole.note.endswith("8 x ib-ndr between nodes (the catalog's)")
+    half = dgx.placement({"per_node": 4, "inter": None})
+    assert (half.per_node, half.nics_per_node, half.inter) == (4, 4, "ib-ndr")
+    assert half.note.endswith("replaced as given: per_node 4")
+    named = dgx.placement({"nics_per_node": 2}, labels={"nics_per_node": "--nics-per-node"})
+    assert named.nics_per_node == 2 and named.note.endswith("--nics-per-node 2")
+    knl = catalog.system("stampede2-knl").placement()
+    assert (knl.per_node, knl.intra, knl.nics_per_node) == (1, None, 1)
+    with pytest.raises(ValueError, match="a system has no gpus"):
+        dgx.placement({"gpus": 8})

@@ -88,7 +88,7 @@ def _catalog_link(catalog: Any, link_id: str) -> Any:
     return _catalog_entry(catalog.link, link_id)
 
 
-# The flags a --system fills, by the name of its field in the prediction's inputs.
+# The flags a --system fills, by the name of their field in catalog.SystemPlacement.
 SYSTEM_FLAGS = {
     "device": "--device",
     "per_node": "--per-node",
@@ -98,62 +98,17 @@ SYSTEM_FLAGS = {
 }
 
 
-def _apply_system(
-    catalog: Any,
-    system_id: str,
-    device_id: str | None,
-    intra_id: str | None,
-    inter_id: str | None,
-    options: dict[str, Any],
-) -> tuple[str, int, str | None, str | None, str]:
-    """--system: the device, devices per node, links and NICs per node of the catalog's
-    system, each replaced by its flag where one is given; and the assumption saying so.
-    The NICs per node go into ``options``."""
-    system = _catalog_entry(catalog.system, system_id)
-    given = _system_flags_given(device_id, intra_id, inter_id)
-    per_node = given.get("per_node", system.devices_per_node)
-    # A node used in part keeps at most a NIC per device it uses (the others' rails idle).
-    nics = given.get("nics_per_node", min(system.nics_per_node or 1, per_node))
-    options["nics_per_node"] = nics
-    return (
-        given.get("device", system.device),
-        per_node,
-        given.get("intra", system.intra),
-        given.get("inter", system.inter),
-        _system_note(system, given),
-    )
-
-
-def _system_flags_given(
-    device_id: str | None, intra_id: str | None, inter_id: str | None
-) -> dict[str, Any]:
-    """The flags of SYSTEM_FLAGS given on the command line (not left at their default),
-    with their values: each replaces what --system says."""
+def _system_placement(
+    catalog: Any, system_id: str, device_id: str | None, intra_id: str | None, inter_id: str | None
+) -> Any:
+    """--system's placement (``System.placement``), each of SYSTEM_FLAGS given on the command
+    line (not left at its default) replacing the system's value; its note names the flags."""
     ctx = click.get_current_context()
-    given: dict[str, Any] = {}
-    for name, value in (("device", device_id), ("intra", intra_id), ("inter", inter_id)):
-        if value is not None:
-            given[name] = value
+    given: dict[str, Any] = {"device": device_id, "intra": intra_id, "inter": inter_id}
     for name in ("per_node", "nics_per_node"):
         if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
             given[name] = ctx.params[name]
-    return given
-
-
-def _system_note(system: Any, given: dict[str, Any]) -> str:
-    """The assumption that says what --system put in place, and which flags replaced it."""
-    network = (
-        f"{system.nics_per_node} x {system.inter} between nodes"
-        if system.inter
-        else "no network between nodes stated"
-    )
-    inside = f", {system.intra} inside" if system.intra else ""
-    replaced = ", ".join(f"{SYSTEM_FLAGS[name]} {value}" for name, value in given.items())
-    return (
-        f"system {system.id} ({system.name}): {system.devices_per_node} x {system.device} "
-        f"to a node{inside}, {network} (the catalog's)"
-        + (f"; replaced as given: {replaced}" if replaced else "")
-    )
+    return _catalog_entry(catalog.system, system_id).placement(given, labels=SYSTEM_FLAGS)
 
 
 def _link(catalog: Any, link_id: str | None, scope: str) -> Any:
@@ -300,10 +255,15 @@ def predict(
     catalog = load_catalog()
     system_notes: list[str] = []
     if system_id is not None:
-        device_id, per_node, intra_id, inter_id, note = _apply_system(
-            catalog, system_id, device_id, intra_id, inter_id, options
+        placed = _system_placement(catalog, system_id, device_id, intra_id, inter_id)
+        device_id, per_node, intra_id, inter_id = (
+            placed.device,
+            placed.per_node,
+            placed.intra,
+            placed.inter,
         )
-        system_notes.append(note)
+        options["nics_per_node"] = placed.nics_per_node
+        system_notes.append(placed.note)
     if devices == "min" and device_id is None:
         raise BadInput("--devices min needs --device: the catalog device whose memory to fill")
     if device_id is None and calibrate_db is None:

@@ -30,6 +30,8 @@ import functools
 import hashlib
 import json
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, cast
@@ -272,6 +274,21 @@ class Link(_Sourced):
         return self.latency_us * 1e-6
 
 
+@dataclass(frozen=True)
+class SystemPlacement:
+    """A system's placement of ranks (``System.placement``): catalog ids and counts."""
+
+    device: str
+    per_node: int
+    intra: str | None
+    inter: str | None
+    nics_per_node: int
+    note: str  # the assumption a prediction states: what the system gave, what was replaced
+
+
+PLACEMENT_FIELDS = ("device", "per_node", "intra", "inter", "nics_per_node")
+
+
 class System(_Sourced):
     """One node type as its vendor or operator describes it: ``devices_per_node`` of the
     catalog device ``device``, joined by the ``intra`` link inside the node (None: one device
@@ -296,6 +313,40 @@ class System(_Sourced):
             name for name in ("intra", "inter", "nics_per_node") if getattr(self, name) is not None
         ]
         return super().figures() + optional
+
+    def placement(
+        self, given: Mapping[str, Any] | None = None, labels: Mapping[str, str] | None = None
+    ) -> SystemPlacement:
+        """Where ranks run on this system: its device id, devices per node, intra and inter
+        link ids and NICs per node, each replaced by a value in ``given`` (keys as
+        SystemPlacement's fields, e.g. ``{"inter": "ethernet-100g"}``; None or absent: the
+        system's). A node used at fewer devices than it holds keeps at most a NIC per
+        device used (the others' rails idle) unless ``nics_per_node`` is given. The
+        placement's ``note`` says what came from the system and what was replaced, each
+        replaced field named by ``labels`` (the CLI's flags) or by its field name."""
+        replaced = {k: v for k, v in (given or {}).items() if v is not None}
+        unknown = sorted(set(replaced) - set(PLACEMENT_FIELDS))
+        if unknown:
+            raise ValueError(f"a system has no {', '.join(unknown)}: {', '.join(PLACEMENT_FIELDS)}")
+        per_node = replaced.get("per_node", self.devices_per_node)
+        network = (
+            f"{self.nics_per_node} x {self.inter} between nodes"
+            if self.inter
+            else "no network between nodes stated"
+        )
+        inside = f", {self.intra} inside" if self.intra else ""
+        named = labels or {}
+        swapped = ", ".join(f"{named.get(k, k)} {value}" for k, value in replaced.items())
+        return SystemPlacement(
+            device=replaced.get("device", self.device),
+            per_node=per_node,
+            intra=replaced.get("intra", self.intra),
+            inter=replaced.get("inter", self.inter),
+            nics_per_node=replaced.get("nics_per_node", min(self.nics_per_node or 1, per_node)),
+            note=f"system {self.id} ({self.name}): {self.devices_per_node} x {self.device} "
+            f"to a node{inside}, {network} (the catalog's)"
+            + (f"; replaced as given: {swapped}" if swapped else ""),
+        )
 
     @model_validator(mode="after")
     def _a_node_is_whole(self) -> System:
