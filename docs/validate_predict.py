@@ -458,7 +458,7 @@ FSDP_POINTS += [
 
 def _ibm(model: str, device: str, gpus: int, checkpointing: str, tokens: float) -> FsdpPoint:
     """A row of IBM's Table 1 (PyTorch blog, "Maximizing training throughput using PyTorch
-    FSDP", 2024): FSDP1 FULL_SHARD (34B and 70B do not fit 8 GPUs of a hybrid shard), 2
+    FSDP", 2024): FSDP1 FULL_SHARD (fms-fsdp: "FSDP will be a necessity" for 34b and 70b), 2
     sequences of 4,096 tokens per GPU, bf16 with fms-fsdp's bfSixteen policy (gradients
     reduced in bf16), SDPA's FlashAttention-2, every block checkpointed ("Yes"). The blog
     gives each cluster's inter-node rate per node, "400Gbps" (A100) and "800Gbps" (H100),
