@@ -31,7 +31,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, cast
@@ -286,7 +286,8 @@ class SystemPlacement:
     note: str  # the assumption a prediction states: what the system gave, what was replaced
 
 
-PLACEMENT_FIELDS = ("device", "per_node", "intra", "inter", "nics_per_node")
+# What a placement places (the fields a caller may replace): all but its note.
+PLACEMENT_FIELDS = tuple(f.name for f in fields(SystemPlacement) if f.name != "note")
 
 
 class System(_Sourced):
@@ -327,7 +328,9 @@ class System(_Sourced):
         replaced = {k: v for k, v in (given or {}).items() if v is not None}
         unknown = sorted(set(replaced) - set(PLACEMENT_FIELDS))
         if unknown:
-            raise ValueError(f"a system has no {', '.join(unknown)}: {', '.join(PLACEMENT_FIELDS)}")
+            raise ValueError(
+                f"a system has no {', '.join(unknown)}: give {', '.join(PLACEMENT_FIELDS)}"
+            )
         per_node = replaced.get("per_node", self.devices_per_node)
         network = (
             f"{self.nics_per_node} x {self.inter} between nodes"
@@ -416,7 +419,7 @@ class Catalog(BaseModel):
             for key, entry in getattr(self, section).items():
                 if entry.id != key:
                     raise ValueError(f"{section}.{key}: the key is the id; do not write 'id'")
-        bad = [i for i in [*self.devices, *self.links, *self.systems] if not _ID.match(i)]
+        bad = [i for section in SECTIONS for i in getattr(self, section) if not _ID.match(i)]
         if bad:
             raise ValueError(
                 f"ids must be lower-case letters, digits, '-' and '.': {', '.join(bad)}"
