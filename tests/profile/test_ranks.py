@@ -46,7 +46,7 @@ def test_two_gloo_ranks_each_store_their_communication(run_cli, tmp_path):
         ["profile", "cifarnet", "-b", 8, "--image-size", 32, "--steps", "fixed:1:3"]
         + ["--devices", 2, "--device", "cpu", "--db", db, "--json"]
     )
-    assert code == 0, err
+    assert code == 0, err + out  # a failed result says why in its JSON, on stdout
     result = json.loads(out)
     m = result["metrics"]
     assert result["case"]["devices"] == 2 and m["world_size"] == 2
