@@ -91,8 +91,10 @@ RANKS = 2
 COLLECTIVE = ("--ops", "all_reduce", "--devices", str(RANKS), "--device", "cpu")
 COLLECTIVE += ("--min-bytes", "1K", "--max-bytes", "64M", "--factor", "2", "--warmup", "3")
 # The same ranks' all-reduce beside a GEMM on their cores (issue 33, item 1): how much
-# each slows the other, which the predictor's host model prices the overlap with.
-UNDER_LOAD = ("--under-load", "--devices", str(RANKS), "--device", "cpu")
+# each slows the other, which the predictor's host model prices the overlap with, each DDP
+# bucket at its own size (so each size's value counts, not only their median: 5 repetitions,
+# not the default 3, whose per-size values ranged 1.4-2.6x over 6 runs on the 2-vCPU VM).
+UNDER_LOAD = ("--under-load", "--devices", str(RANKS), "--device", "cpu", "--repeats", "5")
 UNDER_LOAD += ("--min-bytes", "1M", "--max-bytes", "64M", "--factor", "4", "--warmup", "2")
 DDP = ("--devices", str(RANKS), "--parallel", "ddp")
 

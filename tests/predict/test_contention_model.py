@@ -289,3 +289,70 @@ def test_fsdp_ranks_with_reserved_cores_compute_on_the_rest():
     assert own["rows"][0]["compute_s"] == pytest.approx(free["rows"][0]["compute_s"])
     assert own["rows"][1]["compute_s"] == pytest.approx(free["rows"][1]["compute_s"] * 8 / 6)
     assert any("on 2 of each rank's 8 cores" in a for a in own["assumptions"])
+
+
+def test_slowdowns_by_size_are_read_at_the_size_in_log_bytes_and_held_beyond():
+    curve = Contention(1.5, 1.8, "synthetic", by_bytes=((2**20, 1.2, 1.4), (2**26, 1.8, 2.6)))
+    assert curve.at(2**20) == (1.2, 1.4) and curve.at(1) == (1.2, 1.4)
+    assert curve.at(2**30) == (1.8, 2.6)
+    compute, comm = curve.at(2**23)  # halfway in log2 between 1 MiB and 64 MiB
+    assert compute == pytest.approx(1.5) and comm == pytest.approx(2.0)
+    assert Contention(1.5, 1.8).at(2**23) == (1.5, 1.8)  # nothing per size: the scalars
+    assert not curve.free and not Contention(1.0, 1.0, by_bytes=((1.0, 1.0, 2.0),)).free
+    for bad in (((2.0, 1, 1), (1.0, 1, 1)), ((1.0, 1, 1), (1.0, 2, 2)), ((0.0, 1, 1),)):
+        with pytest.raises(ValueError, match="by_bytes"):
+            Contention(1.0, 1.0, by_bytes=bad)
+
+
+def test_each_bucket_is_slowed_at_its_own_size():
+    """A small bucket beside the backward is hardly slowed where a large one is slowed
+    twofold (the measured curve): a model with one slowdown for every size fails it, as does
+    a link-only one."""
+    curve = Contention(1.5, 1.5, "synthetic", by_bytes=((1.0, 1.0, 1.0), (64.0, 2.0, 2.0)))
+    for size, constant in ((1.0, Contention(1.0, 1.0)), (64.0, Contention(2.0, 2.0))):
+        buckets, t_bwd = [size, size], 2.0
+
+        def allreduce(n):
+            return 0.5
+
+        by_size = contended_ddp_step(0.1, t_bwd, buckets, allreduce, curve)
+        assert by_size == pytest.approx(
+            contended_ddp_step(0.1, t_bwd, buckets, allreduce, constant)
+        )
+    small = contended_ddp_step(0.0, 2.0, [1.0, 1.0], lambda n: 0.5, curve)[0]
+    large = contended_ddp_step(0.0, 2.0, [64.0, 64.0], lambda n: 0.5, curve)[0]
+    assert small == pytest.approx(2.5)  # free: the first hidden, the last after the backward
+    assert large > small + 0.4
+    # Only the first bucket runs beside the backward (the last is ready when it ends): its
+    # size alone sets the step.
+    assert contended_ddp_step(0.0, 2.0, [64.0, 1.0], lambda n: 0.5, curve)[0] == large
+    assert contended_ddp_step(0.0, 2.0, [1.0, 64.0], lambda n: 0.5, curve)[0] == small
+
+
+def test_calibration_keeps_the_slowdowns_of_every_size(tmp_path):
+    system = {"fingerprint": "load00000003", "hostname": "load", "memory_bytes": 2**34}
+    path = tmp_path / "load.db"
+    sizes = {2**20: (1.3, 1.2), 2**24: (1.9, 2.1), 2**26: (2.0, 2.3)}  # gemm, busbw
+    rows = [
+        {"size_bytes": size, "gemm_slowdown": gemm, "busbw_slowdown": busbw}
+        for size, (gemm, busbw) in sizes.items()
+    ]
+    rows.append({"size_bytes": 2**22, "gemm_slowdown": None, "busbw_slowdown": 1.5})  # no GEMM
+    load = {"gemm_slowdown": 1.9, "busbw_slowdown": 2.1}
+    with Store(path) as store:
+        store.start_sweep(system)
+        store.add_micro(
+            system,
+            {"kind": "collective", "device": "cpu", "under_load": {"gemm_n": 256}},
+            {
+                "status": "ok",
+                "device": {"world_size": 2, "local_world_size": 2},
+                "metrics": {"rows": rows, "world_size": 2, "under_load": load},
+            },
+        )
+    cal = calibrate(path, models.get("cifarnet"), system=system["fingerprint"])
+    assert cal.contention.by_bytes == tuple(
+        (float(size), gemm, busbw) for size, (gemm, busbw) in sizes.items()
+    )
+    assert cal.contention.at(2**25) == pytest.approx((1.95, 2.2))
+    assert [r["bytes"] for r in cal.sources["contention"]["by_bytes"]] == list(sizes)

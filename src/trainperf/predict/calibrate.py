@@ -45,6 +45,8 @@ Whatever cannot be measured stays with the catalog (``Calibration.absent`` says 
 from __future__ import annotations
 
 import sqlite3
+import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -435,7 +437,11 @@ def _contention(
     of op: s = (1 − m)·s_GEMM + m·s_STREAM, m the roofline's memory-bound share of the
     model's step (``trainperf.predict.roofline``) at the GEMM TFLOP/s and STREAM GB/s the same
     run measured on one rank alone. A run without the memory-bound kernel (or without its
-    rates) gives the GEMM's slowdowns alone."""
+    rates) gives the GEMM's slowdowns alone.
+
+    Both slowdowns are also kept per message size (``Contention.by_bytes``, the same blend
+    on each size's row), so that each DDP bucket is priced at its own size: the median over
+    the sizes stands for none of them where the slowdown grows with the message."""
     usable = [
         r
         for r in loaded
@@ -450,30 +456,58 @@ def _contention(
     batch = cal.throughput_batch or batch_size or 1
     share = _memory_bound_share(load, spec, batch, size, cal.precision)
 
-    def blended(compute_bound: str, memory_bound: str) -> float | None:
-        gemm, stream = load.get(compute_bound), load.get(memory_bound)
+    def blended(measured: dict[str, Any], compute_bound: str, memory_bound: str) -> float | None:
+        """The slowdown of the step's compute in ``measured`` (the summary, or a row)."""
+        gemm, stream = measured.get(compute_bound), measured.get(memory_bound)
         if gemm is None:
             return None
         if share is None or stream is None:
             return max(1.0, float(gemm))
         return max(1.0, (1 - share) * float(gemm) + share * float(stream))
 
-    neighbour = blended("neighbour_slowdown", "memory_neighbour_slowdown")
+    neighbour = blended(load, "neighbour_slowdown", "memory_neighbour_slowdown")
     how = "" if share is None else f", GEMM and STREAM weighed by memory-bound share {share:.2f}"
     cal.contention = Contention(
-        blended("gemm_slowdown", "memory_slowdown"),
+        blended(load, "gemm_slowdown", "memory_slowdown"),
         max(1.0, float(load["busbw_slowdown"])),
         f"measured by micro collective --under-load, run {newest['id']}{how}",
         1.0 if neighbour is None else neighbour,  # absent from runs before it was measured
+        by_bytes=_slowdowns_by_size(newest["metrics"].get("rows") or [], blended),
     )
     cal.sources["contention"] = {
         "micro_id": newest["id"],
         **{key: load.get(key) for key in UNDER_LOAD_SLOWDOWNS},
         "memory_bound_share": share,
         "stream_gbps": load.get("stream_gbps"),
+        "by_bytes": [
+            {"bytes": size, "compute_slowdown": compute, "comm_slowdown": comm}
+            for size, compute, comm in cal.contention.by_bytes
+        ],
     }
     if load.get("stream_gbps"):  # absent from runs before it was summarised
         cal.memory_bytes_per_s = float(load["stream_gbps"]) * 1e9
+
+
+def _slowdowns_by_size(
+    rows: list[dict[str, Any]], blended: Callable[..., float | None]
+) -> tuple[tuple[float, float, float], ...]:
+    """``Contention.by_bytes`` from an under-load run's rows: per message size (the median
+    where a size has several rows) the compute's slowdown, ``blended`` as the summary's,
+    and the all-reduce's; a size without either is left out."""
+    by_size: dict[float, list[tuple[float, float]]] = {}
+    for row in rows:
+        compute = blended(row, "gemm_slowdown", "memory_slowdown")
+        comm = row.get("busbw_slowdown")
+        if compute is not None and comm is not None and row.get("size_bytes"):
+            by_size.setdefault(float(row["size_bytes"]), []).append((compute, max(1.0, comm)))
+    return tuple(
+        (
+            size,
+            statistics.median(c for c, _ in pairs),
+            statistics.median(m for _, m in pairs),
+        )
+        for size, pairs in sorted(by_size.items())
+    )
 
 
 def _memory_bound_share(

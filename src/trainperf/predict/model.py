@@ -333,7 +333,13 @@ def _assumptions(
             else [
                 "compute beside communication: while an all-reduce runs, the backward runs "
                 f"at 1/{contention.compute_slowdown:.3g} of its speed and the all-reduce at "
-                f"1/{contention.comm_slowdown:.3g} of its own ({contention.source})"
+                f"1/{contention.comm_slowdown:.3g} of its own"
+                + (
+                    f" (the medians; each bucket at its size, {_by_bytes_words(contention)})"
+                    if contention.by_bytes
+                    else ""
+                )
+                + f" ({contention.source})"
             ]
         ),
         "all-reduce: on a measured bus-bandwidth curve where given, else the α–β model, the "
@@ -351,3 +357,12 @@ def _assumptions(
         ),
         MEMORY_ASSUMPTIONS,
     ]
+
+
+def _by_bytes_words(contention: Contention) -> str:
+    """'1.3x and 1.4x at 1 MiB ... 2.1x and 2.2x at 64 MiB': compute's and all-reduce's
+    slowdowns at the smallest and the largest size measured."""
+    ends = [contention.by_bytes[0], contention.by_bytes[-1]]
+    return " ... ".join(
+        f"{compute:.3g}x and {comm:.3g}x at {size / MIB:.3g} MiB" for size, compute, comm in ends
+    )

@@ -75,9 +75,11 @@ def contended_ddp_step(
     """(step_s, comm_s) of DDP's bucketed all-reduces beside a backward pass that they slow
     and that slows them (module doc, 3): while both run, the compute's work (the backward,
     then the copies back out of the buckets, as in ``ddp_step``) advances at 1/s_c per
-    second and the running all-reduce's at 1/s_m; alone, each at full speed. Buckets become
-    ready as in ``ddp_step`` (which this equals when s_c = s_m = 1), one all-reduce at a
-    time; ``comm_s`` is their time alone."""
+    second and the running all-reduce's at 1/s_m; alone, each at full speed. s_c and s_m are
+    the running bucket's (``Contention.at`` its size: a small all-reduce slows the compute,
+    and is slowed, less than a large one). Buckets become ready as in ``ddp_step`` (which
+    this equals when s_c = s_m = 1), one all-reduce at a time; ``comm_s`` is their time
+    alone."""
     needs = [allreduce(size) for size in buckets]
     if sum(buckets) <= 0 or not any(needs):
         return t_fwd + t_bwd + copy_out, sum(needs)
@@ -85,7 +87,7 @@ def contended_ddp_step(
     # backward work (s alone) after which each bucket is ready
     ready = [fraction * t_bwd for fraction in fractions]
     copies = _copy_shares(buckets, copy_out)
-    compute_rate, comm_rate = 1 / contention.compute_slowdown, 1 / contention.comm_slowdown
+    rates = [tuple(1 / slowdown for slowdown in contention.at(size)) for size in buckets]
     count, tiny = len(needs), 1e-15 * max(needs)
     clock, work, running, started = t_fwd, 0.0, 0.0, 0
     copied, copying = 0, 0.0  # copies done, and seconds (alone) left of the current one
@@ -111,6 +113,7 @@ def contended_ddp_step(
             step = min(left, ready[started] - work) if work < t_bwd and started < count else left
             clock += step
         else:  # both: up to whichever ends first
+            compute_rate, comm_rate = rates[started - 1]  # the running bucket's
             step = min(left / compute_rate, running / comm_rate)
             clock += step
             running = max(0.0, running - step * comm_rate)

@@ -41,6 +41,7 @@ and this module gives the two terms around the communication, and the measured l
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -174,7 +175,14 @@ class Contention:
     cores and starts the compute on the other C − k. The collectives then overlap the
     backward as on a GPU (1 and 1), and what they cost is those cores: on two ranks or
     more the compute takes C / (C − k) of its time on one device, which reserved none (the
-    compute's rate taken as proportional to its cores)."""
+    compute's rate taken as proportional to its cores).
+
+    The two slowdowns depend on the message: a small all-reduce is mostly latency, and
+    takes less of the cores and of the memory bus than a large one (2 gloo ranks on the
+    2-vCPU dev VM: the all-reduce 1.3-1.8x slower beside a GEMM at 1 MiB, 2.0-2.6x at 16
+    and 64 MiB). ``by_bytes`` holds them per message size where ``--under-load`` measured
+    them, ``(bytes, compute_slowdown, comm_slowdown)`` in increasing size, and ``at`` reads
+    them at a bucket's size; the two scalars summarise them (the medians over the sizes)."""
 
     compute_slowdown: float
     comm_slowdown: float
@@ -182,17 +190,39 @@ class Contention:
     neighbour_slowdown: float = 1.0
     # (k, C): k of each rank's C cores serve its communication on N >= 2 ranks; None: none.
     reserved_communication_cores: tuple[int, int] | None = None
+    by_bytes: tuple[tuple[float, float, float], ...] = ()
 
     def __post_init__(self) -> None:
         reserved = self.reserved_communication_cores
         if reserved is not None and not 0 < reserved[0] < reserved[1]:
             raise ValueError(f"reserved cores must be 1 to C - 1 of C, got {reserved}")
+        sizes = [size for size, _, _ in self.by_bytes]
+        if any(size <= 0 for size in sizes) or sizes != sorted(set(sizes)):
+            raise ValueError(f"by_bytes needs distinct positive sizes, increasing: {sizes}")
 
     @property
     def free(self) -> bool:
         """Communication overlaps compute at no cost to its speed (the neighbours and any
         reserved cores aside)."""
-        return self.compute_slowdown == 1 and self.comm_slowdown == 1
+        slowdowns = [(self.compute_slowdown, self.comm_slowdown)]
+        slowdowns += [(compute, comm) for _, compute, comm in self.by_bytes]
+        return all(compute == 1 and comm == 1 for compute, comm in slowdowns)
+
+    def at(self, n_bytes: float) -> tuple[float, float]:
+        """(compute_slowdown, comm_slowdown) while an all-reduce of ``n_bytes`` runs: from
+        ``by_bytes``, linear in log2(bytes) between the measured sizes and held beyond the
+        smallest and the largest; the two scalars where none was measured."""
+        if not self.by_bytes:
+            return self.compute_slowdown, self.comm_slowdown
+        sizes = [size for size, _, _ in self.by_bytes]
+        if n_bytes <= sizes[0]:
+            return self.by_bytes[0][1:]
+        if n_bytes >= sizes[-1]:
+            return self.by_bytes[-1][1:]
+        upper = bisect.bisect_right(sizes, n_bytes)
+        (s0, c0, m0), (s1, c1, m1) = self.by_bytes[upper - 1], self.by_bytes[upper]
+        w = math.log2(n_bytes / s0) / math.log2(s1 / s0)
+        return c0 + w * (c1 - c0), m0 + w * (m1 - m0)
 
     def compute_factor(self, ranks: int, ranks_per_host: int) -> float:
         """Factor on a rank's compute time on ``ranks`` ranks with ``ranks_per_host`` of
