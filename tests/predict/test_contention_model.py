@@ -14,6 +14,23 @@ from trainperf.predict.terms import OWN_ENGINE, TIME_SHARED, Contention, reserve
 from trainperf.store.database import Store
 
 
+def store_under_load(path, system, loads, rows=()):
+    """A database holding one ``micro collective --under-load`` run per summary in
+    ``loads`` (oldest first), each with ``rows``."""
+    with Store(path) as store:
+        store.start_sweep(system)
+        for load in loads:
+            store.add_micro(
+                system,
+                {"kind": "collective", "device": "cpu", "under_load": {"gemm_n": 256}},
+                {
+                    "status": "ok",
+                    "device": {"world_size": 2, "local_world_size": 2},
+                    "metrics": {"rows": list(rows), "world_size": 2, "under_load": load},
+                },
+            )
+
+
 def test_without_contention_the_step_is_ddp_s():
     rng = random.Random(0)
     for _ in range(50):
@@ -148,25 +165,9 @@ def test_ddp_copies_its_gradients_at_the_rank_streaming_rate():
 def test_calibration_reads_the_newest_under_load_run(tmp_path):
     system = {"fingerprint": "load00000001", "hostname": "load", "memory_bytes": 2**34}
     path = tmp_path / "load.db"
-    with Store(path) as store:
-        store.start_sweep(system)
-        for gemm, busbw, neighbours in ((1.5, 4.0, None), (0.9, 10.45, 1.3)):
-            load = {"gemm_slowdown": gemm, "busbw_slowdown": busbw}
-            if neighbours is not None:  # runs before it was measured have none
-                load["neighbour_slowdown"] = neighbours
-            store.add_micro(
-                system,
-                {"kind": "collective", "device": "cpu", "under_load": {"gemm_n": 256}},
-                {
-                    "status": "ok",
-                    "device": {"world_size": 2, "local_world_size": 2},
-                    "metrics": {
-                        "rows": [],
-                        "world_size": 2,
-                        "under_load": load,
-                    },
-                },
-            )
+    older = {"gemm_slowdown": 1.5, "busbw_slowdown": 4.0}  # before neighbours were measured
+    newer = {"gemm_slowdown": 0.9, "busbw_slowdown": 10.45, "neighbour_slowdown": 1.3}
+    store_under_load(path, system, [older, newer])
     cal = calibrate(path, models.get("cifarnet"), system=system["fingerprint"])
     assert cal.contention.compute_slowdown == 1.0  # 0.9 measured: noise, not a speed-up
     assert cal.contention.comm_slowdown == pytest.approx(10.45)
@@ -225,17 +226,7 @@ def test_the_compute_slowdowns_weigh_gemm_and_stream_by_the_memory_bound_share(t
         "stream_gbps_solo": 5.0,
         "stream_gbps": 4.0,
     }
-    with Store(path) as store:
-        store.start_sweep(system)
-        store.add_micro(
-            system,
-            {"kind": "collective", "device": "cpu", "under_load": {"gemm_n": 256}},
-            {
-                "status": "ok",
-                "device": {"world_size": 2, "local_world_size": 2},
-                "metrics": {"rows": [], "world_size": 2, "under_load": load},
-            },
-        )
+    store_under_load(path, system, [load])
     cal = calibrate(path, models.get("cifarnet"), system=system["fingerprint"], batch_size=8)
     share = cal.sources["contention"]["memory_bound_share"]
     assert 0 < share < 1
@@ -339,17 +330,7 @@ def test_calibration_keeps_the_slowdowns_of_every_size(tmp_path):
     ]
     rows.append({"size_bytes": 2**22, "gemm_slowdown": None, "busbw_slowdown": 1.5})  # no GEMM
     load = {"gemm_slowdown": 1.9, "busbw_slowdown": 2.1}
-    with Store(path) as store:
-        store.start_sweep(system)
-        store.add_micro(
-            system,
-            {"kind": "collective", "device": "cpu", "under_load": {"gemm_n": 256}},
-            {
-                "status": "ok",
-                "device": {"world_size": 2, "local_world_size": 2},
-                "metrics": {"rows": rows, "world_size": 2, "under_load": load},
-            },
-        )
+    store_under_load(path, system, [load], rows)
     cal = calibrate(path, models.get("cifarnet"), system=system["fingerprint"])
     assert cal.contention.by_bytes == tuple(
         (float(size), gemm, busbw) for size, (gemm, busbw) in sizes.items()

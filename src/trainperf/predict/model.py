@@ -30,7 +30,8 @@ Per step and device, with B the batch per device:
    t_sync = max(t_fwd + t_bwd, end_K); comm = Σ t_allreduce.
    Where communication shares the compute's cores (``terms.Contention``: CPU ranks, or as
    ``micro collective --under-load`` measured), an all-reduce and the backward running at
-   once each advance at 1/s of their speed alone (``contended_ddp_step``); and where ranks
+   once each advance at 1/s of their speed alone (``contended_ddp_step``; s at the running
+   bucket's size where the slowdowns were measured per size); and where ranks
    share a host, every rank's compute is the single device's × the measured slowdown
    beside its neighbours' compute. Where the communication has k of a CPU rank's C cores to
    itself (MLSL's endpoint servers, oneCCL's workers: ``--comm-cores``), it overlaps for
