@@ -179,10 +179,11 @@ class Contention:
 
     The two slowdowns depend on the message: a small all-reduce is mostly latency, and
     takes less of the cores and of the memory bus than a large one (2 gloo ranks on the
-    2-vCPU dev VM: the all-reduce 1.3-1.8x slower beside a GEMM at 1 MiB, 2.0-2.6x at 16
-    and 64 MiB). ``by_bytes`` holds them per message size where ``--under-load`` measured
-    them, ``(bytes, compute_slowdown, comm_slowdown)`` in increasing size, and ``at`` reads
-    them at a bucket's size; the two scalars summarise them (the medians over the sizes)."""
+    2-vCPU dev VM, six runs: the all-reduce 1.2-1.8x slower beside a GEMM at 1 MiB, mean
+    1.5x; 1.4-2.6x at 16 and 64 MiB, mean 2.0x). ``by_bytes`` holds them per message size
+    where ``--under-load`` measured them, ``(bytes, compute_slowdown, comm_slowdown)`` in
+    increasing size, and ``at`` reads them at a bucket's size; the two scalars summarise
+    them (the medians over the sizes)."""
 
     compute_slowdown: float
     comm_slowdown: float
