@@ -214,6 +214,6 @@ def test_results_of_a_file_that_is_not_a_database(tmp_path, run_cli):
 
 @pytest.mark.parametrize("endpoint", ["node-1.cluster:29400", "10.0.0.1:1", "[fe80::1]:65535"])
 def test_rendezvous_endpoints_that_are_host_and_port_pass(endpoint):
-    from trainperf.cli.common import Endpoint
+    from trainperf.cli.flag_types import Endpoint
 
     assert Endpoint().convert(endpoint, None, None) == endpoint

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from trainperf.cli.common import BadInput, fixed_steps
+from trainperf.cli.flag_types import BadInput, fixed_steps
 
 PREDICT = "predict -m resnet50 --device v100-sxm2-16gb --devices 1,8 --intra nvlink2 --json"
 BERT = "predict -m gpt2-small --device v100-sxm2-16gb --devices 1 --json"

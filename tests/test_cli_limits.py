@@ -5,7 +5,7 @@ import click
 import pytest
 
 from trainperf.cli import COMMANDS
-from trainperf.cli.common import FiniteFloat
+from trainperf.cli.flag_types import FiniteFloat
 from trainperf.core.limits import INT64_MAX, MAX_COUNT
 from trainperf.store.database import Store
 

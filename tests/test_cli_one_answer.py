@@ -1,5 +1,5 @@
 """One answer per question on the command line's side (DESIGN.md): each thing the verbs do
-alike is defined once, in trainperf.cli.common or the library, and the verbs use it.
+alike is defined once, in trainperf.cli's shared modules (common, flag_types, store_access) or the library, and the verbs use it.
 
 The grep-style tests read the source: a second definition written by hand in a verb fails
 here, not only when its message drifts.
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 import trainperf
-from trainperf.cli.common import BadInput, store_errors
+from trainperf.cli.flag_types import BadInput
+from trainperf.cli.store_access import store_errors
 from trainperf.store.access import StoreError, StoreUnavailable
 from trainperf.store.query import FilterError
 
@@ -42,9 +43,9 @@ def _files(hits: list[str]) -> set[str]:
 def test_store_errors_are_caught_only_by_store_errors_and_main():
     hits = _hits(r"except \(?StoreError", CLI)
     # common.store_errors for the verbs; main() for what a verb let through (exit codes)
-    assert _files(hits) == {"cli/common.py", "cli/__init__.py"}, hits
+    assert _files(hits) == {"cli/store_access.py", "cli/__init__.py"}, hits
     assert len(hits) == 2, hits
-    assert _files(_hits(r"sqlite3\.DatabaseError", CLI)) == {"cli/common.py"}
+    assert _files(_hits(r"sqlite3\.DatabaseError", CLI)) == {"cli/store_access.py"}
 
 
 @pytest.mark.parametrize(
@@ -73,15 +74,15 @@ def test_store_errors_lets_an_unavailable_store_through_to_main():
 
 def test_verbs_open_the_store_only_through_common():
     opened = _hits(r"\bStore(\.read_only)?\(", CLI)
-    assert _files(opened) == {"cli/common.py"}, opened
+    assert _files(opened) == {"cli/store_access.py"}, opened
     assert len(opened) == 2, opened  # reading_store and writing_store
     checked = _hits(r"\bcheck_(writable|readable)\(", CLI)
-    assert _files(checked) == {"cli/common.py"}, checked
+    assert _files(checked) == {"cli/store_access.py"}, checked
     assert len(checked) == 2, checked  # check_db_writable and check_db_readable
 
 
 def test_writing_store_makes_and_writes_the_database(tmp_path):
-    from trainperf.cli.common import check_db_writable, writing_store
+    from trainperf.cli.store_access import check_db_writable, writing_store
 
     db = tmp_path / "results.db"
     check_db_writable(db)
@@ -92,7 +93,7 @@ def test_writing_store_makes_and_writes_the_database(tmp_path):
 
 
 def test_check_db_writable_is_bad_input_for_a_directory(tmp_path):
-    from trainperf.cli.common import check_db_writable
+    from trainperf.cli.store_access import check_db_writable
 
     with pytest.raises(BadInput):
         check_db_writable(tmp_path)

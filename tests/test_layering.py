@@ -7,8 +7,9 @@
   (parallel, step, launch): what it counts of a model comes from trainperf.models.
 - No import cycle between modules, counting every import: those inside functions and those
   for type checkers only (``if TYPE_CHECKING:``).
-- trainperf.cli: shared helpers are public in trainperf.cli.common, which imports no verb
-  module, and every verb module imports only common.
+- trainperf.cli: shared helpers are public in trainperf.cli's shared modules (``CLI_SHARED``:
+  common, flag_types, store_access), which import no verb module, and every verb module
+  imports only those.
 - No module uses a private (``_``-prefixed) name of another, whether imported by name
   (``from trainperf.store.database import _write``) or reached through a module
   (``store._write``).
@@ -165,14 +166,21 @@ def test_only_main_imports_the_cli_from_outside():
     assert importers <= {"trainperf.__main__"}
 
 
-def test_cli_verbs_import_only_common():
+# The modules of trainperf.cli that the verbs share; they import only one another.
+CLI_SHARED = {"trainperf.cli.common", "trainperf.cli.flag_types", "trainperf.cli.store_access"}
+
+
+def test_cli_verbs_import_only_the_shared_modules():
     graph = import_graph(_modules())
     cli = [m for m in graph if _within(m, ("trainperf.cli",))]
-    assert not any(_within(b, ("trainperf.cli",)) for b in graph.successors("trainperf.cli.common"))
+    assert CLI_SHARED <= set(cli)
+    for shared in CLI_SHARED:
+        inside = {b for b in graph.successors(shared) if _within(b, ("trainperf.cli",))}
+        assert inside <= CLI_SHARED, shared
     for module in cli:
-        if module not in ("trainperf.cli", "trainperf.cli.common"):
+        if module != "trainperf.cli" and module not in CLI_SHARED:
             inside = {b for b in graph.successors(module) if _within(b, ("trainperf.cli",))}
-            assert inside <= {"trainperf.cli.common"}, module
+            assert inside <= CLI_SHARED, module
 
 
 def _module_aliases(module: str, tree: ast.Module, names: set[str]) -> dict[str, str]:

@@ -9,7 +9,9 @@ sweep's unstored results are then in a recovery file, trainperf.store.recovery);
 The library is imported inside the verbs, so ``--help`` and bad flags answer without
 waiting for torch to import.
 
-The verbs live one family per module; what they share is in ``trainperf.cli.common``.
+The verbs live one family per module; what they share is in ``trainperf.cli.common``,
+``flag_types`` (the flags' types, bad input, exit codes) and ``store_access`` (opening the
+results database).
 ``COMMANDS`` below is the one list of the verbs this group has.
 """
 
@@ -29,7 +31,8 @@ from trainperf.cli import (
     run,
     train,
 )
-from trainperf.cli.common import EXIT_BAD_INPUT, EXIT_FAILED_CASES, BadInput, fail, fit_consoles
+from trainperf.cli.common import fail, fit_consoles
+from trainperf.cli.flag_types import EXIT_BAD_INPUT, EXIT_FAILED_CASES, BadInput
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,20 +1,19 @@
-"""What every verb of the ``trainperf`` command shares: consoles, exit codes, bad input,
-option types and decorators, device resolution, a case from flags, JSON output, errors.
+"""What every verb of the ``trainperf`` command shares: consoles and their width, option
+decorators, tables and JSON on stdout, output files, device resolution, a case from flags,
+the results filter, the one-line error. The flags' types and bad input are in
+``flag_types``, opening the results database in ``store_access``.
 
-This module imports no verb module, so the verb modules import it and nothing loops.
+These three modules import no verb module, so the verb modules import them and nothing
+loops.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import math
 import os
-import re
 import shlex
-import sqlite3
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -22,11 +21,19 @@ import click
 from rich.console import Console
 
 from trainperf.case.modes import PARALLEL_MODES, SCALINGS
-from trainperf.case.precision import PRECISIONS
-from trainperf.core.limits import BUCKET_MB_MAX, BUCKET_MB_MIN, INT64_MAX, MAX_COUNT
+from trainperf.cli.flag_types import (
+    BadInput,
+    CountList,
+    Endpoint,
+    FiniteFloat,
+    NonEmptyPath,
+    PositiveInt,
+    PrecisionChoice,
+    count_range,
+)
+from trainperf.core.limits import BUCKET_MB_MAX, BUCKET_MB_MIN
 from trainperf.store.schema import DEFAULT_DB
 
-EXIT_OK, EXIT_FAILED_CASES, EXIT_BAD_INPUT = 0, 1, 2
 REPORT_DIR = "trainperf-report"  # where `trainperf report` writes by default
 
 # DESIGN: human tables fit a 100-column terminal by default.
@@ -67,199 +74,10 @@ def fit_consoles() -> None:
 fit_consoles()
 
 
-class BadInput(click.ClickException):
-    """Bad input: reported as one line, exit code 2."""
-
-    exit_code = EXIT_BAD_INPUT
-
-
-class NonEmptyPath(click.Path):
-    """``click.Path`` that refuses an empty value, which click would turn into the current
-    directory (``Path("")`` is ``Path(".")``): a place no one means by giving nothing."""
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
-        if isinstance(value, str) and not value:
-            self.fail("is empty: give a path", param, ctx)
-        return super().convert(value, param, ctx)
-
-
-def positive_int(text: Any) -> int:
-    """The count from 1 to ``MAX_COUNT`` (a C int) that ``text`` spells in ASCII digits (a
-    + sign and spaces around allowed), else ValueError saying what is allowed.
-    ``str.isdigit`` is not enough: it accepts '²', which ``int`` refuses."""
-    digits = str(text).strip().removeprefix("+")
-    if not (digits.isascii() and digits.isdigit()) or not digits.strip("0"):
-        raise ValueError(f"must be a positive integer, got '{text}'")
-    significant = digits.lstrip("0")  # int() of thousands of digits raises: not tried
-    if len(significant) > len(str(MAX_COUNT)) or int(significant) > MAX_COUNT:
-        raise ValueError(f"must be a positive integer up to {MAX_COUNT}, got '{text}'")
-    return int(significant)
-
-
-class PositiveInt(click.ParamType):
-    """A count: 1 to ``MAX_COUNT`` (``positive_int``)."""
-
-    name = "positive integer"
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> int:
-        if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_COUNT:
-            return value  # a default
-        try:
-            return positive_int(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-def count_range() -> click.IntRange:
-    """A count that may be 0 (loader workers, warm-up steps): 0 to ``MAX_COUNT``."""
-    return click.IntRange(min=0, max=MAX_COUNT)
-
-
-def seed_range() -> click.IntRange:
-    """A seed: 0 to ``INT64_MAX``, what SQLite's INTEGER and torch's generators hold."""
-    return click.IntRange(min=0, max=INT64_MAX)
-
-
-def _shown(bound: float) -> str:
-    """A bound as written in a message, exactly: 1048576, 0.0625, 1e-06."""
-    short = f"{bound:g}"
-    if float(short) == bound:
-        return short
-    return f"{bound:.0f}" if float(bound).is_integer() else repr(float(bound))
-
-
-class FiniteFloat(click.ParamType):
-    """A number option: finite, within optional bounds (open or closed). Every float option
-    of every verb takes this type: ``click.FloatRange`` lets NaN through (a comparison with
-    NaN is false, so no bound refuses it) and infinity where a side is unbounded."""
-
-    name = "number"
-
-    def __init__(
-        self,
-        min: float | None = None,
-        max: float | None = None,
-        min_open: bool = False,
-        max_open: bool = False,
-    ) -> None:
-        self.min, self.max, self.min_open, self.max_open = min, max, min_open, max_open
-
-    def allowed(self) -> str:
-        """What the option takes, in words: 'a finite number > 0 and <= 1'."""
-        bounds = []
-        if self.min is not None:
-            bounds.append(f"{'>' if self.min_open else '>='} {_shown(self.min)}")
-        if self.max is not None:
-            bounds.append(f"{'<' if self.max_open else '<='} {_shown(self.max)}")
-        return " ".join(["a finite number", " and ".join(bounds)]).strip()
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> float:
-        try:
-            number = float(value)
-        except (TypeError, ValueError, OverflowError):
-            number = math.nan
-        low, high = self.min, self.max
-        inside = math.isfinite(number) and not (
-            (low is not None and (number <= low if self.min_open else number < low))
-            or (high is not None and (number >= high if self.max_open else number > high))
-        )
-        if not inside:
-            self.fail(f"must be {self.allowed()}, got '{value}'", param, ctx)
-        return number
-
-
-class Endpoint(click.ParamType):
-    """HOST:PORT of a torchrun rendezvous: a host name or IPv4 address, or an IPv6
-    address in brackets, and a port from 1 to 65535."""
-
-    name = "HOST:PORT"
-    _pattern = re.compile(r"(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]):([0-9]{1,5})")
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> str:
-        match = self._pattern.fullmatch(str(value))
-        if not match or not 1 <= int(match.group(1)) <= 65535:
-            self.fail(
-                f"must be HOST:PORT (a host name or address, [IPv6] in brackets, and a port "
-                f"1-65535), got {str(value)!r}",
-                param,
-                ctx,
-            )
-        return str(value)
-
-
-class CountList(click.ParamType):
-    """'1,2,4,8': positive integers, one case per value."""
-
-    name = "counts"
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> list[int]:
-        if isinstance(value, list):
-            return value
-        try:
-            return [positive_int(part) for part in str(value).split(",")]
-        except ValueError:
-            self.fail(
-                f"must be positive integers up to {MAX_COUNT} separated by commas, got '{value}'",
-                param,
-                ctx,
-            )
-
-
-class PrecisionChoice(click.Choice):
-    """A precision of a case (trainperf.case.precision.PRECISIONS), refused in the words a case
-    uses for it, so that ``run`` answers as it did when the case checked it."""
-
-    def __init__(self) -> None:
-        super().__init__(PRECISIONS)
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> str:
-        if value in self.choices:
-            return str(value)
-        *first, last = (repr(p) for p in PRECISIONS)
-        raise BadInput(f"precision {value!r} is not valid: allowed {', '.join(first)} or {last}")
-
-
 def warn_deprecated(old: str, use: str) -> None:
     """The one line on stderr that says an old spelling of a flag still works, for one
     release, and what replaces it (docs/cli.md lists them)."""
     print(f"trainperf: warning: {old} is deprecated: use {use}", file=sys.stderr)
-
-
-def given_once(flag_values: Mapping[str, Any]) -> tuple[str, Any] | None:
-    """The one flag of ``flag_values`` (flag -> value, None when left out) that was given,
-    or None; bad input when two were (two spellings or a pair of exclusive flags)."""
-    given = [(flag, value) for flag, value in flag_values.items() if value is not None]
-    if len(given) > 1:
-        raise BadInput(f"give one of {' and '.join(flag for flag, _ in given)}, not both")
-    return given[0] if given else None
-
-
-STEPS_METAVAR = "fixed:W:N|N"
-
-
-def fixed_steps(text: str, verb: str, warmup_allowed: bool = True) -> tuple[int | None, int]:
-    """``--steps`` of a verb that runs a set number of steps, in ``run``'s syntax and
-    parsed by its one parser (trainperf.measure.policy): ``fixed:W:N`` gives (W, N); N
-    alone, accepted as before, gives (None, N): N steps after the verb's own warm-up.
-    ``adaptive`` (and ``W`` > 0 where ``warmup_allowed`` is false) is bad input, one line."""
-    from trainperf.measure.policy import FixedPolicy, PolicyError, parse_policy
-
-    try:
-        return None, positive_int(text)
-    except ValueError:
-        pass
-    allowed = "fixed:0:N or N" if not warmup_allowed else f"{STEPS_METAVAR.replace('|', ' or ')}"
-    try:
-        policy = parse_policy(str(text).strip())
-    except PolicyError:
-        raise BadInput(f"--steps '{text}' is not valid: allowed {allowed}") from None
-    if not isinstance(policy, FixedPolicy):
-        raise BadInput(f"--steps {text}: {verb} runs a set number of steps: give {allowed}")
-    if policy.warmup_steps and not warmup_allowed:
-        raise BadInput(
-            f"--steps {text}: {verb} compares every step, it has no warm-up: give {allowed}"
-        )
-    return policy.warmup_steps, policy.measured_steps
 
 
 def emit_json(document: Any) -> None:
@@ -568,70 +386,6 @@ def check_out_file(
         raise BadInput(str(exc)) from None
 
 
-def check_db_readable(db: Path, made_by: str = "run") -> None:
-    """Bad input unless ``--db`` is a results database to read (``store.check_readable``):
-    one line, and nothing opened but a regular file. ``made_by``: the verb that would have
-    made it."""
-    from trainperf.store.database import check_readable
-
-    if not db.exists() and not db.is_symlink():
-        raise BadInput(f"no results database at {db}: run `trainperf {made_by}` first or give --db")
-    with store_errors(f"cannot read --db {db}"):
-        check_readable(db)
-
-
-@contextlib.contextmanager
-def store_errors(prefix: str | None = None) -> Iterator[None]:
-    """What goes wrong with the store inside, as bad input of one line: a filter that names
-    a system the store does not hold (its own message), a store that cannot be used or is
-    damaged (``StoreError``, ``sqlite3.DatabaseError``: ``PREFIX: why``, or just why
-    without a prefix). The one place a verb turns a store's error into its message; a
-    store that stays locked or full (``StoreUnavailable``) passes on to ``main``."""
-    from trainperf.store.access import StoreError
-    from trainperf.store.query import FilterError
-
-    try:
-        yield
-    except FilterError as exc:
-        raise BadInput(str(exc)) from None
-    except (StoreError, sqlite3.DatabaseError) as exc:
-        raise BadInput(f"{prefix}: {exc}" if prefix else str(exc)) from None
-
-
-def check_db_writable(db: Path) -> None:
-    """Bad input unless ``--db`` can hold the results (``store.check_writable``, nothing
-    written) and how long to wait for it (``TRAINPERF_STORE_WAIT_S``) is a number: what
-    every verb that stores checks before anything runs."""
-    from trainperf.store.access import wait_from_environment
-    from trainperf.store.database import check_writable
-
-    with store_errors():
-        check_writable(db)
-        wait_from_environment()
-
-
-@contextlib.contextmanager
-def writing_store(db: Path, on_wait: Callable[[str], None] | None = None) -> Iterator[Any]:
-    """The store at ``--db`` opened to write (made when absent): how every verb stores
-    what it measured, once ``check_db_writable`` (or ``open_machine``) has checked the
-    path. ``on_wait``: told while another process holds the database; one that stays
-    locked or full raises ``StoreUnavailable``, which ``main`` makes exit code 1."""
-    from trainperf.store.database import Store
-
-    with Store(db, on_wait=on_wait) as store:
-        yield store
-
-
-def open_machine(db: Path) -> tuple[dict, dict]:
-    """Check the database path and how long to wait for it first (nothing written), then
-    read this machine."""
-    from trainperf.system import inventory as system
-
-    check_db_writable(db)
-    record = system.collect()
-    return record, system.device_capabilities(record)
-
-
 def resolve_device(device: str, capabilities: dict) -> str:
     """``--device auto``: cuda when this machine has it, else cpu; other values as given."""
     if device == "auto":
@@ -652,18 +406,6 @@ def case_from_flags(capabilities: dict, **fields: Any) -> Any:
     except CaseError as exc:
         raise BadInput(str(exc)) from None
     return case
-
-
-@contextlib.contextmanager
-def reading_store(db: Path, made_by: str = "run") -> Iterator[Any]:
-    """The store at ``--db`` opened to read in place, writing nothing (``Store.read_only``),
-    or bad input when it is missing or unreadable (``check_db_readable``), when a filter
-    names a system it does not hold, or when it turns out damaged while it is read."""
-    from trainperf.store.database import Store
-
-    check_db_readable(db, made_by)
-    with store_errors(f"cannot read {db}"), Store.read_only(db) as store:
-        yield store
 
 
 # --sort's keys, for its help (trainperf.store.query.SORT_KEYS)

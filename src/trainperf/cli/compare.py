@@ -10,18 +10,18 @@ from typing import Any
 import click
 
 from trainperf.cli.common import (
-    BadInput,
     db_option,
     emit_json,
     format_option,
     json_option,
     one_output,
-    reading_store,
     result_filter_options,
     show_table,
     stderr,
     table_width,
 )
+from trainperf.cli.flag_types import BadInput
+from trainperf.cli.store_access import reading_store
 
 
 @click.command()

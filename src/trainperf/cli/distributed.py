@@ -12,10 +12,6 @@ import click
 
 from trainperf.case.modes import RANK_MODES
 from trainperf.cli.common import (
-    EXIT_FAILED_CASES,
-    BadInput,
-    NonEmptyPath,
-    PositiveInt,
     apply_options,
     case_from_flags,
     case_options,
@@ -25,14 +21,19 @@ from trainperf.cli.common import (
     db_option,
     emit_json,
     fail,
-    fixed_steps,
     json_option,
-    open_machine,
     sharding_options,
     stderr,
     stdout,
-    writing_store,
 )
+from trainperf.cli.flag_types import (
+    EXIT_FAILED_CASES,
+    BadInput,
+    NonEmptyPath,
+    PositiveInt,
+    fixed_steps,
+)
+from trainperf.cli.store_access import open_machine, writing_store
 
 
 @click.command()

@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from trainperf.cli.common import (
-    EXIT_FAILED_CASES,
     db_option,
     emit_json,
     format_option,
@@ -15,6 +14,7 @@ from trainperf.cli.common import (
     one_output,
     show_table,
 )
+from trainperf.cli.flag_types import EXIT_FAILED_CASES
 
 
 @click.command()

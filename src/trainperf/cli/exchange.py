@@ -9,19 +9,15 @@ from typing import Any
 import click
 
 from trainperf.cli.common import (
-    BadInput,
-    NonEmptyPath,
-    check_db_writable,
     check_out_file,
     db_option,
     emit_json,
     json_option,
-    reading_store,
     result_filter_options,
     stdout,
-    store_errors,
-    writing_store,
 )
+from trainperf.cli.flag_types import BadInput, NonEmptyPath
+from trainperf.cli.store_access import check_db_writable, reading_store, store_errors, writing_store
 
 FORMATS = ("json", "csv")
 

@@ -10,23 +10,16 @@ from typing import Any
 import click
 
 from trainperf.cli.common import (
-    EXIT_FAILED_CASES,
-    STEPS_METAVAR,
-    BadInput,
     batch_size_option,
     case_from_flags,
     case_options,
-    count_range,
     db_option,
     emit_json,
     fail,
-    fixed_steps,
     json_option,
     one_output,
-    open_machine,
     parallel_options,
     rdzv_option,
-    reading_store,
     result_filter_options,
     show_table,
     stderr,
@@ -35,8 +28,15 @@ from trainperf.cli.common import (
     table_width,
     tell_other_nodes,
     warn_deprecated,
-    writing_store,
 )
+from trainperf.cli.flag_types import (
+    EXIT_FAILED_CASES,
+    STEPS_METAVAR,
+    BadInput,
+    count_range,
+    fixed_steps,
+)
+from trainperf.cli.store_access import open_machine, reading_store, writing_store
 
 
 @click.command()

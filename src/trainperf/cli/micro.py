@@ -15,32 +15,33 @@ from typing import Any
 import click
 
 from trainperf.cli.common import (
-    EXIT_FAILED_CASES,
-    BadInput,
-    FiniteFloat,
-    PositiveInt,
     apply_options,
     batch_size_option,
     choice_option,
     count_option,
-    count_range,
     db_option,
     device_option,
     emit_json,
     fail,
     format_option,
-    given_once,
     json_option,
     one_output,
-    open_machine,
     rdzv_option,
     resolve_device,
     show_table,
     stderr,
     stdout,
     warn_deprecated,
-    writing_store,
 )
+from trainperf.cli.flag_types import (
+    EXIT_FAILED_CASES,
+    BadInput,
+    FiniteFloat,
+    PositiveInt,
+    count_range,
+    given_once,
+)
+from trainperf.cli.store_access import open_machine, writing_store
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
 P2P_BYTES = "256M"  # bytes per copy of `micro p2p` by default

@@ -14,20 +14,13 @@ import click
 
 from trainperf.case.modes import RANK_MODES
 from trainperf.cli.common import (
-    BadInput,
-    CountList,
-    FiniteFloat,
-    NonEmptyPath,
-    PositiveInt,
     apply_options,
     batch_size_option,
     choice_option,
     count_option,
     emit_json,
-    given_once,
     grad_compression_option,
     one_output,
-    positive_int,
     precision_option,
     scaling_option,
     sharding_options,
@@ -36,6 +29,15 @@ from trainperf.cli.common import (
     table_output_options,
     table_width,
     warn_deprecated,
+)
+from trainperf.cli.flag_types import (
+    BadInput,
+    CountList,
+    FiniteFloat,
+    NonEmptyPath,
+    PositiveInt,
+    given_once,
+    positive_int,
 )
 from trainperf.core.limits import (
     ACHIEVED_FRACTION_MIN,

@@ -10,16 +10,14 @@ import click
 
 from trainperf.cli.common import (
     REPORT_DIR,
-    BadInput,
-    NonEmptyPath,
-    check_db_readable,
     check_out_file,
     db_option,
     emit_json,
     result_filter_options,
     stdout,
-    store_errors,
 )
+from trainperf.cli.flag_types import BadInput, NonEmptyPath
+from trainperf.cli.store_access import check_db_readable, store_errors
 
 
 @click.command()

@@ -14,9 +14,6 @@ from rich.markup import escape
 
 from trainperf.case.modes import RANK_MODES
 from trainperf.cli.common import (
-    EXIT_FAILED_CASES,
-    BadInput,
-    PositiveInt,
     apply_options,
     batch_size_option,
     case_from_flags,
@@ -30,13 +27,10 @@ from trainperf.cli.common import (
     framework_option,
     json_option,
     one_output,
-    open_machine,
     parallel_options,
     rdzv_option,
-    reading_store,
     report_command,
     result_filter_options,
-    seed_range,
     sharding_options,
     show_table,
     stderr,
@@ -47,8 +41,9 @@ from trainperf.cli.common import (
     warn_deprecated,
     wide_option,
     workers_option,
-    writing_store,
 )
+from trainperf.cli.flag_types import EXIT_FAILED_CASES, BadInput, PositiveInt, seed_range
+from trainperf.cli.store_access import open_machine, reading_store, writing_store
 
 # Flags that describe one case; a suite sets these in its file instead.
 CASE_FLAGS = (

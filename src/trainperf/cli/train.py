@@ -24,29 +24,29 @@ import click
 from trainperf.case.stored import ADDED_TRAIN_FIELDS
 from trainperf.case.training import OPTIMIZERS
 from trainperf.cli.common import (
-    EXIT_FAILED_CASES,
-    BadInput,
-    FiniteFloat,
-    NonEmptyPath,
-    PositiveInt,
     batch_size_option,
     check_out_file,
     count_option,
     db_option,
     device_option,
     emit_json,
-    open_machine,
     precision_option,
     rdzv_option,
-    reading_store,
     resolve_device,
-    seed_range,
     stderr,
     stdout,
     tell_other_nodes,
     workers_option,
-    writing_store,
 )
+from trainperf.cli.flag_types import (
+    EXIT_FAILED_CASES,
+    BadInput,
+    FiniteFloat,
+    NonEmptyPath,
+    PositiveInt,
+    seed_range,
+)
+from trainperf.cli.store_access import open_machine, reading_store, writing_store
 from trainperf.core.limits import INT64_MAX
 
 

@@ -1,0 +1,91 @@
+"""How a verb opens the results database: checked first (``check_db_writable``,
+``check_db_readable``: nothing written, one line of bad input), then opened to write
+(``writing_store``) or to read in place (``reading_store``), the store's errors turned into
+the verb's message in one place (``store_errors``). No verb opens a ``Store`` itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from trainperf.cli.flag_types import BadInput
+
+
+def check_db_readable(db: Path, made_by: str = "run") -> None:
+    """Bad input unless ``--db`` is a results database to read (``store.check_readable``):
+    one line, and nothing opened but a regular file. ``made_by``: the verb that would have
+    made it."""
+    from trainperf.store.database import check_readable
+
+    if not db.exists() and not db.is_symlink():
+        raise BadInput(f"no results database at {db}: run `trainperf {made_by}` first or give --db")
+    with store_errors(f"cannot read --db {db}"):
+        check_readable(db)
+
+
+@contextlib.contextmanager
+def store_errors(prefix: str | None = None) -> Iterator[None]:
+    """What goes wrong with the store inside, as bad input of one line: a filter that names
+    a system the store does not hold (its own message), a store that cannot be used or is
+    damaged (``StoreError``, ``sqlite3.DatabaseError``: ``PREFIX: why``, or just why
+    without a prefix). The one place a verb turns a store's error into its message; a
+    store that stays locked or full (``StoreUnavailable``) passes on to ``main``."""
+    from trainperf.store.access import StoreError
+    from trainperf.store.query import FilterError
+
+    try:
+        yield
+    except FilterError as exc:
+        raise BadInput(str(exc)) from None
+    except (StoreError, sqlite3.DatabaseError) as exc:
+        raise BadInput(f"{prefix}: {exc}" if prefix else str(exc)) from None
+
+
+def check_db_writable(db: Path) -> None:
+    """Bad input unless ``--db`` can hold the results (``store.check_writable``, nothing
+    written) and how long to wait for it (``TRAINPERF_STORE_WAIT_S``) is a number: what
+    every verb that stores checks before anything runs."""
+    from trainperf.store.access import wait_from_environment
+    from trainperf.store.database import check_writable
+
+    with store_errors():
+        check_writable(db)
+        wait_from_environment()
+
+
+@contextlib.contextmanager
+def writing_store(db: Path, on_wait: Callable[[str], None] | None = None) -> Iterator[Any]:
+    """The store at ``--db`` opened to write (made when absent): how every verb stores
+    what it measured, once ``check_db_writable`` (or ``open_machine``) has checked the
+    path. ``on_wait``: told while another process holds the database; one that stays
+    locked or full raises ``StoreUnavailable``, which ``main`` makes exit code 1."""
+    from trainperf.store.database import Store
+
+    with Store(db, on_wait=on_wait) as store:
+        yield store
+
+
+def open_machine(db: Path) -> tuple[dict, dict]:
+    """Check the database path and how long to wait for it first (nothing written), then
+    read this machine."""
+    from trainperf.system import inventory as system
+
+    check_db_writable(db)
+    record = system.collect()
+    return record, system.device_capabilities(record)
+
+
+@contextlib.contextmanager
+def reading_store(db: Path, made_by: str = "run") -> Iterator[Any]:
+    """The store at ``--db`` opened to read in place, writing nothing (``Store.read_only``),
+    or bad input when it is missing or unreadable (``check_db_readable``), when a filter
+    names a system it does not hold, or when it turns out damaged while it is read."""
+    from trainperf.store.database import Store
+
+    check_db_readable(db, made_by)
+    with store_errors(f"cannot read {db}"), Store.read_only(db) as store:
+        yield store
