@@ -1,5 +1,6 @@
 """One answer per question on the command line's side (DESIGN.md): each thing the verbs do
-alike is defined once, in trainperf.cli's shared modules (common, flag_types, store_access) or the library, and the verbs use it.
+alike is defined once, in trainperf.cli's shared modules (common, flag_types, store_access)
+or the library, and the verbs use it.
 
 The grep-style tests read the source: a second definition written by hand in a verb fails
 here, not only when its message drifts.
