@@ -41,7 +41,6 @@ and this module gives the two terms around the communication, and the measured l
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -215,15 +214,11 @@ class Contention:
         smallest and the largest; the two scalars where none was measured."""
         if not self.by_bytes:
             return self.compute_slowdown, self.comm_slowdown
-        sizes = [size for size, _, _ in self.by_bytes]
-        if n_bytes <= sizes[0]:
-            return self.by_bytes[0][1:]
-        if n_bytes >= sizes[-1]:
-            return self.by_bytes[-1][1:]
-        upper = bisect.bisect_right(sizes, n_bytes)
-        (s0, c0, m0), (s1, c1, m1) = self.by_bytes[upper - 1], self.by_bytes[upper]
-        w = math.log2(n_bytes / s0) / math.log2(s1 / s0)
-        return c0 + w * (c1 - c0), m0 + w * (m1 - m0)
+        sizes, computes, comms = zip(*self.by_bytes, strict=True)
+        log_sizes = np.log2(sizes)
+        where = math.log2(max(n_bytes, 1e-300))  # np.interp holds the ends beyond them
+        compute, comm = (float(np.interp(where, log_sizes, values)) for values in (computes, comms))
+        return compute, comm
 
     def compute_factor(self, ranks: int, ranks_per_host: int) -> float:
         """Factor on a rank's compute time on ``ranks`` ranks with ``ranks_per_host`` of
