@@ -211,7 +211,7 @@ def test_the_compute_slowdowns_weigh_gemm_and_stream_by_the_memory_bound_share(t
     the model's memory-bound share at the rates measured solo; a link-only model (or a
     GEMM-only one) fails it, since STREAM's slowdowns here are far larger."""
     from trainperf.micro.contention import SUMMARY_SLOWDOWNS
-    from trainperf.predict.calibrate import UNDER_LOAD_SLOWDOWNS
+    from trainperf.predict.contention_fit import UNDER_LOAD_SLOWDOWNS
 
     assert SUMMARY_SLOWDOWNS == UNDER_LOAD_SLOWDOWNS  # one list, two layers
     system = {"fingerprint": "load00000002", "hostname": "load", "memory_bytes": 2**34}
