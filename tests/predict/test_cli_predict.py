@@ -73,10 +73,10 @@ def test_strong_scaling_and_given_throughput(run_cli):
         ("--pcie-uplink pcie3", "give LINK:K, K a positive integer"),
         ("--pcie-uplink ib-edr:4", "--pcie-uplink ib-edr is an inter-node link"),
         ("--pcie-uplink pcie9:4", "unknown link 'pcie9'"),
-        ("--pcie-uplink pcie3:16", "between 1 and the 8 per node, got 16"),
+        ("--pcie-uplink pcie3:16", "--pcie-uplink pcie3:16: K is the GPUs behind one switch"),
         ("--grad-compression int8", "'int8' is not one of"),
         ("--nics-per-node 0", "must be a positive integer, got '0'"),
-        ("--nics-per-node 9", "NICs per node must be between 1 and the 8 devices per node, got 9"),
+        ("--nics-per-node 9", "--nics-per-node 9: at most one NIC per device, allowed 1 to the 8"),
         ("--comm-cores 2", "--comm-cores is for CPU devices: v100-sxm2-16gb is a GPU"),
         ("--comm-cores 0", "must be a positive integer, got '0'"),
     ],
@@ -354,7 +354,8 @@ def test_a_one_device_node_system_needs_no_intra_link(run_cli):
     ("args", "message"),
     [
         ("--system dgx-9", "unknown system 'dgx-9': valid systems are dgx-1-v100, dgx-2"),
-        ("--system dgx-h100 --nics-per-node 9", "NICs per node must be between 1 and the 8"),
+        ("--system dgx-h100 --nics-per-node 9", "--nics-per-node 9: at most one NIC per device"),
+        ("--system dgx-h100 --per-node 4 --nics-per-node 5", "allowed 1 to the 4 devices per"),
         ("--system dgx-h100 --inter nvlink4", "--inter nvlink4 is an intra-node link"),
     ],
 )

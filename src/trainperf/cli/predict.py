@@ -278,6 +278,7 @@ def predict(
     intra, inter = _link(catalog, intra_id, "intra"), _link(catalog, inter_id, "inter")
     uplink = _uplink(catalog, options.pop("pcie_uplink"))
     nics_per_node = options.pop("nics_per_node")
+    _check_within_node(per_node, nics_per_node, uplink)
     search = None
     if devices == "min":
         search = _smallest(spec, device, per_node, sharding, options)
@@ -379,6 +380,22 @@ def _uplink(catalog: Any, text: str | None) -> tuple[Any, int] | None:
     if link.scope != "intra":
         raise BadInput(f"--pcie-uplink {link_id} is an inter-node link: give one like pcie3:4")
     return link, sharing
+
+
+def _check_within_node(per_node: int, nics_per_node: int, uplink: tuple[Any, int] | None) -> None:
+    """--nics-per-node and --pcie-uplink's K count things inside one node: neither may exceed
+    its devices (--per-node, or the --system's). Checked here to name the flag; the library
+    (inputs.check_nics, inputs.link_costs) refuses the same without knowing the flags."""
+    if nics_per_node > per_node:
+        raise BadInput(
+            f"--nics-per-node {nics_per_node}: at most one NIC per device, allowed 1 to the "
+            f"{per_node} devices per node (--per-node)"
+        )
+    if uplink is not None and uplink[1] > per_node:
+        raise BadInput(
+            f"--pcie-uplink {uplink[0].id}:{uplink[1]}: K is the GPUs behind one switch, "
+            f"allowed 1 to the {per_node} devices per node (--per-node)"
+        )
 
 
 def _staged_intra(catalog: Any, device: Any, notes: list[str]) -> Any:
