@@ -6,25 +6,26 @@ overlapping it (slowed by the contention `micro collective --under-load` measure
 bucket's after it (trainperf.predict.model, module doc 3). On this 2-core VM it predicts
 less exposed communication than `trainperf run --parallel ddp` measures (docs/predict.md,
 "Interleaved rounds"). This script measures the parts that price sets apart, with the step
-trainperf runs (trainperf.step.training_step.build_training_step of a ddp case: the same
-model, bucket size and optimizer), its all-reduces timed by a communication hook that calls
-DDP's own (``default_hooks.allreduce_hook``) and records when each bucket was handed over
-and when its future completed:
+a ddp case runs (trainperf.step.training_step's ``build_model`` and ``make_step``, wrapped by
+trainperf.parallel.wrap: the same model, bucket size and optimizer), its all-reduces timed
+by a communication hook that calls DDP's own (``default_hooks.allreduce_hook``) and records
+when each bucket was handed over and when its future completed. Per rank, medians over the
+``--steps`` synchronized steps (and as many ``no_sync`` ones, alternating step by step):
 
-- the backward: from the end of the forward to the last bucket handed over, in steps with
-  gradient synchronization, against the whole backward of steps without it (``no_sync``,
-  alternating with them step by step): how much the overlapped all-reduces and DDP's copies
-  slowed it. Its ratio is the first figure printed;
-- each bucket's all-reduce inside the step, against the same bytes all-reduced with the
-  ranks in step and nothing else running (after the steps, ``--lockstep`` times per size):
-  the second ratio (inside the backward: the contention; the last bucket: after it, waiting
-  for the other rank as well);
-- the tail: from the last bucket handed over to the backward's return.
+- the step, synchronized and not;
+- the backward: from the end of the forward to the last bucket handed over, against the
+  whole backward of the ``no_sync`` steps: how much the overlapped all-reduces and DDP's
+  copies slowed it (a ratio);
+- the tail: from the last bucket handed over to the backward's return;
+- each bucket's all-reduce from its hand-over to its end, against the same bytes
+  all-reduced with the ranks in step and nothing else running (after the steps,
+  ``--lockstep`` times per size): a ratio, which inside the backward is the contention, and
+  which also holds any wait for the other rank's hand-over and for an all-reduce still
+  running before it (ProcessGroupGloo's pool of threads runs two at once).
 
-Prints per rank the medians over the ``--steps`` synchronized steps and the ratios. A
-report, not a gate: exit code 0 when both ranks finished. CPU and gloo only (one intra-op
-thread a rank, as predict_vs_measured.py): on a GPU the copies and NCCL's kernels are
-another story (profile's timeline shows them).
+A report, not a gate: exit code 0 when every rank finished. CPU and gloo only (one
+intra-op thread a rank, as predict_vs_measured.py): on a GPU the copies and NCCL's kernels
+are another story (``trainperf profile``'s timeline shows them).
 
     python benchmarks/ddp_bucket_timeline.py [--network resnet18:8:128] [--steps 8]
 """
