@@ -149,43 +149,65 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1e3:7.1f}"
 
 
-def report(rank: int, doc: dict) -> None:
+def summarize(doc: dict) -> dict:
+    """One rank's medians (seconds) and ratios from its ``rank.json`` (``worker``)."""
     sync, alone = doc["steps"]["sync"], doc["steps"]["no_sync"]
-    lockstep = dict(doc["lockstep"])
+    lockstep = {int(nbytes): seconds for nbytes, seconds in doc["lockstep"]}
     median = statistics.median
     to_last = median(max(b[0] for b in s["buckets"]) for s in sync)
     no_sync_backward = median(s["backward_s"] for s in alone)
-    print(
-        f"rank {rank}: medians over {len(sync)} synchronized and {len(alone)} no_sync steps; "
-        "times from the forward's end; an all-reduce in the step includes waiting for the "
-        "other rank to hand over the same bucket"
-    )
-    print(
-        f"  step {ms(median(s['step_s'] for s in sync))} ms synchronized, "
-        f"{ms(median(s['step_s'] for s in alone))} without"
-    )
-    print(
-        f"  backward to the last bucket handed over {ms(to_last)} ms, the no_sync backward "
-        f"{ms(no_sync_backward)}: ratio {to_last / no_sync_backward:.3f}"
-    )
-    print(
-        f"  tail: last bucket handed over to the backward's return "
-        f"{ms(median(s['backward_s'] - max(b[0] for b in s['buckets']) for s in sync))} ms"
-    )
     # Buckets in the order they were handed over (the same every step: DDP's bucket order).
     # "behind": steps in which the bucket before it was still being all-reduced when it was
     # handed over (ProcessGroupGloo runs collectives on a pool of worker threads, so the two
     # may overlap or queue; its time from hand-over then holds that too).
     per_step = [sorted(s["buckets"]) for s in sync]
+    buckets = []
     for position, (_, _, nbytes) in enumerate(per_step[0]):
-        ready = median(b[position][0] for b in per_step)
         took = median(b[position][1] - b[position][0] for b in per_step)
-        behind = sum(position > 0 and b[position - 1][1] > b[position][0] for b in per_step)
-        alone_s = lockstep[nbytes]
+        buckets.append(
+            {
+                "bytes": nbytes,
+                "handed_over_s": median(b[position][0] for b in per_step),
+                "in_step_s": took,
+                "alone_s": lockstep[nbytes],
+                "ratio": took / lockstep[nbytes],
+                "behind": sum(
+                    position > 0 and b[position - 1][1] > b[position][0] for b in per_step
+                ),
+            }
+        )
+    return {
+        "steps": (len(sync), len(alone)),
+        "step_s": (median(s["step_s"] for s in sync), median(s["step_s"] for s in alone)),
+        "to_last_bucket_s": to_last,
+        "no_sync_backward_s": no_sync_backward,
+        "backward_ratio": to_last / no_sync_backward,
+        "tail_s": median(s["backward_s"] - max(b[0] for b in s["buckets"]) for s in sync),
+        "buckets": buckets,
+    }
+
+
+def report(rank: int, summary: dict) -> None:
+    synced, alone = summary["steps"]
+    print(
+        f"rank {rank}: medians over {synced} synchronized and {alone} no_sync steps; "
+        "times from the forward's end; an all-reduce in the step includes waiting for the "
+        "other rank to hand over the same bucket"
+    )
+    step_sync, step_alone = summary["step_s"]
+    print(f"  step {ms(step_sync)} ms synchronized, {ms(step_alone)} without")
+    print(
+        f"  backward to the last bucket handed over {ms(summary['to_last_bucket_s'])} ms, the "
+        f"no_sync backward {ms(summary['no_sync_backward_s'])}: ratio "
+        f"{summary['backward_ratio']:.3f}"
+    )
+    print(f"  tail: last bucket handed over to the backward's return {ms(summary['tail_s'])} ms")
+    for position, b in enumerate(summary["buckets"]):
         print(
-            f"  bucket {position + 1:2d} ({nbytes / MIB:6.1f} MiB): handed over at {ms(ready)} ms, "
-            f"all-reduce {ms(took)} in the step ({behind}/{len(per_step)} behind the one "
-            f"before), {ms(alone_s)} alone: ratio {took / alone_s:.2f}"
+            f"  bucket {position + 1:2d} ({b['bytes'] / MIB:6.1f} MiB): handed over at "
+            f"{ms(b['handed_over_s'])} ms, all-reduce {ms(b['in_step_s'])} in the step "
+            f"({b['behind']}/{synced} behind the one before), {ms(b['alone_s'])} alone: "
+            f"ratio {b['ratio']:.2f}"
         )
 
 
@@ -207,7 +229,7 @@ def main() -> int:
             return 1
         print(f"{args.network} on {args.ranks} gloo ranks, 1 thread each")
         for rank in range(args.ranks):
-            report(rank, json.loads((Path(out) / f"{rank}.json").read_text()))
+            report(rank, summarize(json.loads((Path(out) / f"{rank}.json").read_text())))
     return 0
 
 
