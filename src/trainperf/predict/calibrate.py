@@ -407,8 +407,6 @@ def _link(cal: Calibration, runs: list[dict[str, Any]]) -> None:
     }
 
 
-# The slowdowns ``micro collective --under-load`` stores (trainperf.micro.contention's
-# summary) that the contention term is made of.
 def _contention(
     cal: Calibration,
     loaded: list[dict[str, Any]],
