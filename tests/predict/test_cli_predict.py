@@ -74,6 +74,12 @@ def test_strong_scaling_and_given_throughput(run_cli):
         ("--pcie-uplink ib-edr:4", "--pcie-uplink ib-edr is an inter-node link"),
         ("--pcie-uplink pcie9:4", "unknown link 'pcie9'"),
         ("--pcie-uplink pcie3:16", "--pcie-uplink pcie3:16: K is the GPUs behind one switch"),
+        (
+            "--pcie-uplink nvlink4:4",
+            "--pcie-uplink nvlink4: a PCIe switch's uplink is a PCIe "
+            "link, allowed pcie3, pcie4, pcie5",
+        ),
+        ("--pcie-uplink pcie3-staged:4", "--pcie-uplink pcie3-staged: a PCIe switch's uplink"),
         ("--grad-compression int8", "'int8' is not one of"),
         ("--nics-per-node 0", "must be a positive integer, got '0'"),
         ("--nics-per-node 9", "--nics-per-node 9: at most one NIC per device, allowed 1 to the 8"),

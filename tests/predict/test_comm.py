@@ -150,6 +150,22 @@ def test_k_nics_divide_the_cross_node_bandwidth_among_fewer_gpus():
     assert gather_4 < gather_1
 
 
+def test_k_nics_that_do_not_divide_the_gpus_go_at_the_busiest_nics_pace():
+    # 8 GPUs' rings on 3 NICs: 3, 3 and 2 rings, and the rings move in lock step, so each
+    # GPU gets a third of a NIC (β/⌈8/3⌉), not the mean 3/8 of one (β·3/8)
+    intra, inter = LinkCost(5e-6, 1e10), LinkCost(1e-5, 1.2e10)
+    inside = ring_reduce_scatter_s(1e8, 8, intra) + ring_all_gather_s(1e8, 8, intra)
+    three, _ = data_parallel_allreduce_s(1e8, 32, 8, intra, inter, None, 3)
+    busiest = allreduce_s(1e8 / 8, 4, LinkCost(1e-5, 1.2e10 / 3))[0]
+    assert three == pytest.approx(inside + busiest, rel=1e-12)
+    mean_share = allreduce_s(1e8 / 8, 4, LinkCost(1e-5, 1.2e10 * 3 / 8))[0]
+    assert three > inside + mean_share
+    # 5 NICs still carry 2 rings on the busiest: no faster than 4
+    five, _ = data_parallel_allreduce_s(1e8, 32, 8, intra, inter, None, 5)
+    four, _ = data_parallel_allreduce_s(1e8, 32, 8, intra, inter, None, 4)
+    assert five == four
+
+
 def test_k_nics_still_share_each_pcie_switchs_uplink():
     intra, inter = LinkCost(5e-6, 1e10), LinkCost(1e-5, 1.2e10)
     uplink = (LinkCost(0, 8e9), 4)  # 2e9 per GPU through its switch

@@ -305,6 +305,17 @@ def test_bad_inputs():
             run(**overrides)
 
 
+def test_a_pcie_uplink_must_be_a_pcie_link():
+    from trainperf.predict.catalog import load_catalog
+
+    catalog = load_catalog()
+    uplink = (catalog.link("pcie4"), 4)
+    assert run(devices=[1, 16], pcie_uplink=uplink)["rows"][1]["comm_s"] > 0
+    for wrong in ("nvlink4", "pcie3-staged"):
+        with pytest.raises(PredictError, match=f"uplink must be a PCIe link, got {wrong}"):
+            run(devices=[1, 16], pcie_uplink=(catalog.link(wrong), 4))
+
+
 def test_one_node_needs_no_inter_link_and_one_device_no_link():
     assert run(devices=[1, 8], inter=None)["rows"][1]["nodes"] == 1
     assert run(devices=[1], intra=None, inter=None)["rows"][0]["comm_s"] == 0
@@ -319,6 +330,13 @@ def test_nics_per_node_speed_the_cross_node_phase_only():
     assert one["rows"][:2] == four["rows"][:2]
     assert four["rows"][2]["comm_s"] < one["rows"][2]["comm_s"]
     assert four["rows"][2]["samples_per_s"] >= one["rows"][2]["samples_per_s"]
+    # 3 NICs for 8 GPUs: the busiest carries 3 rings, and the note says so
+    three = run(devices=[1, 8, 64], nics_per_node=3)
+    assert four["rows"][2]["comm_s"] < three["rows"][2]["comm_s"] < one["rows"][2]["comm_s"]
+    (note,) = [a for a in three["assumptions"] if "NICs per node" in a]
+    assert "1/3 of a NIC's bandwidth" in note and "not dividing evenly over 3 NICs" in note
+    (even,) = [a for a in four["assumptions"] if "NICs per node" in a]
+    assert "1/2 of a NIC's bandwidth" in even and "evenly" not in even
 
 
 def test_tied_weights_are_reduced_last_in_a_bucket_of_their_own():

@@ -379,6 +379,11 @@ def _uplink(catalog: Any, text: str | None) -> tuple[Any, int] | None:
     link = _catalog_link(catalog, link_id)
     if link.scope != "intra":
         raise BadInput(f"--pcie-uplink {link_id} is an inter-node link: give one like pcie3:4")
+    if not link.is_pcie_generation:
+        allowed = ", ".join(i for i in catalog.links if catalog.link(i).is_pcie_generation)
+        raise BadInput(
+            f"--pcie-uplink {link_id}: a PCIe switch's uplink is a PCIe link, allowed {allowed}"
+        )
     return link, sharing
 
 

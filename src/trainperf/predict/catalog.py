@@ -273,6 +273,13 @@ class Link(_Sourced):
     def latency_s(self) -> float:
         return self.latency_us * 1e-6
 
+    @property
+    def is_pcie_generation(self) -> bool:
+        """A plain PCIe link (pcie3, pcie4, ...): what a PCIe switch's uplink to its root port
+        and NIC can be (``predict --pcie-uplink``). NVLink and NVSwitch join GPUs, not a switch
+        to the host; ``pcie3-staged`` is a host-staged GPU-to-GPU path, not a link's rate."""
+        return self.scope == "intra" and re.fullmatch(r"pcie\d+", self.id) is not None
+
 
 @dataclass(frozen=True)
 class SystemPlacement:

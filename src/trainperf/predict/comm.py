@@ -35,10 +35,11 @@ bandwidth (bytes/s per direction). For an all-reduce of n bytes over p ranks:
   uplink (β_up): each then sees min(β_inter/G, β_up/K) in the inter-node phase
   (``uplink``: the uplink's cost and K).
   A rail-optimised node has K NICs (``nics``, 1 ≤ K ≤ G): the G local rings of the
-  inter-node phase then run over min(K, G) NICs in parallel, so each GPU sees
-  min(K, G)·β_inter/G (α unchanged), still capped by its switch's uplink: with K NICs the
-  S GPUs behind one switch share that switch's uplink, min(K·β_inter/G, β_up/S). K = 1 is
-  the single NIC above, computed exactly as before.
+  inter-node phase then run over the K NICs in parallel, ⌈G/K⌉ of them on the busiest NIC
+  (the rings move in lock step, so that NIC sets the pace: 3 of 8 GPUs' rings on one of 3
+  NICs), and each GPU sees β_inter/⌈G/K⌉ (K·β_inter/G where K divides G; α unchanged),
+  still capped by its switch's uplink: the S GPUs behind one switch share that switch's
+  uplink, min(β_inter/⌈G/K⌉, β_up/S). K = 1 is the single NIC above.
 
 - **sharded data parallelism** (FSDP, ZeRO-3) all-gathers parameters and reduce-scatters
   gradients of n bytes (each rank holding n/(G·N)). Hierarchically, an all-gather is an
@@ -152,10 +153,9 @@ def _nic_share(
     inter: LinkCost, per_node: int, uplink: tuple[LinkCost, int] | None, nics: int = 1
 ) -> LinkCost:
     """What one of the node's ``per_node`` GPUs gets of its inter-node link: β_inter/G, or
-    min(K, G)·β_inter/G with ``nics`` = K NICs, or less through a PCIe switch's uplink shared
-    by the S GPUs behind it (β_up/S)."""
-    # K = 1 keeps the exact arithmetic of one NIC (β/G), so predictions without K are unchanged.
-    nic = inter.shared(per_node) if nics == 1 else inter.shared(per_node / min(nics, per_node))
+    β_inter/⌈G/K⌉ with ``nics`` = K NICs (the busiest NIC's share), or less through a PCIe
+    switch's uplink shared by the S GPUs behind it (β_up/S)."""
+    nic = inter.shared(math.ceil(per_node / min(nics, per_node)))
     if uplink is not None:
         link, sharing = uplink
         through_switch = link.beta_bytes_per_s / sharing

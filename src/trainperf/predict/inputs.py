@@ -4,6 +4,7 @@ has the model)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -167,13 +168,15 @@ def placement_inputs(workload: Workload, placement: Placement, size: int) -> dic
 
 def nics_note(placement: Placement) -> list[str]:
     """The assumption a prediction with several NICs per node adds (none for one)."""
-    k = placement.nics_per_node
+    k, g = placement.nics_per_node, placement.per_node
     if k == 1:
         return []
+    busiest = math.ceil(g / k)
+    uneven = "" if g % k == 0 else f", {g} GPUs not dividing evenly over {k} NICs"
     return [
-        f"{k} NICs per node: the inter-node phase runs min({k}, {placement.per_node}) rings "
-        "in parallel, each GPU getting that many NICs' bandwidth over the GPUs of its node "
-        "(latency unchanged)"
+        f"{k} NICs per node: the inter-node phase runs the {g} GPUs' rings over {k} NICs in "
+        f"parallel, each GPU getting 1/{busiest} of a NIC's bandwidth (the busiest NIC's "
+        f"share{uneven}; latency unchanged)"
     ]
 
 
@@ -228,6 +231,10 @@ def link_costs(
     if pcie_uplink is None:
         return links, None
     uplink_link, sharing = pcie_uplink
+    if not getattr(uplink_link, "is_pcie_generation", True):  # a LinkCost has no id to check
+        raise PredictError(
+            f"a PCIe switch's uplink must be a PCIe link, got {getattr(uplink_link, 'id', '?')}"
+        )
     if not 1 <= sharing <= per_node:
         raise PredictError(
             f"GPUs per PCIe switch must be between 1 and the {per_node} per node, got {sharing}"
