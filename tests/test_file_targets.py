@@ -292,6 +292,17 @@ def test_export_through_a_symlink_only_when_asked(tmp_path, run_cli, report_db):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "real.json"]
 
 
+@pytest.mark.parametrize("format_", [[], ["--format", "json"], ["--format", "csv"]])
+def test_export_to_dash_is_refused_not_written_as_a_file_named_dash(
+    tmp_path, run_cli, report_db, monkeypatch, format_
+):
+    monkeypatch.chdir(tmp_path)
+    before = snapshot(tmp_path)
+    code, out, err = run_cli(["export", "-", "--db", report_db, *format_])
+    assert_one_line(code, out, err, "give FILE a name, not '-'")
+    assert snapshot(tmp_path) == before
+
+
 @pytest.mark.parametrize("follow", [[], ["--follow-symlinks"]])
 def test_export_never_replaces_a_device_or_a_dangling_link(tmp_path, run_cli, report_db, follow):
     device, dangling = tmp_path / "null.json", tmp_path / "dangling.json"

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from trainperf.case.spec import CaseError, DeviceKind, check_case, make_case
-from trainperf.models.custom import load_custom
+from trainperf.models.custom import CustomModelError, load_custom
 
 CPU = {"cpu": DeviceKind(2)}
 
@@ -148,3 +148,56 @@ def test_a_network_in_the_current_directory_runs(in_a_folder_of_nets, run_cli):
     # Not a terminal: each run says when it starts, with the case's label.
     assert "[case 1/1, run 1] cwdnets.small:build b2 @8 fp32 cpu: started (0/1 cases" in err
     assert (in_a_folder_of_nets / "trainperf.db").exists()
+
+
+FLAT_NETS = """
+import sys
+
+from torch import nn
+
+
+def flat8():  # takes 8 x 8 images only: its first layer is sized for them
+    return nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 5))
+
+
+def raises():
+    raise RuntimeError("the user's own failure")
+
+
+def exits():
+    sys.exit(0)
+"""
+
+
+@pytest.fixture
+def flat_nets(tmp_path, monkeypatch):
+    (tmp_path / "flatnets.py").write_text(textwrap.dedent(FLAT_NETS))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    sys.modules.pop("flatnets", None)
+
+
+def test_a_network_sized_for_small_images_is_counted_at_the_size_given(flat_nets, run_cli):
+    assert load_custom("flatnets:flat8", image_size=8).task.num_classes == 5
+    with pytest.raises(CustomModelError, match=r"float image batch \(1, 3, 224, 224\)"):
+        load_custom("flatnets:flat8")  # no size known: the probe's 224, which it cannot take
+    code, out, err = run_cli(
+        "predict -m flatnets:flat8 --device h100-sxm --devices 1 --per-node 1 --image-size 8 --json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["inputs"]["model"] == "flatnets:flat8"
+
+
+@pytest.mark.parametrize(
+    "function, said",
+    [("raises", "RuntimeError when called: the user's own failure"), ("exits", "SystemExit")],
+)
+def test_predict_refuses_a_network_whose_function_fails_in_one_line(
+    flat_nets, run_cli, function, said
+):
+    code, out, err = run_cli(
+        f"predict -m flatnets:{function} --device h100-sxm --devices 1 --per-node 1 --json"
+    )
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and f"flatnets:{function} raised {said}" in err
+    assert "Traceback" not in err

@@ -115,6 +115,17 @@ def test_missing_inter_and_missing_device_exit_2(run_cli):
     assert code == 2 and "give --device" in err
 
 
+@pytest.mark.parametrize("size", [10**9, 2**31 - 1])
+def test_an_image_too_large_to_trace_is_a_bad_input_not_a_traceback(run_cli, size):
+    # within the flag's bound, but the model's tensors would overflow a 64-bit size
+    code, out, err = run_cli(
+        f"predict --model cifarnet --device v100-sxm2-16gb --devices 1,2 --per-node 2 "
+        f"--intra pcie3 --image-size {size} --json"
+    )
+    assert (code, out) == (2, "") and "Traceback" not in err
+    assert f"cifarnet at size {size}: its tensors would hold more than 2^63 elements" in err
+
+
 def test_calibrated_from_this_machine(run_cli, tmp_path):
     """A CPU with no catalog entry: throughput and gloo link measured, no --device."""
     db = tmp_path / "fixture.db"
@@ -142,6 +153,17 @@ def test_calibrated_from_this_machine(run_cli, tmp_path):
         f"predict --model cifarnet --devices 1,2 --calibrate {db} --comm-cores 1"
     )
     assert code == 2 and out == "" and "--comm-cores needs a core count" in err
+    # --calibrate-device names this machine in the catalog: without --device, that entry is
+    # the device predicted for, as with --device naming it too
+    base = f"predict --model cifarnet --devices 1,2 --batch-size 32 --calibrate {db} --json"
+    named = {}
+    for flags in ("--calibrate-device xeon-gold-6148-2s", "--device xeon-gold-6148-2s"):
+        code, out, err = run_cli(f"{base} {flags}")
+        assert code == 0, err
+        named[flags] = json.loads(out)
+    a, b = named.values()
+    assert a["inputs"]["device"] == b["inputs"]["device"] == "xeon-gold-6148-2s"
+    assert a["rows"] == b["rows"]
 
 
 def test_calibration_bad_inputs_exit_2(run_cli, tmp_path):

@@ -369,7 +369,7 @@ def model_of(case: Case) -> ModelSpec:
     from trainperf.models.custom import CustomModelError
 
     try:
-        spec = models.get(case.model)
+        spec = models.get(case.model, image_size=case.image_size)
     except (models.UnknownModelError, CustomModelError) as exc:
         raise CaseError(str(exc)) from None
     if models.is_custom_reference(case.model):

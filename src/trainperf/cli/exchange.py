@@ -53,6 +53,11 @@ def export(
     from trainperf.core.fileio import atomic_writer
     from trainperf.store import exchange
 
+    if str(file) == "-":
+        raise BadInput(
+            "export writes a file: give FILE a name, not '-' (`trainperf results --csv` "
+            "prints the results on stdout)"
+        )
     format_ = format_ or _format_of(file)
     target = check_out_file(
         file, "", follow_symlinks=follow_symlinks, follow_flag="--follow-symlinks"

@@ -246,7 +246,7 @@ def predict(
 
     one_output(as_json, table_format)
     try:
-        spec = models.get(model)
+        spec = _model_spec(model, options["image_size"])
         options["size"] = _size(spec, options)
         spec.resolve_size(options["size"])
     except (models.UnknownModelError, models.SizeError, CustomModelError) as exc:
@@ -291,7 +291,9 @@ def predict(
     if calibrate_db is not None:
         same = device_id is None or machine_id == device_id
         calibration, notes = _calibrate(calibrate_db, spec, this_machine, same, options)
-        device = device or calibration.measured_device
+        # no --device: this machine, as --calibrate-device names it in the catalog, else as
+        # the calibration measured it
+        device = device or this_machine or calibration.measured_device
         if device is None:
             raise BadInput(f"{calibrate_db} holds no ok single-device result of {model}")
         if intra is None and min(max(devices), per_node) > 1:
@@ -345,6 +347,23 @@ def predict(
     if search is not None:
         prediction["search"] = search.as_dict()
     _show(prediction, as_json, table_format, wide)
+
+
+def _model_spec(model: str, image_size: int | None) -> ModelSpec:
+    """The zoo's spec, or a user's network built here: predict runs no worker, so what the
+    user's function raises (or a sys.exit in it) is a bad input, not a traceback; a sweep's
+    worker records it as the case's failure instead (``case.spec.model_of``)."""
+    from trainperf import models
+    from trainperf.models.custom import CustomModelError
+
+    if not models.is_custom_reference(model):
+        return models.get(model)
+    try:
+        return models.get(model, image_size=image_size)
+    except CustomModelError:
+        raise
+    except (Exception, SystemExit) as exc:
+        raise BadInput(f"{model} raised {type(exc).__name__} when called: {exc}") from None
 
 
 def _size(spec: ModelSpec, options: dict[str, Any]) -> int | None:

@@ -75,13 +75,14 @@ def names() -> list[str]:
     return list(_REGISTRY)
 
 
-def get(name: str) -> ModelSpec:
+def get(name: str, image_size: int | None = None) -> ModelSpec:
     """The spec of a zoo model, or of a user's network given as ``package.module:function``
-    (which runs the user's code: ``look_up`` checks a name without doing so)."""
+    (which runs the user's code: ``look_up`` checks a name without doing so), its classes
+    counted on an image of ``image_size`` where the caller knows it."""
     if name in _REGISTRY:
         return _REGISTRY[name]
     if is_custom_reference(name):
-        return load_custom(name)
+        return load_custom(name, image_size)
     raise _unknown(name)
 
 

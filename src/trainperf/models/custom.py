@@ -118,8 +118,9 @@ def _path_with_current_directory() -> None:
         sys.path.append(here)
 
 
-def load_custom(reference: str) -> ModelSpec:
-    """Resolve ``package.module:function`` to a spec, calling the function once.
+def load_custom(reference: str, image_size: int | None = None) -> ModelSpec:
+    """Resolve ``package.module:function`` to a spec, calling the function once; a network's
+    classes are counted from one image of ``image_size`` (the case's; 224 when not known).
 
     This runs the user's code: call it in the case's worker, not in the sweep's process."""
     module_name, function_name = _split(reference)
@@ -140,7 +141,9 @@ def load_custom(reference: str) -> ModelSpec:
         return ModelSpec(
             name=reference,
             family="custom",
-            task=ImageClassification(num_classes=_count_classes(built, reference)),
+            task=ImageClassification(
+                num_classes=_count_classes(built, reference, image_size or _PROBE_IMAGE_SIZE)
+            ),
             factory=_ignoring_options(factory),
             natural_size=_PROBE_IMAGE_SIZE,
             min_size=_CUSTOM_MIN_IMAGE,
@@ -159,17 +162,18 @@ def _ignoring_options(factory: Callable[[], nn.Module]) -> Callable[..., nn.Modu
     return build
 
 
-def _count_classes(module: nn.Module, reference: str) -> int:
-    """Classes = width of the logits of one image, from a forward pass on the meta device."""
+def _count_classes(module: nn.Module, reference: str, side: int) -> int:
+    """Classes = width of the logits of one ``side`` x ``side`` image, from a forward pass
+    on the meta device."""
     meta = module.to("meta")
-    images = torch.empty(1, 3, _PROBE_IMAGE_SIZE, _PROBE_IMAGE_SIZE, device="meta")
     try:
+        images = torch.empty(1, 3, side, side, device="meta")
         with torch.no_grad():
             logits = meta(images)
     except Exception as exc:
         raise CustomModelError(
-            f"'{reference}' does not take a float image batch (1, 3, {_PROBE_IMAGE_SIZE}, "
-            f"{_PROBE_IMAGE_SIZE}): {type(exc).__name__}: {exc}"
+            f"'{reference}' does not take a float image batch (1, 3, {side}, {side}): "
+            f"{type(exc).__name__}: {exc}"
         ) from exc
     if not isinstance(logits, torch.Tensor) or logits.dim() != 2:
         shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__

@@ -11,7 +11,8 @@ ones so CPU runs and tests stay small.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,22 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 
 class SizeError(ValueError):
     """An image size or sequence length outside what a model accepts."""
+
+
+@contextmanager
+def overflow_is_a_size_error(model: str, size: int) -> Iterator[None]:
+    """Tracing ``model`` at ``size`` (on the meta device) whose tensors have more elements
+    than a 64-bit size holds ("Storage size calculation overflowed", "Overflow when
+    unpacking long long"): SizeError, not torch's traceback. Other errors pass through."""
+    try:
+        yield
+    except (RuntimeError, TypeError, OverflowError) as exc:
+        if "overflow" not in str(exc).lower():
+            raise
+        raise SizeError(
+            f"{model} at size {size}: its tensors would hold more than 2^63 elements; "
+            "give a smaller size"
+        ) from exc
 
 
 @dataclass(frozen=True)

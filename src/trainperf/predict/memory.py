@@ -95,7 +95,7 @@ from torch.utils.flop_counter import flop_registry
 from trainperf.models.attention import AttentionPlan
 from trainperf.models.blocks import blocks_of, kept_op_packets
 from trainperf.models.flops import count_parameters
-from trainperf.models.spec import ModelSpec
+from trainperf.models.spec import ModelSpec, overflow_is_a_size_error
 
 GIB = 2**30
 WEIGHT_BYTES, GRAD_BYTES = 4, 4
@@ -274,7 +274,9 @@ def shape_counts(
 ) -> ShapeCounts:
     """Parameters and activations per sample of the model ``spec`` at ``size``, attention
     as ``plan`` runs it (cached)."""
-    return _count(spec, spec.resolve_size(size), plan)
+    resolved = spec.resolve_size(size)
+    with overflow_is_a_size_error(spec.name, resolved):
+        return _count(spec, resolved, plan)
 
 
 @lru_cache(maxsize=64)

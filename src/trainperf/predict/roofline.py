@@ -39,7 +39,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
-from trainperf.models.spec import ModelSpec
+from trainperf.models.spec import ModelSpec, overflow_is_a_size_error
 
 # Batches the step is counted at; the second fits the batch-independent part (weights).
 COUNT_BATCHES = (2, 4)
@@ -314,7 +314,9 @@ def profile_step(
 def op_profile(spec: ModelSpec, size: int | None = None) -> OpProfile:
     """The roofline profile of a training step of the model ``spec`` at ``size`` (image
     size or sequence length; its natural one when None), counted once per model and size."""
-    return _zoo_profile(spec, spec.resolve_size(size))
+    resolved = spec.resolve_size(size)
+    with overflow_is_a_size_error(spec.name, resolved):
+        return _zoo_profile(spec, resolved)
 
 
 def zoo_step_profile(spec: ModelSpec, size: int) -> OpProfile:
