@@ -366,6 +366,22 @@ HOSTILE = {
         _set(["runs", 0, "created_at"], "2026-11-01T00:00:00"),
         "runs[0].created_at: '2026-11-01T00:00:00' has no UTC offset",
     ),
+    "throughput beyond any machine's": (
+        _set(["results", 0, "metrics", "samples_per_s_median"], 1e308),
+        "results[0].metrics.samples_per_s_median: a throughput must be from 1e-06 to 1e+12",
+    ),
+    "negative rate under a key this trainperf does not write": (
+        _set(["results", 0, "metrics", "samples_per_s"], -1.0),
+        "results[0].metrics.samples_per_s: a measured time or rate must be a positive number",
+    ),
+    "negative memory of a system": (
+        _set(["systems", 0, "memory_bytes"], -5),
+        "systems[0].memory_bytes: expected a number >= 0, got -5",
+    ),
+    "a cache size as text": (
+        _set(["systems", 0, "cpu", "cache_bytes"], {"L2": "big"}),
+        "systems[0].cpu.cache_bytes.L2: expected a number >= 0, got 'big'",
+    ),
     "negative step time": (
         _set(["results", 0, "metrics", "step_s_median"], -0.5),
         "results[0].metrics.step_s_median: a measured time or rate must be a positive number",

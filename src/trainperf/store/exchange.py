@@ -81,6 +81,7 @@ from trainperf.store.exchange_format import (
     check_throughput,
     measured_problem,
     short_value,
+    system_problem,
 )
 from trainperf.store.query import EVERYTHING, FilterError, ResultFilter
 
@@ -283,6 +284,9 @@ def validate(document: Any) -> ValidatedExport:
         (table, "uid") for table in ROW_TABLES
     ):
         _check_unique(tables[table], table, key)
+    for index, system in enumerate(tables["systems"]):
+        if problem := system_problem(system, f"systems[{index}]"):
+            raise ExchangeError(problem)
     _check_contents(tables)
     return ValidatedExport(
         document["format_version"],

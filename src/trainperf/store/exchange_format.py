@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
-from trainperf.core.limits import MAX_COUNT, control_problem
+from trainperf.core.limits import MAX_COUNT, THROUGHPUT_MAX, THROUGHPUT_MIN, control_problem
 
 FORMAT = "trainperf-results"
 FORMAT_VERSION = 5
@@ -246,10 +246,20 @@ MEASURED_POSITIVE = (
 )
 
 
+# A throughput, under any key that names one (a result's own, a run's, one a later trainperf
+# adds): samples or tokens a second, within the bounds a prediction takes one in
+# (limits.THROUGHPUT_MIN to THROUGHPUT_MAX), so that no stored rate is refused only later.
+RATE_SUFFIXES = ("samples_per_s", "tokens_per_s")
+RATE_KEYS = ("samples_per_s_median", "samples_per_s_mean", "run_samples_per_s")
+RATE_KEYS += ("tokens_per_s_median", "tokens_per_s_mean")
+
+
 def measured_problem(metrics: Json) -> tuple[str, str] | None:
     """(key, what) of the first measured time or rate of ``metrics`` that is not a
-    positive number (``MEASURED_POSITIVE``), or None."""
-    for key in MEASURED_POSITIVE:
+    positive number (``MEASURED_POSITIVE``), or a throughput outside the bounds
+    (``RATE_KEYS`` and any key ending in a ``RATE_SUFFIXES``), or None."""
+    rates = [key for key in metrics if key.endswith(RATE_SUFFIXES) or key in RATE_KEYS]
+    for key in dict.fromkeys([*MEASURED_POSITIVE, *rates]):
         if key not in metrics or metrics[key] is None:
             continue
         stack, path = [(key, metrics[key])], key
@@ -259,6 +269,41 @@ def measured_problem(metrics: Json) -> tuple[str, str] | None:
                 stack.extend((f"{path}[{i}]", v) for i, v in enumerate(value))
             elif isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 return path, f"a measured time or rate must be a positive number, got {value!r}"
+            elif key in rates and not THROUGHPUT_MIN <= value <= THROUGHPUT_MAX:
+                return path, (
+                    f"a throughput must be from {THROUGHPUT_MIN:g} to {THROUGHPUT_MAX:g} a "
+                    f"second, got {value!r}"
+                )
+    return None
+
+
+# What a system's description measures (``trainperf.system``): byte counts, clocks, link
+# speeds and core counts are never negative (0: a machine without swap).
+SYSTEM_AMOUNTS = ("_bytes", "_mhz", "_mbps")
+SYSTEM_COUNTS = ("sockets", "cores", "threads")
+
+
+def _non_negative_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and value >= 0
+
+
+def system_problem(system: Json, where: str) -> str | None:
+    """The first amount of ``system`` (a key ending in ``SYSTEM_AMOUNTS``, or one of
+    ``SYSTEM_COUNTS``; a dict under such a key holds amounts) that is not a number >= 0,
+    named by its path; or None."""
+    stack: list[tuple[str, Any, bool]] = [(where, system, False)]
+    while stack:
+        path, value, amount = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                named = isinstance(key, str) and (
+                    key.endswith(SYSTEM_AMOUNTS) or key in SYSTEM_COUNTS
+                )
+                stack.append((f"{path}.{key}", item, amount or named))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", item, False) for i, item in enumerate(value))
+        elif amount and value is not None and not _non_negative_number(value):
+            return f"{path}: expected a number >= 0, got {short_value(value)}"
     return None
 
 
