@@ -311,6 +311,11 @@ def test_a_pcie_uplink_must_be_a_pcie_link():
     catalog = load_catalog()
     uplink = (catalog.link("pcie4"), 4)
     assert run(devices=[1, 16], pcie_uplink=uplink)["rows"][1]["comm_s"] > 0
+    (note,) = [a for a in run(devices=[1, 16], pcie_uplink=uplink)["assumptions"] if "PCIe" in a]
+    assert note.startswith("4 GPUs behind each PCIe switch share its pcie4 uplink")
+    assert "dividing" not in note
+    uneven = run(devices=[1, 16], pcie_uplink=(catalog.link("pcie4"), 3))["assumptions"]
+    assert any("(the fullest switch's, 8 not dividing by it)" in a for a in uneven)
     for wrong in ("nvlink4", "pcie3-staged"):
         with pytest.raises(PredictError, match=f"uplink must be a PCIe link, got {wrong}"):
             run(devices=[1, 16], pcie_uplink=(catalog.link(wrong), 4))

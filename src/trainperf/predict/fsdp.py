@@ -105,7 +105,7 @@ from trainperf.predict.inputs import (
     finite_prediction,
     layout,
     link_costs,
-    nics_note,
+    node_path_notes,
     placement_inputs,
     prepare,
     scaled_rows,
@@ -450,7 +450,7 @@ def predict_fsdp(
         "rows": rows,
         "assumptions": _assumptions(compute, counts, sharding, workload, measured, contention)
         + [_parameter_work_note(counts, sharding, priced and bool(bandwidth))]
-        + nics_note(placement),
+        + node_path_notes(placement),
         "inputs": placement_inputs(workload, placement, counts.size)
         | {"parallel": "fsdp", **asdict(sharding), "pcie_uplink": uplink_input(placement)}
         | {

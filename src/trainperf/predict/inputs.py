@@ -166,18 +166,27 @@ def placement_inputs(workload: Workload, placement: Placement, size: int) -> dic
     return inputs
 
 
-def nics_note(placement: Placement) -> list[str]:
-    """The assumption a prediction with several NICs per node adds (none for one)."""
+def node_path_notes(placement: Placement) -> list[str]:
+    """The assumptions a prediction adds for a node's path to the network: several NICs
+    (none for one), the GPUs sharing a PCIe switch's uplink."""
     k, g = placement.nics_per_node, placement.per_node
-    if k == 1:
-        return []
-    busiest = math.ceil(g / k)
-    uneven = "" if g % k == 0 else f", {g} GPUs not dividing evenly over {k} NICs"
-    return [
-        f"{k} NICs per node: the inter-node phase runs the {g} GPUs' rings over {k} NICs in "
-        f"parallel, each GPU getting 1/{busiest} of a NIC's bandwidth (the busiest NIC's "
-        f"share{uneven}; latency unchanged)"
-    ]
+    notes = []
+    if k != 1:
+        busiest = math.ceil(g / k)
+        uneven = "" if g % k == 0 else f", {g} GPUs not dividing evenly over {k} NICs"
+        notes.append(
+            f"{k} NICs per node: the inter-node phase runs the {g} GPUs' rings over {k} NICs "
+            f"in parallel, each GPU getting 1/{busiest} of a NIC's bandwidth (the busiest "
+            f"NIC's share{uneven}; latency unchanged)"
+        )
+    if placement.pcie_uplink is not None:
+        link, sharing = placement.pcie_uplink
+        uneven = "" if g % sharing == 0 else f" (the fullest switch's, {g} not dividing by it)"
+        notes.append(
+            f"{sharing} GPUs behind each PCIe switch share its {getattr(link, 'id', 'PCIe')} "
+            f"uplink to the NIC: each gets 1/{sharing} of it in the inter-node phase{uneven}"
+        )
+    return notes
 
 
 def uplink_input(placement: Placement) -> dict[str, Any] | None:

@@ -99,7 +99,7 @@ from trainperf.predict.inputs import (
     finite_prediction,
     layout,
     link_costs,
-    nics_note,
+    node_path_notes,
     placement_inputs,
     prepare,
     scaled_rows,
@@ -233,7 +233,7 @@ def predict(
         )
         + [_copy_note(device, measured, copy_rate)]
         + [_optimizer_note(shapes.optimizer, optimizer_s)]
-        + nics_note(placement),
+        + node_path_notes(placement),
         "inputs": placement_inputs(workload, placement, shapes.size)
         | {
             "bucket_mb": bucket_mb,
