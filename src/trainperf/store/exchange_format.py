@@ -250,8 +250,13 @@ MEASURED_POSITIVE = (
 # adds): samples or tokens a second, within the bounds a prediction takes one in
 # (limits.THROUGHPUT_MIN to THROUGHPUT_MAX), so that no stored rate is refused only later.
 RATE_SUFFIXES = ("samples_per_s", "tokens_per_s")
-RATE_KEYS = ("samples_per_s_median", "samples_per_s_mean", "run_samples_per_s")
-RATE_KEYS += ("tokens_per_s_median", "tokens_per_s_mean")
+RATE_KEYS = ("samples_per_s_median", "samples_per_s_mean", "tokens_per_s_median")
+RATE_KEYS += ("tokens_per_s_mean",)
+
+
+def _is_number(value: Any) -> bool:
+    """A JSON number (a bool is not one)."""
+    return not isinstance(value, bool) and isinstance(value, int | float)
 
 
 def measured_problem(metrics: Json) -> tuple[str, str] | None:
@@ -267,7 +272,7 @@ def measured_problem(metrics: Json) -> tuple[str, str] | None:
             path, value = stack.pop()
             if isinstance(value, list):
                 stack.extend((f"{path}[{i}]", v) for i, v in enumerate(value))
-            elif isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            elif not _is_number(value) or value <= 0:
                 return path, f"a measured time or rate must be a positive number, got {value!r}"
             elif key in rates and not THROUGHPUT_MIN <= value <= THROUGHPUT_MAX:
                 return path, (
@@ -281,10 +286,6 @@ def measured_problem(metrics: Json) -> tuple[str, str] | None:
 # speeds and core counts are never negative (0: a machine without swap).
 SYSTEM_AMOUNTS = ("_bytes", "_mhz", "_mbps")
 SYSTEM_COUNTS = ("sockets", "cores", "threads")
-
-
-def _non_negative_number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int | float) and value >= 0
 
 
 def system_problem(system: Json, where: str) -> str | None:
@@ -302,7 +303,7 @@ def system_problem(system: Json, where: str) -> str | None:
                 stack.append((f"{path}.{key}", item, amount or named))
         elif isinstance(value, list):
             stack.extend((f"{path}[{i}]", item, False) for i, item in enumerate(value))
-        elif amount and value is not None and not _non_negative_number(value):
+        elif amount and value is not None and not (_is_number(value) and value >= 0):
             return f"{path}: expected a number >= 0, got {short_value(value)}"
     return None
 
