@@ -358,6 +358,16 @@ HOSTILE = {
         _set(["systems", 0, "hostname"], "vm\x00"),
         "systems[0].hostname: control character '\\x00'",
     ),
+    # JSON can escape half of a surrogate pair; Python decodes it to a str no UTF-8 writer
+    # takes (issue: a traceback, and an empty database left at --db)
+    "lone surrogate in a hostname": (
+        _set(["systems", 0, "hostname"], "vm\ud800"),
+        "systems[0].hostname: a lone UTF-16 surrogate",
+    ),
+    "lone surrogate in a key": (
+        lambda d: d["results"][0]["metrics"].__setitem__("x\udc00", 1.0),
+        "results[0].metrics.x\\udc00: a lone UTF-16 surrogate",
+    ),
     "created_at yesterday": (
         _set(["results", 0, "created_at"], "yesterday"),
         "results[0].created_at: 'yesterday' is not an ISO 8601 time",
@@ -434,6 +444,18 @@ def test_a_bad_file_leaves_a_database_untouched(source, exported, tmp_path, run_
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and HOSTILE[name][1] in err
     assert sha256(target) == before
+
+
+def test_a_surrogate_pair_is_one_character_and_imports(exported, tmp_path, run_cli):
+    """The refusal of a lone surrogate does not catch the escaped pair JSON writes for a
+    character outside the BMP."""
+    document = copy.deepcopy(exported)
+    document["systems"][0]["hostname"] = "lab-\U0001f680"
+    file = tmp_path / "pair.json"
+    file.write_text(json.dumps(document))  # ensure_ascii: written as \ud83d\ude80
+    assert "\\ud83d\\ude80" in file.read_text()
+    code, _, err = run_cli(["import", file, "--db", tmp_path / "new.db"])
+    assert code == 0, err
 
 
 def test_a_reference_to_a_system_in_the_database_is_accepted(source, exported, tmp_path):

@@ -53,6 +53,7 @@ Format history (bump ``FORMAT_VERSION`` for every change and keep reading the ol
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import sys
 from dataclasses import dataclass
@@ -185,7 +186,13 @@ def read_file(path: Path) -> Any:
     _check_file(path)
     try:
         text = path.read_text(encoding="utf-8")
-        return json.loads(text)
+        document = json.loads(text)
+        if _SURROGATE_ESCAPE.search(text) and (where := _lone_surrogate(document)):
+            raise ExchangeError(
+                f"{path}: {where}: a lone UTF-16 surrogate (\\ud800 to \\udfff without its "
+                "pair) is not text: strings must be Unicode"
+            )
+        return document
     except UnicodeDecodeError:
         raise ExchangeError(f"{path} is not UTF-8 text: not a trainperf export") from None
     except json.JSONDecodeError as exc:
@@ -202,6 +209,38 @@ def read_file(path: Path) -> Any:
         raise ExchangeError(f"{path}: an integer of more than {limit} digits") from None
     except RecursionError:
         raise ExchangeError(f"{path}: JSON nested too deeply") from None
+
+
+# JSON may spell a character outside the BMP as a pair of \\uXXXX escapes; one half alone
+# decodes to a code point that no UTF-8 writer (the store, a terminal) accepts.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _lone_surrogate(document: Any) -> str | None:
+    """Where in ``document`` a key or string holds a lone surrogate (``results[0].case``),
+    None when none does."""
+    stack: list[tuple[str, Any]] = [("", document)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                where = f"{path}.{key}" if path else key
+                if not _is_unicode(key):
+                    return ascii(where)[1:-1]
+                stack.append((where, item))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", item) for i, item in enumerate(value))
+        elif isinstance(value, str) and not _is_unicode(value):
+            return ascii(path)[1:-1]
+    return None
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class SourceResults(NamedTuple):
