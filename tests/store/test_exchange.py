@@ -368,6 +368,40 @@ HOSTILE = {
         lambda d: d["results"][0]["metrics"].__setitem__("x\udc00", 1.0),
         "results[0].metrics.x\\udc00: a lone UTF-16 surrogate",
     ),
+    # the metrics the readers format and divide, each of its type (exchange_metrics;
+    # issue: each was stored, then ``results``, ``compare`` or ``report`` raised)
+    "an interval of one number": (
+        _set(["results", 0, "metrics", "samples_per_s_ci95"], [1.0]),
+        "results[0].metrics.samples_per_s_ci95: expected an array [low, high] of two numbers",
+    ),
+    "an interval upside down": (
+        _set(["runs", 0, "metrics", "samples_per_s_ci95"], [5.0, 1.0]),
+        "runs[0].metrics.samples_per_s_ci95: expected an array [low, high]",
+    ),
+    "a count of runs as text": (
+        _set(["results", 0, "metrics", "runs"], "3"),
+        "results[0].metrics.runs: expected an integer >= 1 or null, got '3'",
+    ),
+    "an MFU as text": (
+        _set(["results", 0, "metrics", "mfu"], "x"),
+        "results[0].metrics.mfu: expected a number >= 0 or null, got 'x'",
+    ),
+    "negative peak memory of a run": (
+        _set(["runs", 1, "metrics", "mem_peak_bytes"], -5),
+        "runs[1].metrics.mem_peak_bytes: expected an integer >= 0 or null, got -5",
+    ),
+    "a system's CPU as text": (
+        _set(["systems", 0, "cpu"], "zen"),
+        "systems[0].cpu: expected an object, got a string 'zen'",
+    ),
+    "a system's GPU as text": (
+        _set(["systems", 0, "gpus"], ["h100"]),
+        "systems[0].gpus[0]: expected an object, got a string 'h100'",
+    ),
+    "an OS with ESC": (
+        _set(["systems", 0, "os"], "Linux\x1b[2J"),
+        "systems[0].os: control character '\\x1b'",
+    ),
     "created_at yesterday": (
         _set(["results", 0, "created_at"], "yesterday"),
         "results[0].created_at: 'yesterday' is not an ISO 8601 time",

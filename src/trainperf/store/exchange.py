@@ -79,10 +79,13 @@ from trainperf.store.exchange_format import (
     ExchangeError,
     ExportFile,
     Json,
-    check_throughput,
-    measured_problem,
     short_value,
     system_problem,
+)
+from trainperf.store.exchange_metrics import (
+    check_throughput,
+    measured_problem,
+    metric_type_problem,
 )
 from trainperf.store.query import EVERYTHING, FilterError, ResultFilter
 
@@ -351,6 +354,8 @@ def _check_contents(tables: dict[str, list[Json]]) -> None:
             if bad := count_problem(row["case"]):  # named by its field, before the model
                 raise ExchangeError(f"{where}.case.{bad[0]}: {bad[1]}")
             ok = row.get("status", "ok") == "ok" and table != "max_batch"
+            if table != "max_batch" and (bad := metric_type_problem(row["metrics"])):
+                raise ExchangeError(f"{where}.metrics.{bad[0]}: {bad[1]}")
             if problem := stored_case_problem(row["case"], max_batch=not ok):
                 raise ExchangeError(f"{where}.case: {problem}")
             if ok and table == "results":

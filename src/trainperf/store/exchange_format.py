@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
-from trainperf.core.limits import MAX_COUNT, THROUGHPUT_MAX, THROUGHPUT_MIN, control_problem
+from trainperf.core.limits import MAX_COUNT, control_problem
 
 FORMAT = "trainperf-results"
 FORMAT_VERSION = 5
@@ -75,9 +75,36 @@ class _Open(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
 
+class CpuItem(_Open):
+    """A system's CPU (``trainperf.system.inventory.cpu_section``): its names are text the
+    report and ``results`` print."""
+
+    model: Name | None = None
+    vendor: Name | None = None
+    arch: Name | None = None
+
+
+class GpuItem(_Open):
+    """One GPU of a system (``trainperf.system.gpu``)."""
+
+    name: Name | None = None
+
+
 class SystemItem(_Open):
+    """A system record (``trainperf.system.inventory.collect``): the sections its readers
+    open, each of its type (a default: a record of an older trainperf may lack one)."""
+
     fingerprint: Key
     hostname: Name
+    os: Name | None = None
+    cpu: CpuItem | None = None
+    memory: Json | None = None
+    gpus: list[GpuItem] | None = None
+    topology: Json | None = None
+    network: list[Json] | None = None
+    infiniband: list[Json] | None = None
+    software: Json | None = None
+    env: Json | None = None
 
 
 class CaseItem(_Open):
@@ -209,77 +236,9 @@ def without(document: Json, *keys: str) -> Json:
     return {k: v for k, v in document.items() if k not in keys}
 
 
-def check_throughput(metrics: Json, where: str) -> None:
-    """An ok result must say its throughput (the comparisons divide by it), and every
-    measured time and rate of it must be positive (``measured_problem``)."""
-    if metrics.get("samples_per_s_median") is None:
-        raise ExchangeError(f"{where}.samples_per_s_median: expected a positive number, got null")
-    runs = metrics.get("run_samples_per_s")
-    if runs is not None and not (isinstance(runs, list) and runs):
-        found = short_value(runs)
-        raise ExchangeError(
-            f"{where}.run_samples_per_s: expected an array of positive numbers, got {found}"
-        )
-    if bad := measured_problem(metrics):
-        raise ExchangeError(f"{where}.{bad[0]}: {bad[1]}")
-
-
-# Measured times and rates of an ok result or run: each a positive, finite number (or a list
-# of them, per step or per rank). A time that may be negative (an exposed communication
-# time is a difference of medians, noise included) is not among them.
-MEASURED_POSITIVE = (
-    "step_s",
-    "warmup_step_s",
-    "step_s_median",
-    "step_s_mean",
-    "samples_per_s_median",
-    "samples_per_s_mean",
-    "run_samples_per_s",
-    "tokens_per_s_median",
-    "tokens_per_s_mean",
-    "measure_elapsed_s",
-    "wall_s",
-    "compute_step_s",
-    "compute_step_s_median",
-    "gather_free_step_s_median",
-    "rank_step_s",
-)
-
-
-# A throughput, under any key that names one (a result's own, a run's, one a later trainperf
-# adds): samples or tokens a second, within the bounds a prediction takes one in
-# (limits.THROUGHPUT_MIN to THROUGHPUT_MAX), so that no stored rate is refused only later.
-RATE_SUFFIXES = ("samples_per_s", "tokens_per_s")
-RATE_KEYS = ("samples_per_s_median", "samples_per_s_mean", "tokens_per_s_median")
-RATE_KEYS += ("tokens_per_s_mean",)
-
-
-def _is_number(value: Any) -> bool:
+def is_json_number(value: Any) -> bool:
     """A JSON number (a bool is not one)."""
     return not isinstance(value, bool) and isinstance(value, int | float)
-
-
-def measured_problem(metrics: Json) -> tuple[str, str] | None:
-    """(key, what) of the first measured time or rate of ``metrics`` that is not a
-    positive number (``MEASURED_POSITIVE``), or a throughput outside the bounds
-    (``RATE_KEYS`` and any key ending in a ``RATE_SUFFIXES``), or None."""
-    rates = [key for key in metrics if key.endswith(RATE_SUFFIXES) or key in RATE_KEYS]
-    for key in dict.fromkeys([*MEASURED_POSITIVE, *rates]):
-        if key not in metrics or metrics[key] is None:
-            continue
-        stack, path = [(key, metrics[key])], key
-        while stack:
-            path, value = stack.pop()
-            if isinstance(value, list):
-                stack.extend((f"{path}[{i}]", v) for i, v in enumerate(value))
-            elif not _is_number(value) or value <= 0:
-                return path, f"a measured time or rate must be a positive number, got {value!r}"
-            elif key in rates and not THROUGHPUT_MIN <= value <= THROUGHPUT_MAX:
-                return path, (
-                    f"a throughput must be from {THROUGHPUT_MIN:g} to {THROUGHPUT_MAX:g} a "
-                    f"second, got {value!r}"
-                )
-    return None
 
 
 # What a system's description measures (``trainperf.system``): byte counts, clocks, link
@@ -303,7 +262,7 @@ def system_problem(system: Json, where: str) -> str | None:
                 stack.append((f"{path}.{key}", item, amount or named))
         elif isinstance(value, list):
             stack.extend((f"{path}[{i}]", item, False) for i, item in enumerate(value))
-        elif amount and value is not None and not (_is_number(value) and value >= 0):
+        elif amount and value is not None and not (is_json_number(value) and value >= 0):
             return f"{path}: expected a number >= 0, got {short_value(value)}"
     return None
 

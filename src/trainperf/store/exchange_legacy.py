@@ -23,9 +23,9 @@ from trainperf.store.exchange_format import (
     SystemItem,
     Timestamp,
     TrainRunItem,
-    check_throughput,
     without,
 )
+from trainperf.store.exchange_metrics import check_throughput
 
 
 class LegacySweepItem(Item):
