@@ -37,6 +37,17 @@ def test_results_table_shows_names_as_written():
     assert f"| {MODEL} |" in markdown_table(table)
 
 
+def test_terminal_controls_in_stored_text_are_shown_not_obeyed():
+    """An error message or a reason may hold ESC sequences (a compiler's colours, or an
+    imported file's): the terminal gets them as escapes, never the sequence itself."""
+    message = "boom \x1b]0;title\x07\x1b[2J\x9b31m\r=1"
+    tables = [results_table([result("error", message)], "t", wide=True)]
+    tables.append(summary_table([result("crashed", message)]))
+    for out in map(rendered, tables):
+        assert not any(c in out for c in "\x1b\x07\x9b\r"), repr(out)
+        assert "boom \\x1b]0;title\\x07\\x1b[2J\\x9b31m\\x0d=1" in out
+
+
 def test_summary_table_and_progress_line_show_labels_as_written():
     out = rendered(summary_table([result("crashed", "killed [/]")]))
     assert MODEL in out and "killed [/]" in out

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.markup import escape
 
 from trainperf.case.modes import RANK_MODES
 from trainperf.cli.common import (
@@ -44,6 +43,7 @@ from trainperf.cli.common import (
 )
 from trainperf.cli.flag_types import EXIT_FAILED_CASES, BadInput, PositiveInt, seed_range
 from trainperf.cli.store_access import open_machine, reading_store, writing_store
+from trainperf.report.cells import escape
 
 # Flags that describe one case; a suite sets these in its file instead.
 CASE_FLAGS = (

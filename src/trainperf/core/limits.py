@@ -12,6 +12,7 @@ meaningless. This module imports nothing heavy: reading a file must not import t
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -83,6 +84,18 @@ def control_problem(text: str) -> str | None:
         if ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F:
             return f"control character {char!r} at position {index}: names are printable text"
     return None
+
+
+# C0 but newline and tab, DEL and C1: what a terminal reads as a command (ESC starts a
+# colour, a title, a screen clear; CR overwrites the line) rather than as text.
+_TERMINAL_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible_controls(text: str) -> str:
+    """``text`` with each terminal control character written as its escape (ESC as
+    ``\\x1b``): an error message or a reason stored from anywhere, printed, shows what it
+    holds and moves no cursor."""
+    return _TERMINAL_CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def count_problem(fields: dict[str, Any]) -> tuple[str, str] | None:

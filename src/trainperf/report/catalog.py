@@ -3,11 +3,10 @@ systems (node types) built of them."""
 
 from __future__ import annotations
 
-from rich.markup import escape
 from rich.table import Table
 
 from trainperf.predict.catalog import PRECISIONS, Catalog
-from trainperf.report.cells import Column, compact_table
+from trainperf.report.cells import Column, compact_table, escape
 
 
 def _number(value: float | None) -> str:

@@ -29,11 +29,12 @@ from typing import Any
 
 from rich import box
 from rich.cells import cell_len
-from rich.markup import escape
+from rich.markup import escape as escape_markup
 from rich.table import Table
 from rich.text import Text
 
 from trainperf.case.spec import label_options, parallel_mode
+from trainperf.core.limits import visible_controls
 from trainperf.measure.hierarchy import MIN_RUNS_FOR_DECISION
 
 # Text columns (a status, a reason, a label) are given at least this many characters when
@@ -42,6 +43,15 @@ TEXT_MIN = 12
 # ``Column.drop`` of a column shown with ``--wide`` only.
 WIDE = 99
 GAP = 2  # characters between two columns of a compact table
+
+
+def escape(text: str) -> str:
+    """User text (a name, an error message, a reason) as Rich markup that prints it as it
+    is: its brackets escaped, and its terminal control characters written as escapes
+    (``limits.visible_controls``): an imported message holding ESC sequences neither
+    colours nor clears the reader's terminal. Every table and line of trainperf's terminal
+    output escapes user text with this one."""
+    return escape_markup(visible_controls(text))
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.markup import escape
 from rich.table import Table
 
 from trainperf.measure.hierarchy import UNBOUNDED
-from trainperf.report.cells import Column, compact_table, interval_range, plus_minus
+from trainperf.report.cells import Column, compact_table, escape, interval_range, plus_minus
 
 
 def _ratio(value: float | None) -> str:

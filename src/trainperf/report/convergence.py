@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.markup import escape
 from rich.table import Table
+
+from trainperf.report.cells import escape
 
 
 def _number(value: Any, fmt: str) -> str:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rich.markup import escape
 from rich.table import Table
 
 from trainperf.doctor.conditions import Difference
+from trainperf.report.cells import escape
 
 # how each status is shown (the word stays: a table read without colour still says it)
 STYLES = {"ok": "green", "warn": "yellow", "fail": "bold red", "absent": "dim"}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.markup import escape
 from rich.table import Table
 
 from trainperf.convergence.isoaccuracy import RELATIVE, diff_key
+from trainperf.report.cells import escape
 
 
 def run_name(document: dict[str, Any], side: str) -> str:

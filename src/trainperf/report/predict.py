@@ -6,10 +6,9 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any
 
-from rich.markup import escape
 from rich.table import Table
 
-from trainperf.report.cells import WIDE, Column, compact_table
+from trainperf.report.cells import WIDE, Column, compact_table, escape
 from trainperf.report.tables import add_columns
 
 GIB = 2**30

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Group
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from trainperf.report.cells import escape
 from trainperf.report.tables import add_columns
 
 

@@ -17,9 +17,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from trainperf.report.cells import escape
 
 STATUS_ORDER = ("ok", "skipped", "oom", "timeout", "crashed", "error", "diverged")
 

@@ -6,9 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.console import Group
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+
+from trainperf.report.cells import escape
 
 _TOPOLOGY_LEGEND = (
     "X = self, NV# = bonded set of # NVLinks, PIX = at most one PCIe bridge, "

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from rich.markup import escape
 from rich.table import Table
 
 from trainperf.analysis.system_labels import system_labels
@@ -22,6 +21,7 @@ from trainperf.report.cells import (
     Column,
     compact_table,
     devices_text,
+    escape,
     interval_range,
     options_text,
     plus_minus,
