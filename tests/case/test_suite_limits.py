@@ -159,3 +159,28 @@ def test_a_ddp_bucket_out_of_range_is_refused_with_its_line(value):
     assert refused(text).startswith(
         "bad.yaml:3: cases[0].bucket_mb: bucket_mb must be from 0.0625 to 1048576 MiB"
     )
+
+
+def test_an_escaped_control_character_in_the_name_is_refused():
+    """YAML's double quotes spell ESC as \\x1b, past the reader; the name is stored with
+    every result and exported, where import refuses it (so run refuses it first)."""
+    message = refused(f'name: "fast\\x1b[31m"\n{CASE}\n')
+    assert message.startswith("bad.yaml:1: name: control character '\\x1b' at position 4")
+
+
+def test_an_integer_too_long_to_convert_is_refused_with_its_line():
+    """Python refuses to convert a decimal string of more than 4,300 digits (a ValueError
+    mid-parse, once a traceback)."""
+    text = f"name: x\ncases:\n  - {{model: resnet18, batch_size: {'9' * 5000}}}\n"
+    assert refused(text).startswith("bad.yaml:3: an integer of 5,000 digits: a suite's numbers")
+    assert refused(text.replace("9" * 5000, "9" * 100)).startswith(  # long, converted, refused
+        "bad.yaml:3: cases[0].batch_size: batch_size must be at most"
+    )
+
+
+def test_an_override_is_read_with_the_suite_files_limits():
+    suite = parse(f"name: x\n{CASE}\n", "ok.yaml")
+    with pytest.raises(SuiteError) as info:
+        suite.with_overrides([f"batch_size={'9' * 5000}"])
+    assert str(info.value).startswith("--set batch_size: an integer of 5,000 digits")
+    assert suite.with_overrides(["batch_size=4"]).planned[0].fields["batch_size"] == 4

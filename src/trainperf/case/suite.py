@@ -55,6 +55,7 @@ from trainperf.case.spec import Case, CaseError, DeviceKind, HardwareAbsent, che
 from trainperf.case.spec import describe_validation_error as describe_case_error
 from trainperf.case.stored import ADDED_CASE_FIELDS
 from trainperf.core import fileio
+from trainperf.core.limits import MAX_COUNT, control_problem
 
 MAX_BATCH = "max"
 SUITE_FIELDS = ("name", "description", "claims", "defaults", "cases", "matrix", "exclude")
@@ -177,8 +178,9 @@ class Suite:
                     f"--set {text}: give FIELD=VALUE with a case field: "
                     f"{', '.join(Case.model_fields)}"
                 )
-            try:
-                overrides[name] = yaml.safe_load(value)
+            try:  # the suite file's loader: its limits hold for a value given here too
+                loader = _BoundedLoader(value, f"--set {name}", MAX_ALIAS_NODES, lines=False)
+                overrides[name] = loader.get_single_data()
             except yaml.YAMLError:
                 raise SuiteError(f"--set {text}: the value is not valid YAML") from None
         planned = []
@@ -273,16 +275,21 @@ def check_claims_shape(claims: Any) -> str | None:
     return None
 
 
+MAX_INT_DIGITS = 100
+
+
 class _BoundedLoader(yaml.SafeLoader):
-    """A SafeLoader that counts the nodes aliases repeat and refuses more than ``budget``.
+    """A SafeLoader that counts the nodes aliases repeat and refuses more than ``budget``,
+    and refuses a key given twice and an integer too long to convert.
 
     The composer shares an aliased node instead of copying it, but whatever walks the
     document afterwards (line index, digest, validation) pays for the full expansion,
     which grows exponentially with nested aliases ("billion laughs")."""
 
-    def __init__(self, text: str, source: str, budget: int) -> None:
+    def __init__(self, text: str, source: str, budget: int, lines: bool = True) -> None:
         super().__init__(text)
         self.source, self.budget, self.repeated = source, budget, 0
+        self.lines = lines  # refusals name the line (a file), or only the source (--set)
         self._sizes: dict[int, int] = {}
 
     def compose_node(self, parent: Any, index: Any) -> Any:
@@ -317,6 +324,19 @@ class _BoundedLoader(yaml.SafeLoader):
             first[key] = line
         return node
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """An integer as SafeLoader reads it, refused past ``MAX_INT_DIGITS`` digits: Python
+        will not convert a decimal string of more than 4,300 digits (CVE-2020-10735) and
+        raises a ValueError mid-parse; no number of a suite needs more than a few."""
+        digits = sum(c.isdigit() for c in str(node.value))
+        if digits > MAX_INT_DIGITS:
+            raise self._refuse(
+                node.start_mark,
+                f"an integer of {digits:,} digits: a suite's numbers have at most "
+                f"{MAX_INT_DIGITS} (counts are at most {MAX_COUNT:,})",
+            )
+        return super().construct_yaml_int(node)
+
     def _expanded_size(self, node: yaml.Node, mark: Any) -> int:
         if node.end_mark is None:  # still being composed: the alias is inside its anchor
             raise self._refuse(mark, "a recursive YAML alias (inside the node it names)")
@@ -330,7 +350,11 @@ class _BoundedLoader(yaml.SafeLoader):
         return self._sizes[id(node)]
 
     def _refuse(self, mark: Any, problem: str) -> SuiteError:
-        return SuiteError(f"{self.source}:{mark.line + 1}: {problem}")
+        where = f"{self.source}:{mark.line + 1}" if self.lines else self.source
+        return SuiteError(f"{where}: {problem}")
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
 
 
 def _load_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
@@ -413,6 +437,8 @@ class _Builder:
         name = doc.get("name")
         if not isinstance(name, str) or not name.strip():
             raise self.fail(("name",) if "name" in doc else (), "name is required: a string")
+        if problem := control_problem(name):  # stored with every result, exported as a Name
+            raise self.fail(("name",), problem)
         description = doc.get("description", "")
         if not isinstance(description, str):
             raise self.fail(("description",), "must be a string")
