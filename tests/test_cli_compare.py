@@ -124,7 +124,7 @@ def test_compare_a_side_with_itself_finds_no_difference(sides, run_cli):
 
 
 def test_results_of_one_run_get_no_decision(tmp_path, run_cli):
-    from test_store_migration import old_database
+    from old_store import old_database
 
     old = tmp_path / "old.db"
     old_database(old)
