@@ -278,6 +278,9 @@ def test_run_says_what_was_not_stored_in_its_json(tmp_path, run_cli, monkeypatch
     document = json.loads(out)
     (file,) = tmp_path.glob("r.db.recovered-*.json")
     assert document["not_stored"] == {
+        "message": next(line for line in err.splitlines() if "error" in line).removeprefix(
+            "trainperf: error: "
+        ),
         "db": str(db),
         "reason": LOCKED,
         "waited_s": 0.5,
@@ -313,3 +316,66 @@ def test_a_bound_that_is_not_seconds_is_bad_input(tmp_path, run_cli, monkeypatch
         "trainperf: error: TRAINPERF_STORE_WAIT_S='later' is not valid: give seconds, "
         "a number >= 0\n"
     )
+
+
+# --- commands that measure one thing -------------------------------------------------------
+
+GEMM = ["micro", "gemm", "--device", "cpu", "--shapes", "square", "--limit", "1"]
+GEMM += ["--warmup", "0", "--iters", "1", "--no-flush"]
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_micro_benchmark_measured_while_the_database_is_locked_is_saved_aside(
+    tmp_path, run_cli, monkeypatch, as_json
+):
+    """The GEMM really runs (one square shape); the database is locked throughout, so the
+    write waits its bound and the result goes to a recovery file that imports later."""
+    db = tmp_path / "r.db"
+    Store(db).close()
+    monkeypatch.setenv("TRAINPERF_STORE_WAIT_S", "0.5")
+    held = lock(db)
+    code, out, err = run_cli([*GEMM, "--db", db, *(["--json"] if as_json else [])])
+    held.rollback()
+    assert code == 1 and "Traceback" not in err and "stored in" not in err
+    (file,) = tmp_path.glob("r.db.recovered-micro-gemm-*.json")
+    line = err.strip().splitlines()[-1]
+    assert line.startswith(f"trainperf: error: could not store 1 micro run in {db} (")
+    assert line.endswith(f"import them later with: trainperf import {file} --db {db}")
+    if as_json:
+        document = json.loads(out)
+        assert document["id"] is None and document["not_stored"]["file"] == str(file)
+        assert document["metrics"]["rows"]  # what was measured is printed all the same
+    else:
+        assert "TFLOP" in out
+    code, out, err = run_cli(["import", file, "--db", db])
+    assert code == 0, err
+    assert out.startswith(f"imported 0 results, 1 micro run, 1 system from {file}")
+    with Store.copy_of(db) as store:
+        (row,) = store.micro()
+    assert row["kind"] == "gemm" and row["status"] == "ok"
+
+
+def test_a_largest_batch_found_while_the_database_is_locked_is_saved_aside(
+    tmp_path, run_cli, monkeypatch
+):
+    """The search is a fake (its probes are processes of their own, tested elsewhere)."""
+    from trainperf.launch import maxbatch
+
+    found = maxbatch.MaxBatch(
+        48, [maxbatch.Probe(64, False, "oom"), maxbatch.Probe(48, True, "ok")]
+    )
+    monkeypatch.setattr(maxbatch, "run_search", lambda *args, **kwargs: found)
+    db = tmp_path / "r.db"
+    Store(db).close()
+    monkeypatch.setenv("TRAINPERF_STORE_WAIT_S", "0.5")
+    held = lock(db)
+    code, out, err = run_cli(["maxbatch", "cifarnet", "--device", "cpu", "--db", db, "--json"])
+    held.rollback()
+    assert code == 1 and "Traceback" not in err
+    (file,) = tmp_path.glob("r.db.recovered-maxbatch-*.json")
+    document = json.loads(out)
+    assert document["batch_size"] == 48 and document["id"] is None
+    assert document["not_stored"]["counts"]["max_batch"] == 1
+    assert run_cli(["import", file, "--db", db])[0] == 0
+    with Store.copy_of(db) as store:
+        assert [row["batch_size"] for row in store.max_batches()] == [48]

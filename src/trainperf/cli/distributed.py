@@ -33,7 +33,7 @@ from trainperf.cli.flag_types import (
     PositiveInt,
     fixed_steps,
 )
-from trainperf.cli.store_access import open_machine, writing_store
+from trainperf.cli.store_access import exit_if_not_stored, open_machine, stored_micro
 
 
 @click.command()
@@ -92,10 +92,8 @@ def equivalence(
         result = equiv.check(case, steps)
     except Interrupted as exc:
         fail(f"interrupted by {exc}: nothing stored", 128 + exc.signum)
-    with writing_store(db) as store:
-        document = {"kind": "equivalence", "steps": steps, "case": case.model_dump()}
-        result["id"] = store.add_micro(record, document, result)
-    stderr.print(f"stored in {db}", markup=False)
+    document = {"kind": "equivalence", "steps": steps, "case": case.model_dump()}
+    result = stored_micro(db, record, document, result)
     if as_json:
         emit_json(result)
     elif result["status"] != "ok":
@@ -112,6 +110,7 @@ def equivalence(
         )
         for note in m["notes"]:
             stdout.print(f"  note: {note}", markup=False)
+    exit_if_not_stored(result)
     if result["status"] != "ok" or not result["metrics"]["equivalent"]:
         sys.exit(EXIT_FAILED_CASES)
 

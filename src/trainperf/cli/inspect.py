@@ -36,7 +36,12 @@ from trainperf.cli.flag_types import (
     count_range,
     fixed_steps,
 )
-from trainperf.cli.store_access import open_machine, reading_store, writing_store
+from trainperf.cli.store_access import (
+    exit_if_not_stored,
+    open_machine,
+    reading_store,
+    stored_micro,
+)
 
 
 @click.command()
@@ -131,8 +136,7 @@ def profile(
     if result.get("follower"):
         stderr.print("this node took part; the node of rank 0 stores the result")
         return
-    with writing_store(db) as store:
-        result["id"] = store.add_micro(record, document, result)
+    result = stored_micro(db, record, document, result)
     if as_json:
         emit_json(result)
     elif result["status"] == "ok":
@@ -141,6 +145,7 @@ def profile(
         stdout.print(profile_view(result["metrics"], case.label()))
     else:
         stdout.print(f"{result['status']}: {result['error']['message']}", markup=False)
+    exit_if_not_stored(result)
     if result["status"] != "ok":
         sys.exit(EXIT_FAILED_CASES)
 

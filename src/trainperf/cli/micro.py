@@ -41,7 +41,7 @@ from trainperf.cli.flag_types import (
     count_range,
     given_once,
 )
-from trainperf.cli.store_access import open_machine, writing_store
+from trainperf.cli.store_access import exit_if_not_stored, open_machine, stored_micro
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
 P2P_BYTES = "256M"  # bytes per copy of `micro p2p` by default
@@ -122,7 +122,7 @@ class _OneDevice:
 
         document = document | {"warmup": self.warmup, "iters": self.iters}
         result = _execute(document, self.db, record, ChildJob(timeout_s=self.timeout_s))
-        _finish(result, self.as_json, lambda m: show_table(table(m), self.table_format))
+        finish(result, self.as_json, lambda m: show_table(table(m), self.table_format))
 
 
 def _one_device(warmup: int, iters: int) -> Any:
@@ -174,13 +174,12 @@ def _execute(
     if result.get("follower"):
         stderr.print("this node took part; the node of rank 0 stores the result")
         sys.exit(0)
-    with writing_store(db) as store:
-        result["id"] = store.add_micro(record, document, result)
-    stderr.print(f"stored in {db}", markup=False)
-    return result
+    return stored_micro(db, record, document, result)
 
 
-def _finish(result: dict[str, Any], as_json: bool, render: Any) -> None:
+def finish(result: dict[str, Any], as_json: bool, render: Any) -> None:
+    """Print a micro-benchmark's result (``--json``: the document; else ``render`` of its
+    metrics, or its failure); exit 1 when it failed or was not stored."""
     if as_json:
         emit_json(result)
     elif result["status"] == "ok":
@@ -189,6 +188,7 @@ def _finish(result: dict[str, Any], as_json: bool, render: Any) -> None:
         stdout.print(
             f"{result['status']}: {(result.get('error') or {}).get('message', '')}", markup=False
         )
+    exit_if_not_stored(result)
     if result["status"] != "ok":
         sys.exit(EXIT_FAILED_CASES)
 
@@ -491,7 +491,7 @@ def collective(
             table = coll.format_table(metrics["rows"], world, backend, metrics.get("skipped"))
         stdout.print(table, markup=False, highlight=False)
 
-    _finish(result, as_json, render)
+    finish(result, as_json, render)
 
 
 def _under_load(

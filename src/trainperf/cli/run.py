@@ -42,7 +42,13 @@ from trainperf.cli.common import (
     workers_option,
 )
 from trainperf.cli.flag_types import EXIT_FAILED_CASES, BadInput, PositiveInt, seed_range
-from trainperf.cli.store_access import open_machine, reading_store, writing_store
+from trainperf.cli.store_access import (
+    exit_if_not_stored,
+    open_machine,
+    reading_store,
+    store_or_save_aside,
+    writing_store,
+)
 from trainperf.report.cells import escape
 
 # Flags that describe one case; a suite sets these in its file instead.
@@ -201,7 +207,7 @@ def run(
                 "interrupted": outcome.interrupted,
                 "counts": outcome.counts(),
                 "results": outcome.results,
-                "not_stored": not_stored.as_dict() if not_stored else None,
+                "not_stored": not_stored.as_dict(outcome.not_run) if not_stored else None,
             }
         )
     else:
@@ -396,8 +402,11 @@ def maxbatch(
             note = f" ({found.note})" if found.note else ""
             stdout.print(f"longest sequence that trains: {answer}{note}", markup=False)
     else:
-        with writing_store(db) as store:
-            document = search.store_answer(store, record, template, found)
+        document, not_stored = store_or_save_aside(
+            db, lambda store: search.store_answer(store, record, template, found), "maxbatch"
+        )
+        if not_stored:  # in a recovery file: the id was the spool's
+            document |= {"id": None, "not_stored": not_stored.as_dict()}
         if as_json:
             emit_json(document)
         else:
@@ -406,6 +415,7 @@ def maxbatch(
                 f"largest batch that trains: {answer}" + (f" ({found.note})" if found.note else ""),
                 markup=False,
             )
+        exit_if_not_stored(document)
     if found.batch_size is None:
         sys.exit(EXIT_FAILED_CASES)
 

@@ -1,7 +1,9 @@
 """How a verb opens the results database: checked first (``check_db_writable``,
 ``check_db_readable``: nothing written, one line of bad input), then opened to write
 (``writing_store``) or to read in place (``reading_store``), the store's errors turned into
-the verb's message in one place (``store_errors``). No verb opens a ``Store`` itself.
+the verb's message in one place (``store_errors``). No verb opens a ``Store`` itself. A
+command that measured one thing stores it with ``store_or_save_aside``: a database that
+stays locked or full gets it in a recovery file instead.
 """
 
 from __future__ import annotations
@@ -10,9 +12,12 @@ import contextlib
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainperf.cli.flag_types import BadInput
+
+if TYPE_CHECKING:
+    from trainperf.store.recovery import NotStored
 
 
 def check_db_readable(db: Path, made_by: str = "run") -> None:
@@ -67,6 +72,49 @@ def writing_store(db: Path, on_wait: Callable[[str], None] | None = None) -> Ite
 
     with Store(db, on_wait=on_wait) as store:
         yield store
+
+
+def store_or_save_aside(
+    db: Path, write: Callable[[Any], Any], what: str
+) -> tuple[Any, NotStored | None]:
+    """What ``write`` returns after adding one command's measurement to the store at
+    ``--db``, and None; or, where the database stays locked or full, the measurement
+    saved in a recovery file instead (``recovery.save_aside``, the file named with
+    ``what``) and what says so: nothing measured is lost, as in a sweep."""
+    from trainperf.store.access import StoreUnavailable
+    from trainperf.store.recovery import save_aside
+
+    try:
+        with writing_store(db) as store:
+            return write(store), None
+    except StoreUnavailable as exc:
+        return save_aside(exc, write, what)
+
+
+def stored_micro(
+    db: Path, record: dict, document: dict[str, Any], result: dict[str, Any]
+) -> dict[str, Any]:
+    """A micro-benchmark's (or a profile's) ``result`` stored, its ``id`` set; or, where
+    the database stays locked or full, saved in a recovery file, ``not_stored`` set and
+    ``id`` null (``exit_if_not_stored`` ends the command once it is shown)."""
+    from trainperf.cli.common import stderr
+
+    stored_id, not_stored = store_or_save_aside(
+        db, lambda store: store.add_micro(record, document, result), f"micro-{document['kind']}"
+    )
+    if not_stored is None:
+        stderr.print(f"stored in {db}", markup=False)
+        return result | {"id": stored_id}
+    return result | {"id": None, "not_stored": not_stored.as_dict()}
+
+
+def exit_if_not_stored(document: dict[str, Any]) -> None:
+    """Exit 1 with the recovery file's line when ``document`` says it was not stored."""
+    from trainperf.cli.common import fail
+    from trainperf.cli.flag_types import EXIT_FAILED_CASES
+
+    if document.get("not_stored"):
+        fail(document["not_stored"]["message"], EXIT_FAILED_CASES)
 
 
 def open_machine(db: Path) -> tuple[dict, dict]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import sqlite3
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -78,8 +79,9 @@ class NotStored:
             f"import them later with: trainperf import {self.file} --db {db}"
         )
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, not_run: int = 0) -> dict[str, Any]:
         return {
+            "message": self.line(not_run),
             "db": str(self.cause.path),
             "reason": self.cause.reason,
             "waited_s": self.cause.waited_s,
@@ -139,13 +141,28 @@ class Spool:
         return NotStored(self.cause, counts, file, problems)
 
 
-def save_file(
-    document: dict[str, Any], database: Path, sweep_id: str
-) -> tuple[Path | None, list[str]]:
+def save_aside(
+    cause: StoreUnavailable, write: Callable[[Store], Any], name: str
+) -> tuple[Any, NotStored]:
+    """What one command measured (a micro-benchmark, a profile, a largest-batch search)
+    that ``write`` could not add to the database ``cause`` names: written by ``write``
+    into a spool instead (the same rows, the system with them), then saved in a recovery
+    file named with ``name`` (``save_file``). Returns what ``write`` returned (an id in
+    the spool, not in the database) and what was not stored."""
+    with Store.spool() as spool:
+        written = write(spool)
+        document = export_document(spool)
+    counts = {table: len(document[table]) for table in (*MEASURED, "micro")}
+    file, problems = save_file(document, cause.path, name)
+    return written, NotStored(cause, counts, file, problems)
+
+
+def save_file(document: dict[str, Any], database: Path, what: str) -> tuple[Path | None, list[str]]:
     """Write ``document`` beside ``database``, else in the temporary directory, never over
-    a file; return where (None when neither took it) and why each place failed."""
+    a file; return where (None when neither took it) and why each place failed. ``what``:
+    the sweep id, or the command (``micro-gemm``)."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    name = f"{database.name}.recovered-{sweep_id}-{stamp}"
+    name = f"{database.name}.recovered-{what}-{stamp}"
     text = strict_json.dumps(document, indent=2) + "\n"
     problems = []
     for folder in (database.parent, Path(tempfile.gettempdir())):
