@@ -229,3 +229,17 @@ def test_a_data_path_in_the_home_of_no_user_names_the_data(tmp_path, run_cli):
     db = tmp_path / "r.db"
     args = f"run --model cifarnet --data cifar10:~no_such_user_trainperf/c --db {db}"
     refused(run_cli, args, "cifar10:~no_such_user_trainperf/c", db=db)
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        ("micro collective --device cpu --devices 2147483647", "needs 2147483647 CPU cores"),
+        ("run --model cifarnet --device cpu --devices 2147483647", "needs 2147483647 CPU ranks"),
+    ],
+)
+def test_cpu_ranks_beyond_the_cores_are_refused_before_any_starts(tmp_path, run_cli, args, named):
+    """A rank per core at most (trainperf.case.spec._check_hardware): once, 2^31 - 1 ranks
+    on a CPU made torchrun start that many processes."""
+    db = tmp_path / "r.db"
+    refused(run_cli, with_db(args, db), named, "this machine has", db=db)

@@ -122,7 +122,7 @@ def test_parallel_modes_and_batches():
     assert two_nodes.processes == 6 and two_nodes.label().endswith("ddp x2x3n")
     dp = make_case(model="resnet50", batch_size=8, devices=2, parallel="dp", device="cuda")
     assert (dp.processes, dp.replicas, dp.global_batch) == (1, 2, 16)
-    check_case(make_case(model="resnet50", batch_size=8, devices=2), CPU_ONLY)
+    check_case(make_case(model="resnet50", batch_size=8, devices=2), {"cpu": DeviceKind(2)})
     with pytest.raises(HardwareAbsent, match="needs 4 cuda devices per node; 2 visible to CUDA"):
         check_case(make_case(model="resnet50", batch_size=8, devices=4, device="cuda"), VOLTA)
 
@@ -142,6 +142,17 @@ def test_parallel_modes_and_batches():
 def test_parallel_settings_that_cannot_run(fields, message):
     with pytest.raises(CaseError, match=message):
         check_case(make_case(model="resnet50", batch_size=8, **fields), CPU_ONLY)
+
+
+def test_cpu_ranks_are_at_most_one_per_core():
+    """A torch rank on the CPU is a process; past one per core they time-share the cores
+    (and --devices 2147483647 once started that many). JAX's CPU devices share a process."""
+    two_cores = {"cpu": DeviceKind(2)}
+    check_case(make_case(model="cifarnet", batch_size=8, devices=2), two_cores)
+    with pytest.raises(HardwareAbsent, match="needs 3 CPU ranks per node, one process each; "):
+        check_case(make_case(model="cifarnet", batch_size=8, devices=3), two_cores)
+    with pytest.raises(HardwareAbsent, match="needs 2147483647 CPU ranks"):
+        check_case(make_case(model="cifarnet", batch_size=8, devices=2**31 - 1), two_cores)
 
 
 def test_cpu_engine_options():

@@ -514,6 +514,14 @@ def _check_hardware(case: Case, capabilities: dict[str, DeviceKind]) -> None:
             f"needs {case.devices} cuda devices per node; {kind.count} visible to CUDA "
             "here (CUDA_VISIBLE_DEVICES, the batch system's binding or MIG may hide others)"
         )
+    if case.device == "cpu" and case.framework == "pytorch" and case.devices > kind.count:
+        # A torch rank on the CPU is a process that computes on cores of its own; past one
+        # per core the ranks time-share them, and the throughput measures the sharing (and
+        # 2^31 ranks would start 2^31 processes). JAX's CPU devices live in one process.
+        raise HardwareAbsent(
+            f"needs {case.devices} CPU ranks per node, one process each; this machine has "
+            f"{kind.count} cores for them (a rank per core at most)"
+        )
     if case.device == "cpu" and case.threads and case.threads > kind.count:
         raise HardwareAbsent(
             f"needs {case.threads} CPU cores for its threads; this machine has {kind.count}"

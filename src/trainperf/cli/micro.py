@@ -453,10 +453,10 @@ def collective(
         raise BadInput(str(exc)) from None
     record, capabilities = open_machine(db)
     resolved = _checked_device(device, capabilities)
-    if resolved == "cuda" and capabilities["cuda"].count < nprocs:
-        raise BadInput(
-            f"--devices {nprocs} needs {nprocs} GPUs; this machine has {capabilities['cuda'].count}"
-        )
+    if capabilities[resolved].count < nprocs:  # a CPU rank per core at most (check_case)
+        have = capabilities[resolved].count
+        units = "GPUs" if resolved == "cuda" else "CPU cores (a rank per core at most)"
+        raise BadInput(f"--devices {nprocs} needs {nprocs} {units}; this machine has {have}")
     document = {
         "kind": "collective",
         "ops": names,
