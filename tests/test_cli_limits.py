@@ -243,3 +243,28 @@ def test_cpu_ranks_beyond_the_cores_are_refused_before_any_starts(tmp_path, run_
     on a CPU made torchrun start that many processes."""
     db = tmp_path / "r.db"
     refused(run_cli, with_db(args, db), named, "this machine has", db=db)
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["micro", "gemm", "--dtype", "fp32,,bf16"], "--dtype 'fp32,,bf16'"),
+        (["micro", "collective", "--ops", "all_reduce,"], "--ops 'all_reduce,'"),
+        (["results", "--status", "ok,,error"], "--status 'ok,,error'"),
+        (["results", "--model", "resnet18", "--model", ""], "--model ''"),
+        (["compare", "--group-by", "devices,"], "--group-by 'devices,'"),
+        (["compare", "--across", ",framework"], "--across ',framework'"),
+    ],
+)
+def test_an_empty_item_of_a_comma_list_is_refused(tmp_path, run_cli, args, flag):
+    """An empty filter once selected everything (``export --system ''`` exported all)."""
+    db = tmp_path / "r.db"
+    Store(db).close()
+    refused(run_cli, [*args, "--db", db], flag, "has an empty item")
+
+
+def test_an_empty_system_filter_exports_nothing(tmp_path, run_cli):
+    db, out = tmp_path / "r.db", tmp_path / "out.json"
+    Store(db).close()
+    refused(run_cli, ["export", out, "--system", "", "--db", db], "--system ''")
+    assert not out.exists()

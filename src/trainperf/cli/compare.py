@@ -22,6 +22,7 @@ from trainperf.cli.common import (
 )
 from trainperf.cli.flag_types import BadInput
 from trainperf.cli.store_access import reading_store
+from trainperf.core.limits import comma_items
 
 
 @click.command()
@@ -75,10 +76,13 @@ def compare(
         )
     if sources and baseline:
         raise BadInput("--baseline picks a system of --db; with A B the baseline is A")
-    across_fields = [f.strip() for f in across.split(",") if f.strip()]
+    try:  # --across '' (its default) is none; an empty item of a list is a typo
+        across_fields = list(comma_items(across, "--across")) if across.strip() else []
+        fields = list(comma_items(group_by, "--group-by"))
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
     if sources and across_fields:
         raise BadInput("--across compares within --db; with A B the columns are the sources")
-    fields = [f.strip() for f in group_by.split(",") if f.strip()]
     if fields == ["none"]:
         fields = []
     try:

@@ -42,6 +42,7 @@ from trainperf.cli.flag_types import (
     given_once,
 )
 from trainperf.cli.store_access import exit_if_not_stored, open_machine, stored_micro
+from trainperf.core.limits import comma_items
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
 P2P_BYTES = "256M"  # bytes per copy of `micro p2p` by default
@@ -234,12 +235,15 @@ class DtypeList(click.ParamType):
     def convert(self, value: Any, param: Any, ctx: Any) -> list[str]:
         if isinstance(value, list):
             return value
-        names = [d.strip() for d in str(value).split(",") if d.strip()]
-        if not names or any(d not in self.allowed for d in names):
+        try:
+            names = list(comma_items(str(value), "--dtype"))
+        except ValueError as exc:
+            raise BadInput(f"{exc} (allowed {', '.join(self.allowed)})") from None
+        if any(d not in self.allowed for d in names):
             raise BadInput(
                 f"--dtype '{value}' is not valid: allowed {', '.join(self.allowed)} (comma list)"
             )
-        return list(dict.fromkeys(names))
+        return names
 
 
 def dtypes_option(allowed: tuple[str, ...]) -> Any:
@@ -439,9 +443,12 @@ def collective(
         warn_deprecated("--nprocs", "--devices")
     nprocs = (given_once({"--devices": devices, "--nprocs": nprocs}) or ("", 2))[1]
 
-    names = [o.strip() for o in ops.split(",") if o.strip()]
+    try:
+        names = list(comma_items(ops, "--ops"))
+    except ValueError as exc:
+        raise BadInput(f"{exc} (allowed {', '.join(coll.OPS)})") from None
     unknown = [o for o in names if o not in coll.OPS]
-    if unknown or not names:
+    if unknown:
         raise BadInput(f"--ops '{ops}' is not valid: allowed {', '.join(coll.OPS)}")
     load = _under_load(under_load, gemm_size, repeats, names, nprocs * nodes)
     if load is not None:

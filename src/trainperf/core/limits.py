@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 MAX_COUNT = 2**31 - 1
@@ -96,6 +96,23 @@ def visible_controls(text: str) -> str:
     ``\\x1b``): an error message or a reason stored from anywhere, printed, shows what it
     holds and moves no cursor."""
     return _TERMINAL_CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def comma_items(values: str | Iterable[str], flag: str) -> tuple[str, ...]:
+    """The items of a flag given once or repeated, each a comma list ('a,b' 'c' -> a, b,
+    c; each item stripped, the first of a repeat kept). An empty item (``''``, ``a,,b``,
+    a trailing comma) raises ValueError naming ``flag``: an empty filter would select
+    everything, not what was meant."""
+    items: list[str] = []
+    for value in [values] if isinstance(values, str) else values:
+        parts = [part.strip() for part in str(value).split(",")]
+        if not all(parts):
+            raise ValueError(
+                f"{flag} {str(value)!r} has an empty item: give one or more names separated "
+                "by single commas"
+            )
+        items += parts
+    return tuple(dict.fromkeys(items))
 
 
 def count_problem(fields: dict[str, Any]) -> tuple[str, str] | None:

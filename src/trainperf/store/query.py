@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from typing import Any, get_args
 
 from trainperf.case.outcome import Status
-from trainperf.core.limits import MAX_COUNT
+from trainperf.core.limits import MAX_COUNT, comma_items
 from trainperf.store.rows import (
     decoded_columns,
     maybe_json,
@@ -85,14 +85,15 @@ class FilterError(ValueError):
     The message is one line for the user."""
 
 
-def _texts(values: str | Iterable[str] | None) -> tuple[str, ...]:
-    """Values given once or repeated, each possibly a comma list: 'a,b' 'c' -> (a, b, c)."""
+def _texts(values: str | Iterable[str] | None, flag: str) -> tuple[str, ...]:
+    """Values given once or repeated, each possibly a comma list: 'a,b' 'c' -> (a, b, c);
+    an empty item is a ``FilterError`` (``limits.comma_items``)."""
     if values is None:
         return ()
-    if isinstance(values, str):
-        values = (values,)
-    parts = (part.strip() for value in values for part in str(value).split(","))
-    return tuple(dict.fromkeys(part for part in parts if part))
+    try:
+        return comma_items(values, flag)
+    except ValueError as exc:
+        raise FilterError(str(exc)) from None
 
 
 def parse_since(text: str) -> datetime:
@@ -169,9 +170,9 @@ class ResultFilter:
         if suite is not None and not suite.strip():
             raise FilterError("--suite is empty: give a suite name")
         return cls(
-            system=_texts(system),
-            model=_texts(model),
-            status=tuple(s.lower() for s in _texts(status)),
+            system=_texts(system, "--system"),
+            model=_texts(model, "--model"),
+            status=tuple(s.lower() for s in _texts(status, "--status")),
             since=None if since is None else parse_since(since),
             suite=None if suite is None else suite.strip(),
             limit=limit,
