@@ -480,6 +480,21 @@ def test_a_bad_file_leaves_a_database_untouched(source, exported, tmp_path, run_
     assert sha256(target) == before
 
 
+def test_a_key_given_twice_is_refused_naming_the_row(exported, tmp_path, run_cli):
+    """Python's reader keeps the last of two equal keys, another reader the first: the same
+    file would mean two things."""
+    uid = exported["results"][0]["uid"]
+    text = json.dumps(exported).replace(f'"uid": "{uid}"', f'"uid": "{uid}", "status": "oom"', 1)
+    file, target = tmp_path / "twice.json", tmp_path / "new.db"
+    file.write_text(text)
+    code, out, err = run_cli(["import", file, "--db", target])
+    assert code == 2 and out == "" and not target.exists()
+    assert err == (
+        f"trainperf: error: {file}: the key 'status' appears twice in the object of uid "
+        f"'{uid}': JSON readers keep either value; give each key once\n"
+    )
+
+
 def test_a_surrogate_pair_is_one_character_and_imports(exported, tmp_path, run_cli):
     """The refusal of a lone surrogate does not catch the escaped pair JSON writes for a
     character outside the BMP."""

@@ -189,13 +189,18 @@ def read_file(path: Path) -> Any:
     _check_file(path)
     try:
         text = path.read_text(encoding="utf-8")
-        document = json.loads(text)
+        document = json.loads(text, object_pairs_hook=_without_duplicate_keys)
         if _SURROGATE_ESCAPE.search(text) and (where := _lone_surrogate(document)):
             raise ExchangeError(
                 f"{path}: {where}: a lone UTF-16 surrogate (\\ud800 to \\udfff without its "
                 "pair) is not text: strings must be Unicode"
             )
         return document
+    except _DuplicateKey as exc:
+        raise ExchangeError(
+            f"{path}: the key {exc.key!r} appears twice in {exc.where}: JSON readers keep "
+            "either value; give each key once"
+        ) from None
     except UnicodeDecodeError:
         raise ExchangeError(f"{path} is not UTF-8 text: not a trainperf export") from None
     except json.JSONDecodeError as exc:
@@ -212,6 +217,30 @@ def read_file(path: Path) -> Any:
         raise ExchangeError(f"{path}: an integer of more than {limit} digits") from None
     except RecursionError:
         raise ExchangeError(f"{path}: JSON nested too deeply") from None
+
+
+class _DuplicateKey(Exception):  # not a ValueError: read_file reads those as long integers
+    def __init__(self, key: str, pairs: list[tuple[str, Any]]) -> None:
+        self.key = key
+        # the object named by a key that tells rows apart, where it has one
+        named = [f"{k} {v!r}" for k, v in pairs if k in _ROW_KEYS and isinstance(v, str)]
+        self.where = f"the object of {named[0]}" if named else "one object"
+
+
+_ROW_KEYS = ("uid", "fingerprint", "sweep_id", "run_id", "model", "name")
+
+
+def _without_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object of the file as a dict, refusing a key given twice (RFC 8259 leaves the
+    meaning open; Python keeps the last silently, another reader the first)."""
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key, pairs)
+            seen.add(key)
+    return document
 
 
 # JSON may spell a character outside the BMP as a pair of \\uXXXX escapes; one half alone
