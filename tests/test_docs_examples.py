@@ -180,3 +180,10 @@ def test_the_cheap_examples_run(tmp_path, monkeypatch, run_cli):
     script = (tmp_path / "trainperf-scaling.sbatch").read_text()
     assert "#SBATCH --nodes=4" in script and "#SBATCH --gpus-per-node=8" in script
     assert len(ran) >= 15
+
+
+def test_the_readme_names_the_export_format_version_trainperf_writes():
+    from trainperf.store.exchange_format import FORMAT_VERSION
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    assert re.findall(r'"format_version": (\d+)', readme) == [str(FORMAT_VERSION)]
