@@ -379,3 +379,19 @@ def test_a_largest_batch_found_while_the_database_is_locked_is_saved_aside(
     assert run_cli(["import", file, "--db", db])[0] == 0
     with Store.copy_of(db) as store:
         assert [row["batch_size"] for row in store.max_batches()] == [48]
+
+
+def test_a_micro_benchmark_whose_database_broke_while_it_ran_is_saved_aside(tmp_path, run_cli):
+    """The check before the run passed; by the time the result is written the store lacks
+    a table (damaged, or replaced by another program): the result goes to a file too."""
+    db = tmp_path / "r.db"
+    Store(db).close()
+    with sqlite3.connect(db) as connection:
+        connection.execute("DROP TABLE micro")
+    code, out, err = run_cli([*GEMM, "--db", db])
+    assert code == 1 and "Traceback" not in err and "TFLOP" in out
+    (file,) = tmp_path.glob("r.db.recovered-micro-gemm-*.json")
+    line = err.strip().splitlines()[-1]
+    assert line.startswith(f"trainperf: error: could not store 1 micro run in {db} (the ")
+    assert "cannot be written (" in line and "no such table: micro" in line and "waited" not in line
+    assert exchange.read_file(file)["micro"][0]["kind"] == "gemm"

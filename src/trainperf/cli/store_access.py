@@ -80,8 +80,10 @@ def store_or_save_aside(
     """What ``write`` returns after adding one command's measurement to the store at
     ``--db``, and None; or, where the database stays locked or full, the measurement
     saved in a recovery file instead (``recovery.save_aside``, the file named with
-    ``what``) and what says so: nothing measured is lost, as in a sweep."""
-    from trainperf.store.access import StoreUnavailable
+    ``what``) and what says so: nothing measured is lost, as in a sweep. So too when the
+    database turns out unusable only now (replaced, damaged or of a newer schema since
+    ``check_db_writable`` passed: the measurement took minutes)."""
+    from trainperf.store.access import StoreError, StoreUnavailable
     from trainperf.store.recovery import save_aside
 
     try:
@@ -89,6 +91,8 @@ def store_or_save_aside(
             return write(store), None
     except StoreUnavailable as exc:
         return save_aside(exc, write, what)
+    except (StoreError, sqlite3.DatabaseError) as exc:  # replaced or damaged since the check
+        return save_aside(StoreUnavailable(db, f"cannot be written ({exc})", 0.0), write, what)
 
 
 def stored_micro(

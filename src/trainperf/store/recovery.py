@@ -62,7 +62,8 @@ class NotStored:
         """The one error line for people: what was not stored, where it is and how to
         import it."""
         db, cause = self.cause.path, self.cause
-        why = f"the database {cause.reason}; waited {duration(cause.waited_s)}"
+        why = f"the database {cause.reason}"
+        why += f"; waited {duration(cause.waited_s)}" if cause.waited_s else ""
         left = f"; {not_run} case(s) not run" if not_run else ""
         if not any(self.counts.values()):
             return (
