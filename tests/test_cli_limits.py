@@ -268,3 +268,19 @@ def test_an_empty_system_filter_exports_nothing(tmp_path, run_cli):
     Store(db).close()
     refused(run_cli, ["export", out, "--system", "", "--db", db], "--system ''")
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["results", "--since", "0001-01-01T00:00+01:00"], "outside the years 1 to 9999 in UTC"),
+        (["export", "x.json", "--since", "9999-12-31T23:00-01:00"], "outside the years 1 to"),
+        (["results", "--sort", ""], "--sort '' is not valid: allowed created_at"),
+    ],
+)
+def test_a_filter_out_of_range_or_empty_is_refused(tmp_path, run_cli, monkeypatch, args, named):
+    """A --since whose offset moves it past year 1 or 9999 once raised OverflowError."""
+    monkeypatch.chdir(tmp_path)
+    Store(tmp_path / "r.db").close()
+    refused(run_cli, [*args, "--db", tmp_path / "r.db"], named)
+    assert not (tmp_path / "x.json").exists()

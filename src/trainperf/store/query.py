@@ -108,7 +108,12 @@ def parse_since(text: str) -> datetime:
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is in year 0 in UTC
+        raise FilterError(
+            f"--since {text!r} is outside the years 1 to 9999 in UTC: give a time within them"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -176,7 +181,7 @@ class ResultFilter:
             since=None if since is None else parse_since(since),
             suite=None if suite is None else suite.strip(),
             limit=limit,
-            sort=(sort or DEFAULT_SORT).strip(),
+            sort=DEFAULT_SORT if sort is None else sort.strip(),
         )
 
     @property
