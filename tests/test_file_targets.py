@@ -333,6 +333,22 @@ def test_report_writes_index_html_only_as_a_regular_file(tmp_path, run_cli, repo
     assert snapshot(out) == before
 
 
+def test_report_makes_its_directory_only_in_one_that_exists_and_not_through_a_link(
+    tmp_path, run_cli, report_db
+):
+    """As export, slurm and --mllog refuse a missing parent; a linked directory would put
+    the pages where the user did not name."""
+    missing = tmp_path / "no" / "such" / "report"
+    code, out, err = run_cli(["report", "--db", report_db, "--out", missing])
+    assert_one_line(code, out, err, f"--out {missing}: directory {missing.parent} does not")
+    assert not (tmp_path / "no").exists()
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    code, out, err = run_cli(["report", "--db", report_db, "--out", tmp_path / "link"])
+    assert_one_line(code, out, err, f"--out {tmp_path / 'link'} is a symlink (to ")
+    assert list((tmp_path / "real").iterdir()) == []
+
+
 @pytest.mark.parametrize(
     "args",
     [["report", "--out", ""], ["report", "--db", ""], ["export", ""], ["import", ""]],

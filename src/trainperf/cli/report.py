@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,9 @@ from trainperf.cli.store_access import check_db_readable, store_errors
     default=REPORT_DIR,
     show_default=True,
     type=NonEmptyPath(path_type=Path),
-    help="directory for index.html and, for a large store, its other pages (made if needed; "
-    "the pages there must be regular files)",
+    help="directory for index.html and, for a large store, its other pages (made if absent, "
+    "in a directory that exists, never through a symlink; the pages there must be regular "
+    "files)",
 )
 @click.option("--json", "as_json", is_flag=True, help="print what was written as JSON")
 def report(db: Path, result_filter: Any, out: Path, as_json: bool) -> None:
@@ -40,8 +42,14 @@ def report(db: Path, result_filter: Any, out: Path, as_json: bool) -> None:
     from trainperf.report.site import write_report
 
     check_db_readable(db)
+    if out.is_symlink() and out.is_dir():  # written through, the pages land elsewhere
+        raise BadInput(
+            f"--out {out} is a symlink (to {os.readlink(out)}): give the directory itself"
+        )
     if out.is_dir():
         check_out_file(out / "index.html", "--out")
+    elif not out.exists() and not out.is_symlink() and not out.absolute().parent.is_dir():
+        raise BadInput(f"--out {out}: directory {out.absolute().parent} does not exist")
     elif out.exists() or out.is_symlink():
         what = kind(out.stat().st_mode) if out.exists() else "a dangling symlink"
         raise BadInput(f"--out {out} is {what}: give a directory for the report")

@@ -29,7 +29,7 @@ def write_report(
 
     report = Report(read(db_path, result_filter), db_path.name, generated_at)
     planned = pages.plan(report) if report.large() else {"index.html": None}
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(exist_ok=True)  # in a directory that exists (cli.report checks)
     for name in planned:  # every file checked before any is written
         check_output(out_dir / name)
     cache_dir = out_dir / CACHE_DIR  # a cache only where it is ours to write: not a link
