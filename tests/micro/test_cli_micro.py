@@ -64,6 +64,13 @@ def test_bad_micro_input_is_refused_with_nothing_written(tmp_path, run_cli):
         (["memory", "--bytes", "8X"], "size '8X' is not valid"),
         (["memory", "--bytes", "0"], "--bytes 0: a buffer needs at least 1 byte"),
         (["p2p", "--bytes", "0K"], "--bytes 0K: a buffer needs at least 1 byte"),
+        (["collective", "--min-bytes", "0"], "--min-bytes 0: a buffer needs at least 1 byte"),
+        (["collective", "--max-bytes", "8E"], "--max-bytes: size '8E' is not valid"),
+        (["collective", "--factor", "1"], "--factor 1: each size is the last times at least 2"),
+        (
+            ["collective", "--min-bytes", "4M", "--max-bytes", "1M"],
+            "--max-bytes 1M is smaller than --min-bytes 4M",
+        ),
         (["collective", "--rdzv-endpoint", "node1"], "must be HOST:PORT"),
         (["collective", "--rdzv-endpoint", "node1:99999"], "must be HOST:PORT"),
         (["gemm", "--device", "cuda"], "device 'cuda' is not available"),

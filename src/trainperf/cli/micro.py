@@ -208,13 +208,20 @@ def _bytes_options(default: str | None, help: str) -> Any:
 def _buffer_bytes(bytes_text: str | None, old_size: str | None, default: str | None) -> int | None:
     """The bytes of a buffer from --bytes (or --size, deprecated): at least one byte (0
     must not fall back to a default); ``default`` when neither is given."""
-    from trainperf.micro.harness import parse_bytes
 
     if old_size is not None:
         warn_deprecated("--size", "--bytes")
     flag, text = given_once({"--bytes": bytes_text, "--size": old_size}) or ("--bytes", default)
     if text is None:
         return None
+    return byte_count(flag, text)
+
+
+def byte_count(flag: str, text: str) -> int:
+    """The bytes ``flag`` gives (``harness.parse_bytes``: 8M), at least 1, or bad input
+    naming the flag."""
+    from trainperf.micro.harness import parse_bytes
+
     try:
         size_bytes = parse_bytes(text)
     except ValueError as exc:
@@ -453,11 +460,11 @@ def collective(
     load = _under_load(under_load, gemm_size, repeats, names, nprocs * nodes)
     if load is not None:
         names = list(load.pop("ops"))
-    try:
-        low, high = coll.parse_bytes(min_bytes), coll.parse_bytes(max_bytes)
-        coll.sizes(low, high, factor)
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
+    low, high = byte_count("--min-bytes", min_bytes), byte_count("--max-bytes", max_bytes)
+    if factor < 2:
+        raise BadInput(f"--factor {factor}: each size is the last times at least 2")
+    if high < low:
+        raise BadInput(f"--max-bytes {max_bytes} is smaller than --min-bytes {min_bytes}")
     record, capabilities = open_machine(db)
     resolved = _checked_device(device, capabilities)
     if capabilities[resolved].count < nprocs:  # a CPU rank per core at most (check_case)
