@@ -172,3 +172,14 @@ def test_across_prints_a_column_per_system_and_value(fixture_db, run_cli, tmp_pa
     assert code == 2 and "--across compares within --db" in err
     code, _, err = run_cli(["compare", "--db", db, "--across", "colour"])
     assert code == 2 and "cannot compare across 'colour'" in err
+
+
+def test_a_file_that_is_not_an_export_is_named_in_the_error(tmp_path, run_cli):
+    array = tmp_path / "array.json"
+    array.write_text("[1]")
+    code, out, err = run_cli(["compare", array, array])
+    assert code == 2 and out == ""
+    assert (
+        err
+        == f"trainperf: error: {array}: expected a JSON object (trainperf-results), got an array\n"
+    )

@@ -301,7 +301,11 @@ def read_results(path: Path, result_filter: ResultFilter = EVERYTHING) -> Source
         raise ExchangeError(
             f"{path} is neither a trainperf database (SQLite) nor an exported file (JSON)"
         )
-    validated = validate(read_file(path))
+    document = read_file(path)  # its errors name the file
+    try:
+        validated = validate(document)
+    except ExchangeError as exc:  # its errors name the field: the file goes before it
+        raise ExchangeError(f"{path}: {exc}") from None
     with Store(":memory:") as store:
         import_document(store, validated)
         try:
