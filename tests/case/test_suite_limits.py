@@ -184,3 +184,12 @@ def test_an_override_is_read_with_the_suite_files_limits():
         suite.with_overrides([f"batch_size={'9' * 5000}"])
     assert str(info.value).startswith("--set batch_size: an integer of 5,000 digits")
     assert suite.with_overrides(["batch_size=4"]).planned[0].fields["batch_size"] == 4
+
+
+def test_a_parsers_message_is_not_repeated_around_it():
+    """The steps parser names the field and the value; once read 'steps: steps 'fixed:0:0':
+    at least one measured step is needed, got 'fixed:0:0''."""
+    text = "name: x\ncases:\n  - {model: resnet18, batch_size: 2, steps: 'fixed:0:0'}\n"
+    assert refused(text) == (
+        "bad.yaml:3: cases[0].steps: steps 'fixed:0:0': at least one measured step is needed"
+    )

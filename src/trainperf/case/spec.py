@@ -320,8 +320,10 @@ def describe_validation_error(exc: ValidationError) -> str:
     if kind in ("string_type", "float_type"):
         expected = "a string" if kind == "string_type" else "a number"
         return f"{field} must be {expected}, got {given!r}"
-    message = err["msg"].removeprefix("Value error, ")
-    return f"{field}: {message}, got {given!r}"
+    message = err["msg"].removeprefix("Value error, ")  # a parser's, e.g. parse_policy's
+    if str(given) not in message:  # most name the value and the field already
+        message += f", got {given!r}"
+    return message if message.startswith(f"{field} ") else f"{field}: {message}"
 
 
 def check_case(case: Case, capabilities: dict[str, DeviceKind]) -> ModelSpec | None:
