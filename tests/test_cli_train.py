@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -181,3 +182,99 @@ def test_a_users_network_runs_only_in_the_training_job(cifar, tmp_path, run_cli,
     with sqlite3.connect(db) as connection:
         status, error = connection.execute("SELECT status, error_json FROM train_runs").fetchone()
     assert status == "error" and "the user network fails" in error
+
+
+def test_a_run_that_ends_while_the_database_is_locked_is_saved_aside_and_imports(
+    cifar, tmp_path, run_cli, monkeypatch
+):
+    """Another process takes the database's write lock once the first evaluation is stored
+    and keeps it: the run trains on (its later evaluations kept), its end goes to a
+    recovery file, and importing that file finishes the row the database holds as running
+    (the same uid), not a second row."""
+    from trainperf.cli import train as train_cli
+
+    db = tmp_path / "t.db"
+    monkeypatch.setenv("TRAINPERF_STORE_WAIT_S", "0.2")
+    held = []
+    store_progress = train_cli.Progress._store_progress
+
+    def then_lock(progress):
+        store_progress(progress)
+        if progress.evaluations and not held:
+            held.append(sqlite3.connect(db, isolation_level=None, check_same_thread=False))
+            held[0].execute("BEGIN IMMEDIATE")
+
+    monkeypatch.setattr(train_cli.Progress, "_store_progress", then_lock)
+    args = ["train", "cifarnet", "--data", f"cifar10:{cifar}", "--target", "top1=0.999"]
+    args += ["--max-epochs", "3", "-b", "32", "--lr-schedule", "piecewise:0.01@0"]
+    code, out, err = run_cli(args + ["--workers", "0", "--runs", "2", "--db", db, "--json"])
+    held[0].rollback()
+    assert code == 1 and "Traceback" not in err
+    assert "could not store the run's progress" in err and err.count("the run goes on") == 1
+    (file,) = tmp_path.glob("t.db.recovered-train-*.json")
+    assert f"could not store 1 training run in {db} (" in err and str(file) in err
+    assert "1 run(s) not started" in err
+    (run,) = json.loads(out)["runs"]
+    assert run["id"] is None and run["not_stored"]["file"] == str(file)
+    assert run["status"] == "ok" and len(run["evaluations"]) == 3
+    with sqlite3.connect(db) as connection:
+        ((uid, status, stored),) = connection.execute(
+            "SELECT uid, status, evaluations_json FROM train_runs"
+        ).fetchall()
+    assert status == "running" and len(json.loads(stored)) == 1 and run["uid"] == uid
+
+    code, out, err = run_cli(["import", file, "--db", db, "--json"])
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["updated"]["train_runs"] == 1 and summary["added"]["train_runs"] == 0
+    with sqlite3.connect(db) as connection:
+        rows = connection.execute("SELECT uid, status, evaluations_json FROM train_runs")
+        ((again, status, stored),) = rows.fetchall()
+    assert (again, status, len(json.loads(stored))) == (uid, "ok", 3)
+    code, out, _ = run_cli(["import", file, "--db", db])  # a second import changes nothing
+    assert code == 0 and "(1 training run, 1 system already present)" in out
+
+
+def test_progress_that_cannot_be_stored_is_kept_and_stored_with_the_next_evaluation(
+    tmp_path, capsys
+):
+    """Without a child: the progress file is written by hand. The database is locked when
+    the first evaluation arrives (on several nodes that is also when the row is made), free
+    at the second, locked again at the end: the end is saved aside under the row's uid."""
+    from trainperf.case.training import TrainConfig
+    from trainperf.cli.train import Progress, store_final
+    from trainperf.store.database import Store
+
+    db, path = tmp_path / "t.db", tmp_path / "progress.jsonl"
+    config = TrainConfig("cifarnet", "cifar10:/d", "top1", 0.8, 3, 64).to_dict()
+    record = {"fingerprint": "f" * 16, "hostname": "box"}
+
+    def evaluation(epoch):
+        with path.open("a") as f:
+            f.write(json.dumps({"event": "eval", "epoch": epoch, "time_s": 1.0, "top1": 0.1}))
+            f.write("\n")
+
+    def lock():
+        other = sqlite3.connect(db, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        return other
+
+    with Store(db, wait_s=0.1) as store:
+        progress = Progress(store, record, config, path)
+        held = lock()
+        evaluation(1)
+        progress.poll()
+        assert progress.run_id is None and len(progress.evaluations) == 1
+        held.rollback()
+        evaluation(2)
+        progress.poll()
+        (row,) = store.train_runs()
+        assert len(row["evaluations"]) == 2 and row["status"] == "running"
+        held = lock()
+        run = store_final(db, progress, evaluations=progress.evaluations, status="ok")
+        held.rollback()
+    err = capsys.readouterr().err
+    assert err.count("could not store the run's progress") == 1
+    assert run["id"] is None and run["uid"] == row["uid"] and run["status"] == "ok"
+    saved = json.loads(Path(run["not_stored"]["file"]).read_text())
+    assert [r["uid"] for r in saved["train_runs"]] == [row["uid"]]

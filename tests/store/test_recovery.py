@@ -14,6 +14,7 @@ import pytest
 
 from report_fixture import worker_ok_run
 from trainperf.case.spec import make_case
+from trainperf.case.training import TrainConfig
 from trainperf.launch import sweep as sweep_module
 from trainperf.launch.sweep import SweepItem, run_sweep
 from trainperf.store import exchange
@@ -395,3 +396,65 @@ def test_a_micro_benchmark_whose_database_broke_while_it_ran_is_saved_aside(tmp_
     assert line.startswith(f"trainperf: error: could not store 1 micro run in {db} (the ")
     assert "cannot be written (" in line and "no such table: micro" in line and "waited" not in line
     assert exchange.read_file(file)["micro"][0]["kind"] == "gemm"
+
+
+TRAIN_CONFIG = TrainConfig("cifarnet", "cifar10:/d", "top1", 0.8, 1, 64).to_dict()
+
+
+def running_and_finished(tmp_path, stored_at, finished_at, status="ok"):
+    """A database holding a training run as running (written at ``stored_at``), and the
+    export of a copy of that run (same uid and start) whose end was written elsewhere at
+    ``finished_at`` with ``status``: what ``trainperf train`` saves aside on a lock."""
+    db = tmp_path / "r.db"
+    with Store(db) as store:
+        run_id = store.add_train_run(SYSTEM, TRAIN_CONFIG, "key")
+        store.update_train_run(run_id, [{"epoch": 1}])
+        (row,) = store.train_runs()
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE train_runs SET updated_at = ?", (stored_at,))
+    with Store.spool() as spool:
+        copy = spool.add_train_run(SYSTEM, TRAIN_CONFIG, "key", (row["uid"], row["created_at"]))
+        spool.update_train_run(copy, [{"epoch": 1}, {"epoch": 2}], status=status, reached=True)
+        document = exchange.export_document(spool)
+    document["train_runs"][0]["updated_at"] = finished_at
+    return db, document
+
+
+def stored_train_state(db):
+    with Store.copy_of(db) as store:
+        return [(run["status"], len(run["evaluations"])) for run in store.train_runs()]
+
+
+@pytest.mark.parametrize(
+    "finished_at, status, finishes",
+    [
+        ("2026-12-03T14:00:05+00:00", "ok", True),
+        ("2026-12-03T14:00:00+00:00", "ok", True),  # ended within the second it was stored
+        ("2026-12-03T15:00:05+01:00", "aborted", True),  # a later time, another offset
+        ("2026-12-03T14:59:59+01:00", "ok", False),  # earlier, though later as text
+        ("2026-12-03T14:00:05+00:00", "running", False),  # a copy that has not ended
+    ],
+)
+def test_a_saved_aside_end_finishes_the_run_the_database_holds_as_running(
+    tmp_path, finished_at, status, finishes
+):
+    db, document = running_and_finished(tmp_path, "2026-12-03T14:00:00+00:00", finished_at, status)
+    with Store(db) as store:
+        summary = exchange.import_document(store, document)
+    assert summary.updated["train_runs"] == int(finishes)
+    assert summary.added["train_runs"] == 0
+    assert summary.already_present["train_runs"] == int(not finishes)
+    assert stored_train_state(db) == ([(status, 2)] if finishes else [("running", 1)])
+    if finishes:
+        assert "(1 training run finished; 1 system already present)" in summary.line("f.json")
+
+
+def test_a_run_the_database_holds_as_ended_keeps_its_end(tmp_path):
+    db, document = running_and_finished(
+        tmp_path, "2026-12-03T14:00:00+00:00", "2026-12-03T14:00:05+00:00"
+    )
+    with Store(db) as store:
+        (run,) = store.train_runs()
+        store.update_train_run(run["id"], [{"epoch": 1}], status="crashed")
+        summary = exchange.import_document(store, document)
+    assert summary.updated["train_runs"] == 0 and stored_train_state(db) == [("crashed", 1)]

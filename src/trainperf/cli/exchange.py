@@ -86,7 +86,8 @@ def export(
 def import_(file: Path, db: Path, as_json: bool) -> None:
     """Add the rows of FILE (written by `trainperf export`) to the database.
 
-    Rows already there are left as they are, so importing a file twice adds nothing. The
+    Rows already there are left as they are, so importing a file twice adds nothing; a
+    training run stored as running takes the end a recovery file gives it. The
     whole file is checked first: one that does not check out writes nothing.
     """
     from trainperf.store import exchange

@@ -75,24 +75,36 @@ def writing_store(db: Path, on_wait: Callable[[str], None] | None = None) -> Ite
 
 
 def store_or_save_aside(
-    db: Path, write: Callable[[Any], Any], what: str
+    db: Path, write: Callable[[Any], Any], what: str, into: Any = None
 ) -> tuple[Any, NotStored | None]:
     """What ``write`` returns after adding one command's measurement to the store at
-    ``--db``, and None; or, where the database stays locked or full, the measurement
-    saved in a recovery file instead (``recovery.save_aside``, the file named with
-    ``what``) and what says so: nothing measured is lost, as in a sweep. So too when the
-    database turns out unusable only now (replaced, damaged or of a newer schema since
-    ``check_db_writable`` passed: the measurement took minutes)."""
-    from trainperf.store.access import StoreError, StoreUnavailable
+    ``--db`` (``into``: that store, when the command holds it open already), and None; or,
+    where the database stays locked or full, the measurement saved in a recovery file
+    instead (``recovery.save_aside``, the file named with ``what``) and what says so:
+    nothing measured is lost, as in a sweep. So too when the database turns out unusable
+    only now (replaced, damaged or of a newer schema since ``check_db_writable`` passed:
+    the measurement took minutes)."""
+    from trainperf.store.access import StoreUnavailable
     from trainperf.store.recovery import save_aside
 
     try:
+        if into is not None:
+            return write(into), None
         with writing_store(db) as store:
             return write(store), None
     except StoreUnavailable as exc:
         return save_aside(exc, write, what)
-    except (StoreError, sqlite3.DatabaseError) as exc:  # replaced or damaged since the check
+    except store_write_errors() as exc:  # replaced or damaged since the check
         return save_aside(StoreUnavailable(db, f"cannot be written ({exc})", 0.0), write, what)
+
+
+def store_write_errors() -> tuple[type[Exception], ...]:
+    """The errors of a write to a database checked when the command started: locked or
+    full for the store's whole wait (``StoreUnavailable``), or replaced or damaged since
+    (``StoreError``, ``sqlite3.DatabaseError``)."""
+    from trainperf.store.access import StoreError, StoreUnavailable
+
+    return (StoreUnavailable, StoreError, sqlite3.DatabaseError)
 
 
 def stored_micro(

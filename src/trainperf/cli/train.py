@@ -7,7 +7,9 @@ a hang becomes a stored status. The parent stores the run when it starts and aga
 every evaluation the child reports (``progress.jsonl``), so Ctrl-C or a crash keeps what
 was reached. On several nodes every node runs the same command and only the node of rank
 0 hears of the run (rank 0 alone writes the progress file): it stores the run when the
-progress file says it started, and the other nodes store nothing.
+progress file says it started, and the other nodes store nothing. A database that cannot
+be written meanwhile (locked or full for the store's whole wait) does not stop the run;
+its end then goes to a recovery file that ``trainperf import`` adds to the row (``Progress``).
 """
 
 from __future__ import annotations
@@ -130,12 +132,17 @@ class Progress:
     """Reads the child's progress file as it grows, stores new evaluations, prints each.
 
     The run's row is made by ``stored_id``: before the child starts on one node, and on
-    several when the progress file first speaks (only rank 0's node has one)."""
+    several when the progress file first speaks (only rank 0's node has one). A database
+    that cannot be written while the run goes on (locked or full for the store's whole
+    wait, damaged) does not stop it: the evaluations are kept and written with the next
+    one; the run's end is written by ``finish``, or saved aside (``store_final``)."""
 
     def __init__(self, store: Any, record: dict, config: dict[str, Any], path: Path) -> None:
         self.store, self.record, self.config, self.path = store, record, config, path
         self.run_id: int | None = None
+        self.identity: tuple[str, str] | None = None  # the row's (uid, created_at)
         self.evaluations: list[dict[str, Any]] = []
+        self.unstored: Exception | None = None  # why the last write of progress failed
         self._offset = 0  # bytes of whole lines already read
 
     def stored_id(self) -> int:
@@ -144,6 +151,8 @@ class Progress:
 
         if self.run_id is None:
             self.run_id = start_run(self.store, self.record, self.config)
+            row = self.store.train_run(str(self.run_id))
+            self.identity = (row["uid"], row["created_at"])
         return self.run_id
 
     def poll(self) -> None:
@@ -156,17 +165,48 @@ class Progress:
         if not complete:
             return
         self._offset += len(complete)
-        run_id = self.stored_id()
         fresh = []
         for line in complete.decode().splitlines():
             event = json.loads(line)
             if event.get("event") == "eval":
                 fresh.append({k: v for k, v in event.items() if k != "event"})
-        if fresh:
-            self.evaluations += fresh
-            self.store.update_train_run(run_id, self.evaluations)
-            for e in fresh:
-                self._show(e)
+        self.evaluations += fresh
+        if fresh or self.run_id is None:
+            self._store_progress()
+        for e in fresh:
+            self._show(e)
+
+    def _store_progress(self) -> None:
+        """The run's row and its evaluations so far, written; a write that fails is told
+        once and made again with the next evaluation (the list replaces the stored one)."""
+        from trainperf.cli.store_access import store_write_errors
+
+        try:
+            self.store.update_train_run(self.stored_id(), self.evaluations)
+        except store_write_errors() as exc:
+            if self.unstored is None:
+                stderr.print(
+                    f"could not store the run's progress ({exc}): the run goes on; "
+                    "trying again at the next evaluation and when it ends",
+                    markup=False,
+                )
+            self.unstored = exc
+        else:
+            self.unstored = None
+
+    def finish(self, target: Any, **final: Any) -> dict[str, Any]:
+        """The run's end (``Store.update_train_run``'s fields) written to ``target``: the
+        database, or a spool whose row carries the database row's uid and start, so that
+        importing the recovery file completes that row (``Store.import_documents``); the
+        run's document as ``target`` holds it."""
+        from trainperf.convergence.records import start_run
+
+        if target is self.store:
+            run_id = self.stored_id()
+        else:
+            run_id = start_run(target, self.record, self.config, self.identity)
+        target.update_train_run(run_id, **final)
+        return target.train_run(str(run_id))
 
     def _show(self, e: dict[str, Any]) -> None:
         metric, target = self.config["target_metric"], self.config["target_value"]
@@ -184,7 +224,24 @@ class Progress:
         )
 
 
+def store_final(db: Path, progress: Progress, **final: Any) -> dict[str, Any]:
+    """The run's end stored, and its stored document; or, where the database cannot be
+    written now, saved in a recovery file (the line that says where is printed at once),
+    the document's ``id`` null and ``not_stored`` set: hours of training are never lost
+    to a lock. ``final``: ``Store.update_train_run``'s fields."""
+    from trainperf.cli.store_access import store_or_save_aside
+
+    run, not_stored = store_or_save_aside(
+        db, lambda target: progress.finish(target, **final), "train", into=progress.store
+    )
+    if not_stored is None:
+        return run
+    stderr.print(not_stored.line(), markup=False)
+    return run | {"id": None, "not_stored": not_stored.as_dict()}
+
+
 def _train_once(
+    db: Path,
     store: Any,
     record: dict,
     config: dict[str, Any],
@@ -208,19 +265,19 @@ def _train_once(
                 result = run_job(launched, child, tmp, stop, rendezvous, on_poll=progress.poll)
         except Interrupted as exc:
             progress.poll()
-            if progress.run_id is None:
+            if progress.run_id is None and not progress.evaluations:
                 stderr.print(f"interrupted by {exc}: this node stored nothing", markup=False)
                 sys.exit(128 + exc.signum)
-            store.update_train_run(
-                progress.run_id,
-                progress.evaluations,
+            stored = store_final(
+                db,
+                progress,
+                evaluations=progress.evaluations,
                 status="aborted",
                 error={"type": "Interrupted", "message": f"stopped by {exc}"},
             )
-            stored = store.train_run(str(progress.run_id))
+            where = "saved aside" if stored["id"] is None else f"stored run {stored['id']}"
             stderr.print(
-                f"interrupted by {exc}: stored run {progress.run_id} with "
-                f"{len(progress.evaluations)} evaluation(s)",
+                f"interrupted by {exc}: {where} with {len(progress.evaluations)} evaluation(s)",
                 markup=False,
             )
             _show_run(stored)
@@ -228,22 +285,24 @@ def _train_once(
         progress.poll()
     if result.get("follower"):
         return None
-    run_id = progress.stored_id()
     metrics = result.get("metrics") or {}
     if result["status"] == "ok":
-        store.update_train_run(
-            run_id,
-            metrics.get("evaluations", progress.evaluations),
+        return store_final(
+            db,
+            progress,
+            evaluations=metrics.get("evaluations", progress.evaluations),
             status=metrics.get("status", "ok"),
             reached=bool(metrics.get("reached")),
             time_to_target_s=metrics.get("time_to_target_s"),
             metrics={k: v for k, v in metrics.items() if k != "evaluations"},
         )
-    else:
-        store.update_train_run(
-            run_id, progress.evaluations, status=result["status"], error=result.get("error")
-        )
-    return store.train_run(str(run_id))  # type: ignore[return-value]
+    return store_final(
+        db,
+        progress,
+        evaluations=progress.evaluations,
+        status=result["status"],
+        error=result.get("error"),
+    )
 
 
 def _show_run(run: dict[str, Any]) -> None:
@@ -382,7 +441,7 @@ def train(
                 f"until {target_text} (seed {this['seed']})",
                 markup=False,
             )
-            run = _train_once(store, record, this, document, timeout_s, rdzv_endpoint)
+            run = _train_once(db, store, record, this, document, timeout_s, rdzv_endpoint)
             if run is None:
                 followed += 1
                 stderr.print("this node took part; the node of rank 0 stores the run", markup=False)
@@ -390,6 +449,9 @@ def train(
             stored.append(run)
             if not as_json:
                 _show_run(run)
+            if run.get("not_stored"):  # a run started now could not be stored either
+                stderr.print(f"{runs - index - 1} run(s) not started", markup=False)
+                break
         same = [r for r in store.train_runs(config_key(config)) if r["status"] == "ok"]
     olympic = olympic_mean([r["time_to_target_s"] if r["reached"] else None for r in same])
     if as_json:
@@ -399,7 +461,7 @@ def train(
         from trainperf.report.convergence import olympic_line
 
         stdout.print(olympic_line(olympic, len(same)), markup=False)
-    if any(r["status"] != "ok" for r in stored):
+    if any(r["status"] != "ok" or r.get("not_stored") for r in stored):
         sys.exit(EXIT_FAILED_CASES)
 
 

@@ -34,6 +34,12 @@ def config_key(config: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def start_run(store: Store, system: dict[str, Any], config: dict[str, Any]) -> int:
-    """Register a run that is starting; return its id."""
-    return store.add_train_run(system, config, config_key(config))
+def start_run(
+    store: Store,
+    system: dict[str, Any],
+    config: dict[str, Any],
+    identity: tuple[str, str] | None = None,
+) -> int:
+    """Register a run that is starting; return its id. ``identity``: the (uid,
+    created_at) of the row another store holds for it (``Store.add_train_run``)."""
+    return store.add_train_run(system, config, config_key(config), identity)

@@ -27,6 +27,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -524,11 +525,20 @@ class Store:
         rows = self.db.execute(query + " ORDER BY id", args).fetchall()
         return [row_document(row) for row in rows]
 
-    def add_train_run(self, system: dict[str, Any], config: dict[str, Any], config_key: str) -> int:
+    def add_train_run(
+        self,
+        system: dict[str, Any],
+        config: dict[str, Any],
+        config_key: str,
+        identity: tuple[str, str] | None = None,
+    ) -> int:
         """Register a time-to-accuracy run that is starting (status ``running``, no
-        evaluation yet); return its id. See ``trainperf.convergence.records``."""
+        evaluation yet); return its id. See ``trainperf.convergence.records``.
+        ``identity``: the (uid, created_at) of the row another store holds for this run,
+        when its later state is written here to be saved aside (trainperf.cli.train)."""
         fingerprint = self.add_system(system)
         written = now()
+        uid, created = identity or (uuid.uuid4().hex, written)
 
         def insert(db: sqlite3.Connection) -> sqlite3.Cursor:
             return db.execute(
@@ -536,9 +546,9 @@ class Store:
                 " config_json, config_key, evaluations_json, metrics_json)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    uuid.uuid4().hex,
+                    uid,
                     fingerprint,
-                    written,
+                    created,
                     written,
                     "running",
                     strict_json.dumps(config),
@@ -732,29 +742,33 @@ class Store:
 
     def import_documents(
         self, documents: dict[str, list[dict[str, Any]]]
-    ) -> dict[str, tuple[int, int]]:
+    ) -> dict[str, tuple[int, int, int]]:
         """Insert documents as ``trainperf.store.exchange`` exports them, keyed by table name
         (``systems``, ``sweeps``, ``results``, ``runs``, ``micro``, ``max_batch``,
         ``train_runs``), keeping their uids, times and sweep ids. All go in one
         transaction: all or nothing. A row already here (same fingerprint, sweep id or
-        uid) is left as it is, but for a run stored before its result (its sweep stopped
-        first, see trainperf.store.recovery), which joins the result the document gives it.
-        Return (added, already here) per table. The caller checks the documents first
-        (``exchange.validate``).
+        uid) is left as it is, but for two that a recovery file completes: a run stored
+        before its result (its sweep stopped first, see trainperf.store.recovery) joins the
+        result the document gives it, and a training run stored as ``running`` takes the
+        document's state when that was written later (the run ended while the database
+        could not be written: trainperf.cli.train). Return (added, already here, updated)
+        per table. The caller checks the documents first (``exchange.validate``).
         """
 
-        def insert(db: sqlite3.Connection) -> dict[str, tuple[int, int]]:
+        def insert(db: sqlite3.Connection) -> dict[str, tuple[int, int, int]]:
             counts = {}
             for table, columns in IMPORTED_COLUMNS.items():
                 names = [name.strip() for name in columns.split(",")]
                 marks = ", ".join("?" * len(names))
                 sql = f"INSERT OR IGNORE INTO {table} ({columns}) VALUES ({marks})"
                 rows = documents.get(table, [])
-                added = sum(
-                    db.execute(sql, [column_value(name, row) for name in names]).rowcount
-                    for row in rows
-                )
-                counts[table] = (added, len(rows) - added)
+                added = updated = 0
+                for row in rows:
+                    if db.execute(sql, [column_value(name, row) for name in names]).rowcount:
+                        added += 1
+                    elif table == "train_runs" and _finishes(db, row):
+                        updated += db.execute(_LATER_TRAIN_STATE, _later_state(row)).rowcount
+                counts[table] = (added, len(rows) - added - updated, updated)
             joined = [(r["result_uid"], r["uid"]) for r in documents.get("runs", [])]
             db.executemany(
                 "UPDATE runs SET result_uid = ? WHERE uid = ? AND result_uid IS NULL",
@@ -766,3 +780,40 @@ class Store:
 
 
 _TRAIN_RUNS = "SELECT t.*, s.record FROM train_runs t JOIN systems s ON s.fingerprint = t.system"
+# A training run stored as running takes the state of a later copy of it (import_documents).
+_TRAIN_STATE = (
+    "updated_at",
+    "status",
+    "reached",
+    "time_to_target_s",
+    "evaluations_json",
+    "metrics_json",
+    "error_json",
+)
+_LATER_TRAIN_STATE = (
+    "UPDATE train_runs SET "
+    + ", ".join(f"{column} = ?" for column in _TRAIN_STATE)
+    + " WHERE uid = ? AND status = 'running'"
+)
+
+
+def _finishes(db: sqlite3.Connection, row: dict[str, Any]) -> bool:
+    """Does the imported training run ``row`` end the run this store holds as running (same
+    uid and system; ``row`` not running, written no earlier)? Times are compared as times:
+    a file keeps each as written, with any UTC offset, and rows are written to the second,
+    so a run that ended within the second of its last stored evaluation counts."""
+    if row["status"] == "running":
+        return False
+    stored = db.execute(
+        "SELECT updated_at FROM train_runs WHERE uid = ? AND system = ? AND status = 'running'",
+        (row["uid"], row["system"]),
+    ).fetchone()
+    if stored is None:
+        return False
+    written = datetime.fromisoformat(row["updated_at"])
+    return written >= datetime.fromisoformat(stored["updated_at"])
+
+
+def _later_state(row: dict[str, Any]) -> list[Any]:
+    """The arguments of ``_LATER_TRAIN_STATE`` for an imported training run."""
+    return [*(column_value(column, row) for column in _TRAIN_STATE), row["uid"]]

@@ -111,18 +111,29 @@ class ValidatedExport:
 
 @dataclass(frozen=True)
 class ImportSummary:
-    """Rows added and rows already in the database, per table."""
+    """Rows added, rows already in the database, and rows the database held unfinished
+    that took the file's later state (training runs stored as running, then saved aside
+    when they ended: ``Store.import_documents``), per table."""
 
     added: dict[str, int]
     already_present: dict[str, int]
+    updated: dict[str, int]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"added": self.added, "already_present": self.already_present}
+        return {
+            "added": self.added,
+            "already_present": self.already_present,
+            "updated": self.updated,
+        }
 
     def line(self, source: str) -> str:
         """One line for people: what came in from ``source`` and what was there before."""
-        present = counts_text(self.already_present, always=())
-        tail = f" ({present} already present)" if present else ""
+        notes = []
+        if any(self.updated.values()):
+            notes.append(f"{counts_text(self.updated, always=())} finished")
+        if any(self.already_present.values()):
+            notes.append(f"{counts_text(self.already_present, always=())} already present")
+        tail = f" ({'; '.join(notes)})" if notes else ""
         return f"imported {counts_text(self.added)} from {source}{tail}"
 
 
@@ -460,6 +471,7 @@ def import_document(store: Store, document: Any) -> ImportSummary:
     return ImportSummary(
         added={t: counts[t][0] for t in TABLES},
         already_present={t: counts[t][1] for t in TABLES},
+        updated={t: counts[t][2] for t in TABLES},
     )
 
 

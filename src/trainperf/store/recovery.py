@@ -145,15 +145,16 @@ class Spool:
 def save_aside(
     cause: StoreUnavailable, write: Callable[[Store], Any], name: str
 ) -> tuple[Any, NotStored]:
-    """What one command measured (a micro-benchmark, a profile, a largest-batch search)
-    that ``write`` could not add to the database ``cause`` names: written by ``write``
-    into a spool instead (the same rows, the system with them), then saved in a recovery
-    file named with ``name`` (``save_file``). Returns what ``write`` returned (an id in
-    the spool, not in the database) and what was not stored."""
+    """What one command measured (a micro-benchmark, a profile, a largest-batch search,
+    the end of a training run) that ``write`` could not add to the database ``cause``
+    names: written by ``write`` into a spool instead (the same rows, the system with
+    them), then saved in a recovery file named with ``name`` (``save_file``). Returns
+    what ``write`` returned (an id in the spool, not in the database) and what was not
+    stored."""
     with Store.spool() as spool:
         written = write(spool)
         document = export_document(spool)
-    counts = {table: len(document[table]) for table in (*MEASURED, "micro")}
+    counts = {table: len(document[table]) for table in (*MEASURED, "micro", "train_runs")}
     file, problems = save_file(document, cause.path, name)
     return written, NotStored(cause, counts, file, problems)
 
