@@ -24,7 +24,8 @@ from trainperf.core import strict_json
 from trainperf.core.fileio import FileKindError
 from trainperf.store import exchange
 from trainperf.store.access import StoreError
-from trainperf.store.database import Store, check_writable
+from trainperf.store.checks import check_writable
+from trainperf.store.database import Store
 
 TIMEOUT_S = 20
 

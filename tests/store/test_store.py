@@ -7,7 +7,8 @@ import pytest
 from trainperf.case.stored import ADDED_CASE_FIELDS
 from trainperf.store import database as store_module
 from trainperf.store.access import StoreError
-from trainperf.store.database import SCHEMA_VERSION, Store, check_writable
+from trainperf.store.checks import check_writable
+from trainperf.store.database import SCHEMA_VERSION, Store
 
 SYSTEM = {"fingerprint": "abc123", "hostname": "node1", "cpu": {"model": "X"}, "gpus": []}
 

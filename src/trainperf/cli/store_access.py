@@ -24,7 +24,7 @@ def check_db_readable(db: Path, made_by: str = "run") -> None:
     """Bad input unless ``--db`` is a results database to read (``store.check_readable``):
     one line, and nothing opened but a regular file. ``made_by``: the verb that would have
     made it."""
-    from trainperf.store.database import check_readable
+    from trainperf.store.checks import check_readable
 
     if not db.exists() and not db.is_symlink():
         raise BadInput(f"no results database at {db}: run `trainperf {made_by}` first or give --db")
@@ -55,7 +55,7 @@ def check_db_writable(db: Path) -> None:
     written) and how long to wait for it (``TRAINPERF_STORE_WAIT_S``) is a number: what
     every verb that stores checks before anything runs."""
     from trainperf.store.access import wait_from_environment
-    from trainperf.store.database import check_writable
+    from trainperf.store.checks import check_writable
 
     with store_errors():
         check_writable(db)

@@ -4,8 +4,8 @@
 ``StoreUnavailable`` a write that waited its bound (``STORE_WAIT_S``,
 ``wait_from_environment``) for a database locked by another process or a full disk
 (``unavailable_reason`` tells those from other failures); ``read_only_uri`` reads a
-database without writing anything beside it. The checks of a path and the writes, with
-their retries, are ``trainperf.store.database``'s, the one module that speaks SQL.
+database without writing anything beside it. The checks of a path are
+``trainperf.store.checks``'s; the writes, with their retries, ``trainperf.store.database``'s.
 """
 
 from __future__ import annotations

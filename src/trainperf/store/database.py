@@ -13,8 +13,8 @@ busy timeout) or the disk full (``SQLITE_FULL``, ``ENOSPC``) is tried again, the
 through ``on_wait`` each time, for up to ``wait_s`` in all (``TRAINPERF_STORE_WAIT_S``,
 ``STORE_WAIT_S`` by default); then it raises ``StoreUnavailable`` (the policy and the
 errors are ``trainperf.store.access``'s). All of it is in ``Store._write``, the one way in
-to a write transaction. Before anything opens a database, ``check_writable`` and
-``check_readable`` say in one line what is wrong with its path. What a sweep measured and could
+to a write transaction. Before anything opens a database, ``trainperf.store.checks``
+says in one line what is wrong with its path. What a sweep measured and could
 not store then goes to a recovery file (trainperf.store.recovery).
 """
 
@@ -27,13 +27,12 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from trainperf.core import fileio, strict_json
+from trainperf.core import strict_json
 from trainperf.core.limits import INT64_MAX
-from trainperf.store import lease
+from trainperf.store import imported, lease
 from trainperf.store import query as store_query
 from trainperf.store.access import (
     BUSY_TIMEOUT_S,
@@ -45,11 +44,11 @@ from trainperf.store.access import (
     unavailable_reason,
     wait_from_environment,
 )
+from trainperf.store.checks import check_readable, check_store
 from trainperf.store.lease import Owner
 from trainperf.store.query import EVERYTHING, ResultFilter, Selection
 from trainperf.store.rows import (
     IMPORTED_COLUMNS,
-    column_value,
     insert_run,
     now,
     row_document,
@@ -57,107 +56,11 @@ from trainperf.store.rows import (
 )
 from trainperf.store.schema import MIGRATION_STEPS, MIGRATIONS, SCHEMA_VERSION
 
-SQLITE_HEADER = b"SQLite format 3\x00"
-# The tables every trainperf store has had since schema version 1.
-STORE_TABLES = ("systems", "results")
-
 T = TypeVar("T")
 
 
 def _tell(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-def check_writable(path: Path) -> None:
-    """Raise ``StoreError`` unless ``path`` can hold the database: absent (in a directory
-    this user may write: it is created), an empty file, or one that ``check_store``
-    accepts. Writes nothing."""
-    if not path.exists() and not path.is_symlink():
-        parent = path.parent if str(path.parent) else Path(".")
-        if not parent.is_dir():
-            raise StoreError(f"--db {path}: directory {parent} does not exist")
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise StoreError(f"--db {path}: directory {parent} is not writable by this user")
-        return
-    if path.is_dir():
-        raise StoreError(f"--db {path} is a directory: give a file path, e.g. {path}/trainperf.db")
-    try:
-        check_store(path, empty_ok=True)
-    except StoreError as exc:
-        raise StoreError(f"--db {path}: {exc}") from None
-    if not os.access(path, os.W_OK):
-        raise StoreError(f"--db {path} is not writable by this user")
-
-
-def check_readable(path: Path) -> None:
-    """Raise ``StoreError`` unless ``path`` is a database this user can read
-    (``check_store``, and not empty). Callers name the path: the message says what is wrong
-    with it, except when nothing is there."""
-    if not path.exists() and not path.is_symlink():
-        raise StoreError(f"no results database at {path}: run `trainperf run` first or give --db")
-    check_store(path, empty_ok=False)
-
-
-def check_store(path: Path, *, empty_ok: bool) -> None:
-    """Raise ``StoreError`` (the reason, without the path) unless the file at ``path`` is a
-    trainperf store or an empty SQLite database (or, with ``empty_ok``, an empty file, which
-    a writer makes a store). Special files are refused by ``stat`` before anything opens
-    them, and the database is read without writing anything (``read_only_uri``)."""
-    try:
-        fileio.check_input(path)
-    except fileio.FileKindError as exc:
-        raise StoreError(exc.reason) from None
-    if not os.access(path, os.R_OK):
-        raise StoreError("not readable by this user")
-    with path.open("rb") as f:
-        head = f.read(16)
-    if not head:
-        if empty_ok:
-            return
-        raise StoreError("the file is empty: not a trainperf database")
-    if head != SQLITE_HEADER:
-        raise StoreError("not a trainperf database (not SQLite)")
-    try:
-        db = sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_S)
-        try:
-            version = int(db.execute("PRAGMA user_version").fetchone()[0])
-            tables = [
-                row[0]
-                for row in db.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table'"
-                    " AND name NOT LIKE 'sqlite!_%' ESCAPE '!' ORDER BY name"
-                )
-            ]
-        finally:
-            db.close()
-    except sqlite3.DatabaseError as exc:
-        raise StoreError(f"not a readable SQLite database ({exc})") from None
-    reason = _not_a_store(version, tables)
-    if reason:
-        raise StoreError(reason)
-
-
-def _not_a_store(version: int, tables: list[str]) -> str | None:
-    """Why an SQLite database of this ``user_version`` and these tables is not one that
-    trainperf may open, or None. Version 0 without tables is an empty database (a store
-    yet to be made); trainperf sets a version from 1 with its first tables."""
-    if version > SCHEMA_VERSION:
-        return (
-            f"schema version {version}, newer than this trainperf ({SCHEMA_VERSION}): "
-            "upgrade trainperf to read it"
-        )
-    if version < 0 or (version == 0 and tables):
-        shown = ", ".join(tables[:8]) + (f", ... ({len(tables)} in all)" if len(tables) > 8 else "")
-        details = [f"it has tables: {shown}" if tables else "it has no tables"]
-        details += [f"user_version {version}"] if version else []
-        return f"an SQLite database but not a trainperf store ({'; '.join(details)})"
-    missing = [name for name in STORE_TABLES if name not in tables]
-    if version > 0 and missing:
-        return (
-            f"damaged or not a trainperf store: schema version {version} "
-            f"but no {' or '.join(missing)} table"
-        )
-    return None
 
 
 class Store:
@@ -745,75 +648,13 @@ class Store:
     ) -> dict[str, tuple[int, int, int]]:
         """Insert documents as ``trainperf.store.exchange`` exports them, keyed by table name
         (``systems``, ``sweeps``, ``results``, ``runs``, ``micro``, ``max_batch``,
-        ``train_runs``), keeping their uids, times and sweep ids. All go in one
-        transaction: all or nothing. A row already here (same fingerprint, sweep id or
-        uid) is left as it is, but for two that a recovery file completes: a run stored
-        before its result (its sweep stopped first, see trainperf.store.recovery) joins the
-        result the document gives it, and a training run stored as ``running`` takes the
-        document's state when that was written later (the run ended while the database
-        could not be written: trainperf.cli.train). Return (added, already here, updated)
-        per table. The caller checks the documents first (``exchange.validate``).
+        ``train_runs``), keeping their uids, times and sweep ids, all in one transaction:
+        all or nothing. A row already here (same fingerprint, sweep id or uid) is left as
+        it is, but for the two a recovery file completes (``trainperf.store.imported``).
+        Return (added, already here, updated) per table. The caller checks the documents
+        first (``exchange.validate``).
         """
-
-        def insert(db: sqlite3.Connection) -> dict[str, tuple[int, int, int]]:
-            counts = {}
-            for table, columns in IMPORTED_COLUMNS.items():
-                names = [name.strip() for name in columns.split(",")]
-                marks = ", ".join("?" * len(names))
-                sql = f"INSERT OR IGNORE INTO {table} ({columns}) VALUES ({marks})"
-                rows = documents.get(table, [])
-                added = updated = 0
-                for row in rows:
-                    if db.execute(sql, [column_value(name, row) for name in names]).rowcount:
-                        added += 1
-                    elif table == "train_runs" and _finishes(db, row):
-                        updated += db.execute(_LATER_TRAIN_STATE, _later_state(row)).rowcount
-                counts[table] = (added, len(rows) - added - updated, updated)
-            joined = [(r["result_uid"], r["uid"]) for r in documents.get("runs", [])]
-            db.executemany(
-                "UPDATE runs SET result_uid = ? WHERE uid = ? AND result_uid IS NULL",
-                [pair for pair in joined if pair[0] is not None],
-            )
-            return counts
-
-        return self._write(insert)
+        return self._write(lambda db: imported.insert_documents(db, documents))
 
 
 _TRAIN_RUNS = "SELECT t.*, s.record FROM train_runs t JOIN systems s ON s.fingerprint = t.system"
-# A training run stored as running takes the state of a later copy of it (import_documents).
-_TRAIN_STATE = (
-    "updated_at",
-    "status",
-    "reached",
-    "time_to_target_s",
-    "evaluations_json",
-    "metrics_json",
-    "error_json",
-)
-_LATER_TRAIN_STATE = (
-    "UPDATE train_runs SET "
-    + ", ".join(f"{column} = ?" for column in _TRAIN_STATE)
-    + " WHERE uid = ? AND status = 'running'"
-)
-
-
-def _finishes(db: sqlite3.Connection, row: dict[str, Any]) -> bool:
-    """Does the imported training run ``row`` end the run this store holds as running (same
-    uid and system; ``row`` not running, written no earlier)? Times are compared as times:
-    a file keeps each as written, with any UTC offset, and rows are written to the second,
-    so a run that ended within the second of its last stored evaluation counts."""
-    if row["status"] == "running":
-        return False
-    stored = db.execute(
-        "SELECT updated_at FROM train_runs WHERE uid = ? AND system = ? AND status = 'running'",
-        (row["uid"], row["system"]),
-    ).fetchone()
-    if stored is None:
-        return False
-    written = datetime.fromisoformat(row["updated_at"])
-    return written >= datetime.fromisoformat(stored["updated_at"])
-
-
-def _later_state(row: dict[str, Any]) -> list[Any]:
-    """The arguments of ``_LATER_TRAIN_STATE`` for an imported training run."""
-    return [*(column_value(column, row) for column in _TRAIN_STATE), row["uid"]]
