@@ -1,6 +1,7 @@
 """The hardware catalog: ids, figures against shared/reference/hardware.md, training peaks
 (one table for the predictor and for MFU), strict loading."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -287,7 +288,9 @@ def test_missing_field_is_refused(tmp_path, document):
 def test_duplicate_id_is_refused(tmp_path):
     path = tmp_path / "catalog.yaml"
     path.write_text("devices:\n  a: {}\n  a: {}\nlinks: {}\n", encoding="utf-8")
-    with pytest.raises(CatalogFileError, match=r"catalog.yaml:3: not valid YAML: duplicate key"):
+    with pytest.raises(
+        CatalogFileError, match=r"catalog.yaml:3: duplicate key 'a' \(first given on"
+    ):
         load_catalog(path)
 
 
@@ -544,3 +547,30 @@ def test_a_systems_placement_takes_its_parts_unless_given_and_says_which(catalog
     assert (knl.per_node, knl.intra, knl.nics_per_node) == (1, None, 1)
     with pytest.raises(ValueError, match="a system has no gpus"):
         dgx.placement({"gpus": 8})
+
+
+def _doubling_aliases(levels):
+    """YAML whose every level lists the level before it twice: 2**levels nodes repeated."""
+    lines = ["l0: &l0 [1, 2]"]
+    lines += [f"l{i}: &l{i} [*l{i - 1}, *l{i - 1}]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            _doubling_aliases(12),
+            "catalog.yaml:8: YAML aliases repeat more than 1,000 nodes in all "
+            "(the shipped catalog has none)",
+        ),
+        ("devices:\n  a: {tdp_w: " + "9" * 200 + "}\n", "catalog.yaml:2: an integer of 200 digits"),
+    ],
+)
+def test_a_catalog_is_read_by_the_suites_strict_loader(tmp_path, text, message):
+    """The catalog's loader is the suite file's (trainperf.core.strict_yaml): an alias bomb
+    and an integer Python would not convert are refused in one line, as in a suite."""
+    path = tmp_path / "catalog.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(CatalogFileError, match=re.escape(message)):
+        load_catalog(path)

@@ -55,7 +55,8 @@ from trainperf.case.spec import Case, CaseError, DeviceKind, HardwareAbsent, che
 from trainperf.case.spec import describe_validation_error as describe_case_error
 from trainperf.case.stored import ADDED_CASE_FIELDS
 from trainperf.core import fileio
-from trainperf.core.limits import MAX_COUNT, control_problem
+from trainperf.core.limits import control_problem
+from trainperf.core.strict_yaml import StrictLoader, YamlRefused
 
 MAX_BATCH = "max"
 SUITE_FIELDS = ("name", "description", "claims", "defaults", "cases", "matrix", "exclude")
@@ -179,8 +180,10 @@ class Suite:
                     f"{', '.join(Case.model_fields)}"
                 )
             try:  # the suite file's loader: its limits hold for a value given here too
-                loader = _BoundedLoader(value, f"--set {name}", MAX_ALIAS_NODES, lines=False)
+                loader = _loader(value, f"--set {name}", MAX_ALIAS_NODES, lines=False)
                 overrides[name] = loader.get_single_data()
+            except YamlRefused as exc:
+                raise SuiteError(str(exc)) from None
             except yaml.YAMLError:
                 raise SuiteError(f"--set {text}: the value is not valid YAML") from None
         planned = []
@@ -275,93 +278,24 @@ def check_claims_shape(claims: Any) -> str | None:
     return None
 
 
-MAX_INT_DIGITS = 100
-
-
-class _BoundedLoader(yaml.SafeLoader):
-    """A SafeLoader that counts the nodes aliases repeat and refuses more than ``budget``,
-    and refuses a key given twice and an integer too long to convert.
-
-    The composer shares an aliased node instead of copying it, but whatever walks the
-    document afterwards (line index, digest, validation) pays for the full expansion,
-    which grows exponentially with nested aliases ("billion laughs")."""
-
-    def __init__(self, text: str, source: str, budget: int, lines: bool = True) -> None:
-        super().__init__(text)
-        self.source, self.budget, self.repeated = source, budget, 0
-        self.lines = lines  # refusals name the line (a file), or only the source (--set)
-        self._sizes: dict[int, int] = {}
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            node = self.anchors.get(event.anchor)
-            if node is not None:  # an undefined alias is left to the composer's own error
-                self.repeated += self._expanded_size(node, event.start_mark)
-                if self.repeated > self.budget:
-                    raise self._refuse(
-                        event.start_mark,
-                        f"YAML aliases repeat more than {self.budget:,} nodes in all "
-                        f"(the limit; {MAX_ALIAS_NODES_ENV} changes it)",
-                    )
-        return super().compose_node(parent, index)
-
-    def compose_mapping_node(self, anchor: Any) -> Any:
-        """Refuse a key given twice in one mapping: PyYAML would keep the last silently.
-        Checked on the composed node, before merge keys (``<<``) are flattened, so a key
-        that overrides a merged one stays allowed."""
-        node = super().compose_mapping_node(anchor)
-        first: dict[tuple[str, str], int] = {}
-        for key_node, _ in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                continue
-            key, line = (key_node.tag, key_node.value), key_node.start_mark.line + 1
-            if key in first:
-                raise self._refuse(
-                    key_node.start_mark,
-                    f"duplicate key '{key_node.value}' (first given on line {first[key]})",
-                )
-            first[key] = line
-        return node
-
-    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
-        """An integer as SafeLoader reads it, refused past ``MAX_INT_DIGITS`` digits: Python
-        will not convert a decimal string of more than 4,300 digits (CVE-2020-10735) and
-        raises a ValueError mid-parse; no number of a suite needs more than a few."""
-        digits = sum(c.isdigit() for c in str(node.value))
-        if digits > MAX_INT_DIGITS:
-            raise self._refuse(
-                node.start_mark,
-                f"an integer of {digits:,} digits: a suite's numbers have at most "
-                f"{MAX_INT_DIGITS} (counts are at most {MAX_COUNT:,})",
-            )
-        return super().construct_yaml_int(node)
-
-    def _expanded_size(self, node: yaml.Node, mark: Any) -> int:
-        if node.end_mark is None:  # still being composed: the alias is inside its anchor
-            raise self._refuse(mark, "a recursive YAML alias (inside the node it names)")
-        if id(node) not in self._sizes:
-            children: list[Any] = []
-            if isinstance(node, yaml.MappingNode):
-                children = [child for pair in node.value for child in pair]
-            elif isinstance(node, yaml.SequenceNode):
-                children = node.value
-            self._sizes[id(node)] = 1 + sum(self._expanded_size(c, mark) for c in children)
-        return self._sizes[id(node)]
-
-    def _refuse(self, mark: Any, problem: str) -> SuiteError:
-        where = f"{self.source}:{mark.line + 1}" if self.lines else self.source
-        return SuiteError(f"{where}: {problem}")
-
-
-_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
+def _loader(text: str, source: str, budget: int, lines: bool = True) -> StrictLoader:
+    """The suite file's loader (``trainperf.core.strict_yaml``), its limits worded for a
+    suite; a refusal is a ``YamlRefused``."""
+    return StrictLoader(
+        text,
+        source,
+        budget,
+        lines=lines,
+        budget_hint=f"the limit; {MAX_ALIAS_NODES_ENV} changes it",
+        numbers="a suite's numbers",
+    )
 
 
 def _load_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
     """Safe-load ``text``, also returning the line (1-based) of every key and list item."""
     budget = env_limit(MAX_ALIAS_NODES_ENV, MAX_ALIAS_NODES)
     try:
-        loader = _BoundedLoader(text, source, budget)
+        loader = _loader(text, source, budget)
     except yaml.reader.ReaderError as exc:  # the reader checks every character first
         line = text.count("\n", 0, exc.position) + 1
         raise SuiteError(
@@ -380,6 +314,8 @@ def _load_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
         line = mark.line + 1 if mark else 1
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SuiteError(f"{source}:{line}: malformed YAML: {problem}") from None
+    except YamlRefused as exc:
+        raise SuiteError(str(exc)) from None
     except RecursionError:
         line = loader.get_mark().line + 1
         raise SuiteError(f"{source}:{line}: YAML nested too deep to parse") from None
