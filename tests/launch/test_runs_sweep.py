@@ -15,7 +15,8 @@ from report_fixture import worker_ok_run
 from trainperf.case.spec import make_case
 from trainperf.launch import sweep as sweep_module
 from trainperf.launch.runner import Interrupted
-from trainperf.launch.sweep import SweepEvents, SweepItem, interleave, run_sweep
+from trainperf.launch.sweep import SweepEvents, interleave, run_sweep
+from trainperf.launch.sweep_items import SweepItem
 from trainperf.store import lease
 from trainperf.store.database import Store
 from trainperf.store.lease import Owner

@@ -16,7 +16,8 @@ from report_fixture import worker_ok_run
 from trainperf.case.spec import make_case
 from trainperf.case.training import TrainConfig
 from trainperf.launch import sweep as sweep_module
-from trainperf.launch.sweep import SweepItem, run_sweep
+from trainperf.launch.sweep import run_sweep
+from trainperf.launch.sweep_items import SweepItem
 from trainperf.store import exchange
 from trainperf.store.access import FULL, LOCKED, StoreUnavailable
 from trainperf.store.database import Store

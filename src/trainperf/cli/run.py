@@ -151,7 +151,7 @@ def run(
     measured again, and a case cut short keeps its finished runs (--fresh measures all).
     """
     from trainperf.case.suite import SuiteError, resolve
-    from trainperf.launch.sweep import SweepItem, planned_item
+    from trainperf.launch.sweep_items import SweepItem, planned_item
     from trainperf.store.access import StoreUnavailable
 
     given = [

@@ -63,9 +63,9 @@ from typing import Any, TypeVar
 
 from trainperf.case import result as case_result
 from trainperf.case.outcome import FAILED_STATUSES, Outcome
-from trainperf.case.spec import Case, label_of
-from trainperf.case.suite import MAX_BATCH, PlannedCase
+from trainperf.case.spec import Case
 from trainperf.launch.runner import Interrupted, StopFlag, job_directory, run_in_child
+from trainperf.launch.sweep_items import Item, MaxBatchRequest, SweepItem
 from trainperf.measure.runs import FixedRuns, RunsPolicy, parse_runs, share_steps
 from trainperf.store import lease
 from trainperf.store.access import StoreUnavailable
@@ -75,59 +75,6 @@ from trainperf.store.recovery import NotStored, Spool
 
 FOLLOWER = "this node took part; the node of rank 0 stores the result"
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class SweepItem:
-    """One case of a sweep, validated once where it was asked for (the command line, a
-    suite) and run as it is. ``key`` identifies it within its suite (None: never resumed);
-    ``skip_reason`` says why it will not run."""
-
-    case: Case
-    key: str | None = None
-    skip_reason: str | None = None
-
-    @property
-    def fields(self) -> dict[str, Any]:
-        """The case as asked for, as its results record it."""
-        return self.case.model_dump()
-
-    @property
-    def label(self) -> str:
-        return self.case.label()
-
-
-@dataclass(frozen=True)
-class MaxBatchRequest:
-    """A case asking for the largest batch per device that trains (``batch_size: max``).
-    ``case`` is the case at batch 1: the template of the largest-batch search. The sweep
-    resolves the request into a SweepItem (the stored batch for these settings, or a
-    search) when it first claims the case, so that two sweeps sharing the case never
-    search for it twice; results of a request that fails record ``batch_size: max``."""
-
-    case: Case
-    key: str | None = None
-    skip_reason: str | None = None
-
-    @property
-    def fields(self) -> dict[str, Any]:
-        return self.case.model_dump() | {"batch_size": MAX_BATCH}
-
-    @property
-    def label(self) -> str:
-        return label_of(self.fields)
-
-    def resolved(self, batch_size: int) -> SweepItem:
-        return SweepItem(self.case.model_copy(update={"batch_size": batch_size}), self.key)
-
-
-def planned_item(planned: PlannedCase, skip_reason: str | None = None) -> Item:
-    """The sweep's item for a case of a suite."""
-    made = MaxBatchRequest if planned.wants_max_batch else SweepItem
-    return made(planned.template, planned.key, skip_reason)
-
-
-Item = SweepItem | MaxBatchRequest
 
 
 @dataclass
