@@ -54,7 +54,8 @@ from trainperf.core.limits import BUCKET_MB_MAX
 from trainperf.models.gpt2 import GPT2Config, GPT2LMHeadModel
 from trainperf.models.llama import Llama, LlamaConfig
 from trainperf.models.spec import CausalLM, ModelSpec
-from trainperf.predict.catalog import Catalog, load_catalog
+from trainperf.predict.catalog import Catalog
+from trainperf.predict.catalog_file import load_catalog
 from trainperf.predict.fsdp import Sharding, predict_fsdp
 from trainperf.predict.inputs import Measured, Placement, Workload
 from trainperf.predict.model import predict

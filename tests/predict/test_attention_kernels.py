@@ -11,7 +11,7 @@ from trainperf.predict.attention_kernels import (
     REFERENCE_TOKENS,
     attention_kernel_named,
 )
-from trainperf.predict.catalog import load_catalog
+from trainperf.predict.catalog_file import load_catalog
 from trainperf.predict.fsdp import Sharding, predict_fsdp
 from trainperf.predict.inputs import Placement, PredictError, Workload
 

@@ -9,7 +9,8 @@ from predict_inputs import FakeDevice, predict_ddp, stored_result
 
 from trainperf import models
 from trainperf.predict.calibrate import calibrate
-from trainperf.predict.catalog import Device, load_catalog
+from trainperf.predict.catalog import Device
+from trainperf.predict.catalog_file import load_catalog
 from trainperf.predict.compute import CPU_FIXED_SAMPLES, compute_rate
 from trainperf.predict.inputs import Measured
 from trainperf.predict.terms import BatchCurve, fit_batch_curve

@@ -9,14 +9,8 @@ import yaml
 from rich.console import Console
 
 from trainperf.analysis import peaks
-from trainperf.predict.catalog import (
-    PRECISIONS,
-    Catalog,
-    CatalogError,
-    CatalogFileError,
-    builtin_path,
-    load_catalog,
-)
+from trainperf.predict.catalog import PRECISIONS, Catalog, CatalogError
+from trainperf.predict.catalog_file import CatalogFileError, builtin_path, load_catalog
 from trainperf.report.catalog import devices_table, links_table, systems_table
 
 DEVICES = (

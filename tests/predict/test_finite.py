@@ -8,7 +8,7 @@ from predict_inputs import predict_ddp, predict_sharded
 
 from trainperf.core.limits import ACHIEVED_FRACTION_MIN, MAX_COUNT, THROUGHPUT_MAX, THROUGHPUT_MIN
 from trainperf.core.strict_json import dumps
-from trainperf.predict.catalog import load_catalog
+from trainperf.predict.catalog_file import load_catalog
 from trainperf.predict.inputs import PredictError, finite_prediction
 
 CATALOG = load_catalog()

@@ -306,7 +306,7 @@ def test_bad_inputs():
 
 
 def test_a_pcie_uplink_must_be_a_pcie_link():
-    from trainperf.predict.catalog import load_catalog
+    from trainperf.predict.catalog_file import load_catalog
 
     catalog = load_catalog()
     uplink = (catalog.link("pcie4"), 4)

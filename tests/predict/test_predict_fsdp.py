@@ -16,7 +16,7 @@ from torch.nn import functional as F
 from trainperf import models
 from trainperf.case.suite import load as load_suite
 from trainperf.models.attention import AttentionPlan
-from trainperf.predict.catalog import load_catalog
+from trainperf.predict.catalog_file import load_catalog
 from trainperf.predict.comm import (
     LinkCost,
     data_parallel_all_gather_s,
@@ -407,7 +407,7 @@ def test_an_llm_step_from_its_operators_gives_each_gpu_generation_its_own_mfu():
     H100 the same MFU to within the memory-bound share; the operator model gives the A100,
     whose GEMMs reach more of its peak and whose bandwidth is larger against its compute,
     a higher MFU, as the published runs show (docs/predict.md)."""
-    from trainperf.predict.catalog import load_catalog
+    from trainperf.predict.catalog_file import load_catalog
 
     catalog = load_catalog()
     spec = models.get("llama3.2-1b")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainperf.predict.catalog import load_catalog
+from trainperf.predict.catalog_file import load_catalog
 
 SCRIPT = Path(__file__).parents[2] / "docs" / "validate_predict.py"
 

@@ -6,7 +6,7 @@ import torch
 from trainperf import models
 from trainperf.case.spec import make_case
 from trainperf.measure.timed_steps import StepRecord
-from trainperf.predict.catalog import load_catalog
+from trainperf.predict.catalog_file import load_catalog
 from trainperf.step.benchmark import derive_metrics, run_case
 from trainperf.step.training_step import (
     StepOptions,

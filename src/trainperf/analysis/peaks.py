@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainperf.predict.catalog import Catalog, load_catalog
+from trainperf.predict.catalog import Catalog
+from trainperf.predict.catalog_file import load_catalog
 
 
 @dataclass(frozen=True)

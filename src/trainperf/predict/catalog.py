@@ -1,9 +1,10 @@
 """The hardware catalog: sourced figures of devices, links and systems, for performance
 prediction and for the model FLOP utilization (MFU) of measured results.
 
-The catalog ships as package data (``trainperf/predict/catalog.yaml``) and is validated
-strictly when loaded: unknown fields are refused, every device has an fp32 peak, every
-precision with a peak has a default efficiency, every numeric figure has an entry in its
+The catalog ships as package data (``trainperf/predict/catalog.yaml``), is read by
+``trainperf.predict.catalog_file.load_catalog`` and validated strictly by the models here:
+unknown fields are refused, every device has an fp32 peak, every precision with a peak has
+a default efficiency, every numeric figure has an entry in its
 ``sources`` mapping saying where the number comes from, and no CUDA device name is claimed
 by two devices. Devices, links and systems are looked up by id in explicit dicts; an unknown
 id gets an error listing the valid ones. A system is a node type as sold or run (NVIDIA's
@@ -26,20 +27,15 @@ assumptions (see the comment at the top of the YAML), not measurements.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, cast
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from trainperf.core.strict_yaml import StrictLoader, YamlRefused
 from trainperf.predict.terms import Overhead, StepNoise
 
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
@@ -60,10 +56,6 @@ class CatalogError(KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
-
-
-class CatalogFileError(ValueError):
-    """A catalog file that cannot be used; the message is one line naming every problem."""
 
 
 class _Sourced(BaseModel):
@@ -512,84 +504,6 @@ class Catalog(BaseModel):
         return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
-def builtin_path() -> Path:
-    """The catalog shipped with trainperf."""
-    return Path(str(resources.files("trainperf") / "predict" / "catalog.yaml"))
-
-
-def load_catalog(path: str | Path | None = None) -> Catalog:
-    """Load and validate a catalog; ``None`` is the shipped one (loaded once, then cached).
-
-    Raises CatalogFileError with one line naming every problem of the file."""
-    if path is None:
-        return _builtin()
-    return _load(Path(path))
-
-
-@functools.cache
-def _builtin() -> Catalog:
-    return _load(builtin_path())
-
-
-# The shipped catalog uses no alias: a few are allowed, a file that repeats more is no catalog.
-MAX_ALIAS_NODES = 1_000
-
-
-def _load(path: Path) -> Catalog:
-    try:
-        loader = StrictLoader(
-            path.read_text(encoding="utf-8"),
-            str(path),
-            MAX_ALIAS_NODES,
-            budget_hint="the shipped catalog has none",
-            numbers="a catalog's numbers",
-        )
-        try:
-            document = loader.get_single_data()
-        finally:
-            loader.dispose()
-    except YamlRefused as exc:
-        raise CatalogFileError(str(exc)) from None
-    except OSError as exc:
-        raise CatalogFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    except yaml.MarkedYAMLError as exc:
-        line = f":{exc.problem_mark.line + 1}" if exc.problem_mark else ""
-        raise CatalogFileError(f"{path}{line}: not valid YAML: {exc.problem}") from exc
-    except yaml.YAMLError as exc:
-        raise CatalogFileError(f"{path}: not valid YAML: {_one_line(str(exc))}") from exc
-    if not isinstance(document, dict):
-        raise CatalogFileError(f"{path}: expected a mapping with devices and links")
-    try:
-        return Catalog.model_validate(document)
-    except ValidationError as exc:
-        problems = [_describe(err) for err in exc.errors()]
-        raise CatalogFileError(f"{path}: {'; '.join(problems)}") from None
-
-
-def _describe(err: dict[str, Any]) -> str:
-    """One pydantic problem as ``where: what``, naming the field and what is allowed."""
-    loc = tuple(str(part) for part in err["loc"])
-    where = ".".join(loc) or "catalog"
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        parent, field = ".".join(loc[:-1]) or "catalog", loc[-1]
-        return f"{parent}: unknown field {field!r} (allowed: {', '.join(_allowed(loc))})"
-    if kind == "missing":
-        parent, field = ".".join(loc[:-1]) or "catalog", loc[-1]
-        return f"{parent}: field {field!r} is required"
-    message = err["msg"].removeprefix("Value error, ")
-    if kind == "value_error":
-        return f"{where}: {message}"
-    return f"{where}: {message}, got {err.get('input')!r}"
-
-
-def _allowed(loc: tuple[str, ...]) -> tuple[str, ...]:
-    if len(loc) == 1:
-        return tuple(Catalog.model_fields)
-    model = {"devices": Device, "links": Link, "systems": System}.get(loc[0], DataParallel)
-    return tuple(name for name in model.model_fields if name != "id")
-
-
 def _ordered(precisions: Any) -> tuple[str, ...]:
     return tuple(p for p in PRECISIONS if p in precisions)
 
@@ -598,7 +512,3 @@ def _precision(precision: str) -> Precision:
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}: valid are {', '.join(PRECISIONS)}")
     return cast(Precision, precision)
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())

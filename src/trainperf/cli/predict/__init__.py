@@ -184,7 +184,7 @@ def predict(
     per rank (--devices min: the fewest devices that hold the model)."""
     from trainperf import models
     from trainperf.models.custom import CustomModelError
-    from trainperf.predict.catalog import load_catalog
+    from trainperf.predict.catalog_file import load_catalog
     from trainperf.predict.fsdp import predict_fsdp
     from trainperf.predict.inputs import Measured, Placement, PredictError, Workload
     from trainperf.predict.model import predict as predict_ddp
@@ -347,7 +347,7 @@ def _show(prediction: dict[str, Any], as_json: bool, table_format: str, wide: bo
 def catalog(as_json: bool, table_format: str, wide: bool) -> None:
     """List the devices, links and systems of the hardware catalog that `trainperf predict`
     uses."""
-    from trainperf.predict.catalog import load_catalog
+    from trainperf.predict.catalog_file import load_catalog
 
     one_output(as_json, table_format)
     known = load_catalog()
