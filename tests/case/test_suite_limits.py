@@ -7,6 +7,8 @@ import signal
 import pytest
 
 from trainperf.case.suite import MAX_ALIAS_NODES, MAX_CASES, SuiteError, parse, resolve
+from trainperf.core.limits import MAX_COUNT
+from trainperf.core.strict_yaml import MAX_INT_DIGITS
 
 CASE = "cases: [{model: resnet18, batch_size: 2}]"
 
@@ -172,7 +174,10 @@ def test_an_integer_too_long_to_convert_is_refused_with_its_line():
     """Python refuses to convert a decimal string of more than 4,300 digits (a ValueError
     mid-parse, once a traceback)."""
     text = f"name: x\ncases:\n  - {{model: resnet18, batch_size: {'9' * 5000}}}\n"
-    assert refused(text).startswith("bad.yaml:3: an integer of 5,000 digits: a suite's numbers")
+    assert refused(text) == (
+        f"bad.yaml:3: an integer of 5,000 digits: a suite's numbers have at most "
+        f"{MAX_INT_DIGITS} (counts are at most {MAX_COUNT:,})"
+    )
     assert refused(text.replace("9" * 5000, "9" * 100)).startswith(  # long, converted, refused
         "bad.yaml:3: cases[0].batch_size: batch_size must be at most"
     )

@@ -55,7 +55,7 @@ from trainperf.case.spec import Case, CaseError, DeviceKind, HardwareAbsent, che
 from trainperf.case.spec import describe_validation_error as describe_case_error
 from trainperf.case.stored import ADDED_CASE_FIELDS
 from trainperf.core import fileio
-from trainperf.core.limits import control_problem
+from trainperf.core.limits import MAX_COUNT, control_problem
 from trainperf.core.strict_yaml import StrictLoader, YamlRefused
 
 MAX_BATCH = "max"
@@ -288,6 +288,7 @@ def _loader(text: str, source: str, budget: int, lines: bool = True) -> StrictLo
         lines=lines,
         budget_hint=f"the limit; {MAX_ALIAS_NODES_ENV} changes it",
         numbers="a suite's numbers",
+        numbers_hint=f"counts are at most {MAX_COUNT:,}",
     )
 
 

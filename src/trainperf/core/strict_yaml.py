@@ -34,7 +34,8 @@ class StrictLoader(yaml.SafeLoader):
     """See the module doc. ``source`` names the text in refusals, with the line when
     ``lines`` (a file) or alone (a value given on the command line); ``budget_hint``
     follows the alias refusal (how to raise the limit); ``numbers`` names what the
-    integers are for ("a suite's numbers")."""
+    integers are for ("a suite's numbers") and ``numbers_hint``, when given, follows the
+    integer refusal in parentheses (the bound that matters to the reader)."""
 
     def __init__(
         self,
@@ -45,10 +46,12 @@ class StrictLoader(yaml.SafeLoader):
         lines: bool = True,
         budget_hint: str = "the limit",
         numbers: str = "numbers",
+        numbers_hint: str = "",
     ) -> None:
         super().__init__(text)
         self.source, self.budget, self.repeated = source, budget, 0
         self.lines, self.budget_hint, self.numbers = lines, budget_hint, numbers
+        self.numbers_hint = numbers_hint
         self._sizes: dict[int, int] = {}
 
     def compose_node(self, parent: Any, index: Any) -> Any:
@@ -83,9 +86,11 @@ class StrictLoader(yaml.SafeLoader):
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
         digits = sum(c.isdigit() for c in str(node.value))
         if digits > MAX_INT_DIGITS:
+            hint = f" ({self.numbers_hint})" if self.numbers_hint else ""
             raise self._refuse(
                 node.start_mark,
-                f"an integer of {digits:,} digits: {self.numbers} have at most {MAX_INT_DIGITS}",
+                f"an integer of {digits:,} digits: {self.numbers} have at most "
+                f"{MAX_INT_DIGITS}{hint}",
             )
         return super().construct_yaml_int(node)
 
