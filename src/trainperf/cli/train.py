@@ -142,7 +142,7 @@ class Progress:
         self.run_id: int | None = None
         self.identity: tuple[str, str] | None = None  # the row's (uid, created_at)
         self.evaluations: list[dict[str, Any]] = []
-        self.unstored: Exception | None = None  # why the last write of progress failed
+        self.unstored = False  # the last write of progress failed (and was told)
         self._offset = 0  # bytes of whole lines already read
 
     def stored_id(self) -> int:
@@ -184,15 +184,15 @@ class Progress:
         try:
             self.store.update_train_run(self.stored_id(), self.evaluations)
         except store_write_errors() as exc:
-            if self.unstored is None:
+            if not self.unstored:
                 stderr.print(
                     f"could not store the run's progress ({exc}): the run goes on; "
                     "trying again at the next evaluation and when it ends",
                     markup=False,
                 )
-            self.unstored = exc
+            self.unstored = True
         else:
-            self.unstored = None
+            self.unstored = False
 
     def finish(self, target: Any, **final: Any) -> dict[str, Any]:
         """The run's end (``Store.update_train_run``'s fields) written to ``target``: the
