@@ -230,15 +230,16 @@ def read_file(path: Path) -> Any:
         raise ExchangeError(f"{path}: JSON nested too deeply") from None
 
 
+# The keys that tell a row of an export apart, to name the object a duplicate key is in.
+_ROW_KEYS = ("uid", "fingerprint", "sweep_id", "run_id", "model", "name")
+
+
 class _DuplicateKey(Exception):  # not a ValueError: read_file reads those as long integers
     def __init__(self, key: str, pairs: list[tuple[str, Any]]) -> None:
         self.key = key
         # the object named by a key that tells rows apart, where it has one
         named = [f"{k} {v!r}" for k, v in pairs if k in _ROW_KEYS and isinstance(v, str)]
         self.where = f"the object of {named[0]}" if named else "one object"
-
-
-_ROW_KEYS = ("uid", "fingerprint", "sweep_id", "run_id", "model", "name")
 
 
 def _without_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
