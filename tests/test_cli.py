@@ -175,6 +175,21 @@ def test_results_without_database_is_bad_input(tmp_path, run_cli):
     assert not (tmp_path / "none.db").exists()
 
 
+@pytest.mark.parametrize(
+    "verb,what", [("results", "results"), ("scaling", "ok results"), ("pareto", "ok results")]
+)
+def test_a_listing_that_selects_nothing_says_so_on_stderr(report_db, run_cli, verb, what):
+    """An empty table alone does not say whether the database is empty or the filters
+    match nothing; one line does, and the exit code stays 0 (nothing is wrong)."""
+    code, out, err = run_cli([verb, "--db", report_db, "-m", "no-such-model"])
+    assert code == 0 and out
+    assert err == f"no {what} in {report_db} matching --model no-such-model\n"
+    code, _, err = run_cli([verb, "--db", report_db, "-m", "cifarnet"])
+    assert code == 0 and f"no {what} in" not in err
+    code, out, err = run_cli([verb, "--db", report_db, "-m", "no-such-model", "--json"])
+    assert code == 0 and err == "" and json.loads(out) is not None  # JSON stays data
+
+
 def test_models_json_lists_the_zoo_quickly(tmp_path):
     # A real subprocess: the console script as a user runs it; counted, then from the cache.
     def models_json():

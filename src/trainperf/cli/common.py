@@ -363,6 +363,14 @@ def show_table(table: Any, table_format: str = "table", wide: bool = False) -> N
         stdout.print(table)
 
 
+def tell_if_none_selected(selected: Any, db: Path, result_filter: Any, what: str) -> None:
+    """One line on stderr when the filters select no ``what`` ("results", "ok results"):
+    the empty table a listing prints then says why (an empty database, or filters that
+    match nothing). Not an error: the exit code stays 0, and JSON and CSV stay data."""
+    if not selected:
+        stderr.print(f"no {what} in {db}{result_filter.matching()}", markup=False)
+
+
 def one_output(as_json: bool, table_format: str, *others: tuple[str, bool]) -> None:
     """Refuse --json (or --csv) together with --format md."""
     chosen = [name for name, on in (("--json", as_json), *others) if on]

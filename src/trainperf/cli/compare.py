@@ -98,7 +98,7 @@ def compare(
             with reading_store(db) as store:
                 results = store.select(result_filter, oldest_first=True)
                 if not results:
-                    raise BadInput(f"no results in {db}{_matching(result_filter)}")
+                    raise BadInput(f"no results in {db}{result_filter.matching()}")
                 document = compare_results(results, baseline, fields, across_fields)
                 measured = _measured_under(store, results, document)
     except (UnknownSystem, UnknownField) as exc:
@@ -138,7 +138,7 @@ def _source(path: Path, result_filter: Any) -> tuple[str, Any]:
     except ExchangeError as exc:
         raise BadInput(str(exc)) from None
     if not found.results:
-        raise BadInput(f"no results in {path}{_matching(result_filter)}")
+        raise BadInput(f"no results in {path}{result_filter.matching()}")
     return str(path), found
 
 
@@ -149,9 +149,3 @@ def _measured_under(store: Any, results: Any, document: dict) -> list[tuple[str,
     pairs = results.sweeps()
     verdicts = store.doctor_verdicts(sweep for _, sweep in pairs)
     return [(labels.get(system, system), verdicts[sweep]) for system, sweep in pairs]
-
-
-def _matching(result_filter: Any) -> str:
-    """' matching --model x' for a message, or ''."""
-    words = result_filter.words()
-    return f" matching {words}" if words else ""

@@ -26,6 +26,7 @@ from trainperf.cli.common import (
     stdout,
     table_output_options,
     table_width,
+    tell_if_none_selected,
     tell_other_nodes,
     warn_deprecated,
 )
@@ -56,10 +57,12 @@ def scaling(db: Path, result_filter: Any, as_json: bool, table_format: str, wide
 
     one_output(as_json, table_format)
     with reading_store(db) as store:
-        rows = scaling_rows(store.select(result_filter.ok_only(), oldest_first=True))
+        selected = store.select(result_filter.ok_only(), oldest_first=True)
+        rows = scaling_rows(selected)
     if as_json:
         emit_json({"rows": rows})
     else:
+        tell_if_none_selected(selected, db, result_filter, "ok results")
         from trainperf.report.tables import scaling_table
 
         table = scaling_table(rows, wide=wide, width=table_width(table_format, wide))
@@ -164,10 +167,12 @@ def pareto(
 
     one_output(as_json, table_format)
     with reading_store(db) as store:
-        fronts = pareto_fronts(store.select(result_filter.ok_only(), oldest_first=True))
+        selected = store.select(result_filter.ok_only(), oldest_first=True)
+        fronts = pareto_fronts(selected)
     if as_json:
         emit_json(fronts)
         return
+    tell_if_none_selected(selected, db, result_filter, "ok results")
     from trainperf.report.tables import pareto_table
 
     show_table(pareto_table(fronts, show_all, table_width(table_format, wide)), table_format, wide)

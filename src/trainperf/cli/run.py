@@ -36,6 +36,7 @@ from trainperf.cli.common import (
     stdout,
     table_output_options,
     table_width,
+    tell_if_none_selected,
     tell_other_nodes,
     warn_deprecated,
     wide_option,
@@ -485,8 +486,10 @@ def results(
 
             hostnames = {f: r.get("hostname") for f, r in store.system_records().items()}
             width = table_width(table_format, wide)
+            selected = store.select(result_filter)
+            tell_if_none_selected(selected, db, result_filter, "results")
             table = results_table(
-                store.select(result_filter),
+                selected,
                 wide=wide,
                 width=width,
                 systems=hostnames,

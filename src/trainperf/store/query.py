@@ -204,6 +204,11 @@ class ResultFilter:
         given += [("suite", self.suite), ("limit", self.limit)]
         return " ".join(f"--{name} {value}" for name, value in given if value)
 
+    def matching(self) -> str:
+        """' matching --model x' to follow "no results in DB" in a message, or ''."""
+        words = self.words()
+        return f" matching {words}" if words else ""
+
 
 EVERYTHING = ResultFilter()
 
