@@ -6,7 +6,7 @@ import pytest
 
 from trainperf.cli import COMMANDS
 from trainperf.cli.flag_types import FiniteFloat
-from trainperf.core.limits import INT64_MAX, MAX_COUNT
+from trainperf.core.limits import INT64_MAX, MAX_COUNT, TIMEOUT_S_MAX
 from trainperf.store.database import Store
 
 HUGE = "1" + "0" * 23  # 10^23: above every 64-bit integer
@@ -59,6 +59,27 @@ def test_every_float_option_is_finite_float_and_every_int_range_has_a_top():
     assert open_ended == []
     finite = {(p, o.opts[0]) for p, o in options() if isinstance(o.type, FiniteFloat)}
     assert {("run", "--timeout"), ("predict", "--achieved-fraction")} <= finite
+
+
+def test_every_timeout_is_at_most_a_year():
+    """A process group's timeout is a datetime.timedelta: at 1e30 s every rank of a
+    distributed case ended in an OverflowError, stored as the case's error."""
+    timeouts = {(p, o.type.max) for p, o in options() if o.opts[0] == "--timeout"}
+    assert {path for path, _ in timeouts} >= {"run", "micro collective", "train", "maxbatch"}
+    assert {top for _, top in timeouts} == {TIMEOUT_S_MAX} == {365 * 86400}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        "micro collective --device cpu --timeout",
+        "run --model cifarnet --devices 2 --timeout",
+        "train cifarnet --data jpeg-sample --target top1=0.5 --timeout",
+    ],
+)
+def test_a_timeout_longer_than_a_year_is_refused(tmp_path, run_cli, args):
+    db = tmp_path / "r.db"
+    refused(run_cli, with_db([*args.split(), "1e30"], db), "'--timeout'", "<= 31536000", db=db)
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN", "1e999"])

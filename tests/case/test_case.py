@@ -178,6 +178,7 @@ def test_cpu_engine_options():
         ({"devices": 10**40}, "devices must be at most 2147483647"),
         ({"workers": 2**31}, "workers must be at most 2147483647"),
         ({"timeout_s": float("inf")}, "timeout_s must be a finite number"),
+        ({"timeout_s": 1e30}, "timeout_s must be at most 31536000"),  # a timedelta's range
         ({"bucket_mb": float("nan")}, "bucket_mb must be a finite number"),
         ({"seed": 2**64}, "seed must be an integer from -9223372036854775808"),
     ],

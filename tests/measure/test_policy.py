@@ -149,3 +149,11 @@ def test_default_timeout_bounds_what_the_policy_can_spend(steps, timeout_s):
     from trainperf.measure.policy import default_timeout_s
 
     assert default_timeout_s(parse_policy(steps)) == timeout_s
+
+
+def test_default_timeout_is_at_most_a_year():
+    """A budget of 1e300 s would be a timeout no process group can hold."""
+    from trainperf.core.limits import TIMEOUT_S_MAX
+    from trainperf.measure.policy import default_timeout_s
+
+    assert default_timeout_s(parse_policy("adaptive:0.01:334:1e300")) == TIMEOUT_S_MAX

@@ -31,6 +31,7 @@ from trainperf.core.limits import (
     INT64_MAX,
     INT64_MIN,
     MAX_COUNT,
+    TIMEOUT_S_MAX,
     control_problem,
 )
 from trainperf.datasets.source import FORMS as DATA_FORMS
@@ -129,7 +130,7 @@ class Case(BaseModel):
     cudnn_benchmark: bool = Field(
         default=True, description="cuDNN autotuning of convolutions (image models on CUDA)"
     )
-    timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    timeout_s: float | None = Field(default=None, gt=0, le=TIMEOUT_S_MAX, allow_inf_nan=False)
     seed: int = Field(default=0, ge=INT64_MIN, le=INT64_MAX)
 
     @field_validator("model", "data", "steps", "runs")

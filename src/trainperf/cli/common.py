@@ -31,7 +31,7 @@ from trainperf.cli.flag_types import (
     PrecisionChoice,
     count_range,
 )
-from trainperf.core.limits import BUCKET_MB_MAX, BUCKET_MB_MIN
+from trainperf.core.limits import BUCKET_MB_MAX, BUCKET_MB_MIN, TIMEOUT_S_MAX
 from trainperf.store.schema import DEFAULT_DB
 
 REPORT_DIR = "trainperf-report"  # where `trainperf report` writes by default
@@ -258,7 +258,7 @@ def case_options(function: Any) -> Any:
         click.option(
             "--timeout",
             "timeout_s",
-            type=FiniteFloat(min=0, min_open=True),
+            type=FiniteFloat(min=0, max=TIMEOUT_S_MAX, min_open=True),
             help="seconds before a case is killed and recorded as timeout",
         ),
     )

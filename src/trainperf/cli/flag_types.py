@@ -74,7 +74,10 @@ def seed_range() -> click.IntRange:
 
 
 def _shown(bound: float) -> str:
-    """A bound as written in a message, exactly: 1048576, 0.0625, 1e-06."""
+    """A bound as written in a message, exactly: 1048576, 31536000, 0.0625, 1e-06, 1e+12
+    (a whole number below a billion in digits, not as 3.1536e+07)."""
+    if float(bound).is_integer() and abs(bound) < 1e9:
+        return f"{bound:.0f}"
     short = f"{bound:g}"
     if float(short) == bound:
         return short

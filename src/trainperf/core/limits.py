@@ -30,6 +30,11 @@ COUNT_FIELDS = (
     "threads",
 )
 
+# A timeout in seconds (``--timeout`` of every verb, a case's ``timeout_s``): at most a
+# year. A longer one bounds nothing, and a process group's timeout is a
+# ``datetime.timedelta``, which overflows past 999,999,999 days (at 1e30 s every rank of a
+# distributed case ended in an OverflowError instead of running).
+TIMEOUT_S_MAX = 365 * 86400.0
 # A DDP gradient bucket (``bucket_mb``, MiB; a case's field, ``run`` and ``predict``): from
 # 64 KiB, below which every all-reduce is latency alone and the predictor's list of buckets
 # grows with the model (a 70B model in 64 KiB buckets is 4 million of them; at 1e-320 MiB

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainperf.core.limits import MAX_COUNT
+from trainperf.core.limits import MAX_COUNT, TIMEOUT_S_MAX
 from trainperf.measure.stats import MIN_STEPS_FOR_CI, mean_ci95
 
 STOP_FIXED = "fixed_steps"
@@ -137,13 +137,15 @@ def default_timeout_s(policy: StepPolicy) -> float:
     the loss step. Doubled: a ddp run measures its steps again without communication
     (compute only), and a machine may be twice as busy as assumed. With the default
     ``adaptive`` shared by 3 runs (adaptive:0.01:334:20) this is 600 + 2 x (25 + 120 x 14)
-    = 4010 s; with ``fixed:10:100``, 600 + 2 x 120 x 111 = 27240 s.
+    = 4010 s; with ``fixed:10:100``, 600 + 2 x 120 x 111 = 27240 s. At most
+    ``TIMEOUT_S_MAX`` (a year), the most any timeout may be (``adaptive:0.01:334:1e300``
+    would give 2.5e300 s, which a process group's timeout cannot hold).
     """
     if isinstance(policy, FixedPolicy):
         budget_s, steps = 0.0, policy.warmup_steps + policy.measured_steps + 1
     else:
         budget_s, steps = 1.25 * policy.max_seconds, 2 + policy.min_steps + 2
-    return START_ALLOWANCE_S + 2 * (budget_s + SLOW_STEP_S * steps)
+    return min(START_ALLOWANCE_S + 2 * (budget_s + SLOW_STEP_S * steps), TIMEOUT_S_MAX)
 
 
 _FIXED = re.compile(r"^fixed:(\d+):(\d+)$")
