@@ -82,6 +82,24 @@ def test_a_timeout_longer_than_a_year_is_refused(tmp_path, run_cli, args):
     refused(run_cli, with_db([*args.split(), "1e30"], db), "'--timeout'", "<= 31536000", db=db)
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        "run --model cifarnet",
+        "profile cifarnet",
+        "maxbatch cifarnet",
+        "micro gemm",
+        "equivalence cifarnet --devices 2",
+        "train cifarnet --data jpeg-sample --target top1=0.5",
+    ],
+)
+def test_an_unknown_device_is_refused_naming_the_three_the_flag_takes(tmp_path, run_cli, args):
+    """The flag takes auto besides a case's cpu and cuda; the value is shown escaped."""
+    db = tmp_path / "r.db"
+    err = refused(run_cli, with_db([*args.split(), "--device", "tpu\x1b"], db), db=db)
+    assert err == "trainperf: error: --device 'tpu\\x1b' is not valid: allowed cpu, cuda or auto\n"
+
+
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN", "1e999"])
 @pytest.mark.parametrize(
     ("args", "flag"),

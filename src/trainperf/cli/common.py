@@ -395,7 +395,10 @@ def check_out_file(
 
 
 def resolve_device(device: str, capabilities: dict) -> str:
-    """``--device auto``: cuda when this machine has it, else cpu; other values as given."""
+    """``--device auto``: cuda when this machine has it, else cpu; cpu and cuda as given;
+    anything else bad input naming the three (a case's own field takes no auto)."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise BadInput(f"--device {device!r} is not valid: allowed cpu, cuda or auto")
     if device == "auto":
         return "cuda" if "cuda" in capabilities else "cpu"
     return device
