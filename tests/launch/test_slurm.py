@@ -26,6 +26,25 @@ def test_a_time_with_a_trailing_newline_is_refused():
         sbatch_script("quick", nodes=2, time_limit="02:00:00\n")
 
 
+@pytest.mark.parametrize("time_limit", ["120", "0", "90:30", "02:00:00", "1-12", "2-04:30:00"])
+def test_the_time_forms_sbatch_takes_are_written(time_limit):
+    script = sbatch_script("quick", nodes=2, time_limit=time_limit)
+    assert f"#SBATCH --time={time_limit}\n" in script
+
+
+@pytest.mark.parametrize("time_limit", ["٣", "1:2", "1-123", "-1", "1:00:00:00", "", "2h"])
+def test_a_time_sbatch_would_misread_is_refused(time_limit):
+    with pytest.raises(SlurmError, match="not a Slurm time: use MINUTES, HH:MM:SS or D-HH"):
+        sbatch_script("quick", nodes=2, time_limit=time_limit)
+
+
+def test_the_submit_hint_is_a_command_a_shell_runs(tmp_path, run_cli, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(["slurm", "quick", "--out", "-job one.sbatch"])
+    assert code == 0 and (tmp_path / "-job one.sbatch").is_file()
+    assert err.endswith("submit it with `sbatch './-job one.sbatch'`\n")
+
+
 def test_cli_out_into_a_missing_directory_is_bad_input(tmp_path, run_cli):
     out = tmp_path / "nope" / "job.sbatch"
     code, stdout, err = run_cli(["slurm", "short-test", "--out", out])

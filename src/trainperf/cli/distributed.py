@@ -126,7 +126,13 @@ def equivalence(
 )
 @count_option("--nodes", 2)
 @click.option("--gpus-per-node", type=PositiveInt(), help="GPUs per node (sets devices)")
-@click.option("--time", "time_limit", default="02:00:00", show_default=True)
+@click.option(
+    "--time",
+    "time_limit",
+    default="02:00:00",
+    show_default=True,
+    help="the job's time limit, as sbatch takes it: MINUTES, HH:MM:SS or D-HH[:MM[:SS]] (0: none)",
+)
 @click.option("--partition", help="Slurm partition")
 @click.option("--set", "overrides", multiple=True, metavar="FIELD=VALUE", help="set a case field")
 @db_option(help="database path on the nodes", path_type=str)
@@ -190,7 +196,10 @@ def slurm(
         write_atomic(path, script)
     except OSError as exc:
         raise BadInput(f"--out {path}: cannot write: {exc.strerror or exc}") from None
-    stderr.print(f"wrote {path}: submit it with `sbatch {path}`", markup=False)
+    # The command as a shell takes it: quoted, and a name that starts with '-' as ./-name,
+    # which sbatch would otherwise read as an option.
+    shown = str(path) if path.is_absolute() or not str(path).startswith("-") else f"./{path}"
+    stderr.print(f"wrote {path}: submit it with `sbatch {shlex.quote(shown)}`", markup=False)
 
 
 def _checked_train_args(text: str) -> list[str]:

@@ -30,7 +30,10 @@ from collections.abc import Sequence
 from trainperf.case.suite import Suite
 
 RDZV_PORT = 29400
-_TIME = re.compile(r"^(\d+-)?\d{1,2}(:\d{2}){0,2}$")
+# sbatch's --time forms (sbatch(1), "-t, --time"): minutes, minutes:seconds,
+# hours:minutes:seconds, days-hours, days-hours:minutes, days-hours:minutes:seconds; 0 is no
+# limit. ASCII digits: Python's \d would take '٣', which Slurm reads as no number.
+_TIME = re.compile(r"[0-9]+(:[0-9]{2}){0,2}|[0-9]+-[0-9]{1,2}(:[0-9]{2}){0,2}")
 # Slurm partition names, one or a comma list; nothing that could end the #SBATCH line.
 _PARTITION = re.compile(r"[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*")
 
@@ -68,7 +71,10 @@ def _directives(
     """The #SBATCH options of a job, or SlurmError for a time or partition Slurm would
     misread (or that could end the directive's line)."""
     if not _TIME.fullmatch(time_limit):  # match() would let a trailing newline through
-        raise SlurmError(f"--time '{time_limit}' is not a Slurm time: use HH:MM:SS or D-HH:MM")
+        raise SlurmError(
+            f"--time {time_limit!r} is not a Slurm time: use MINUTES, HH:MM:SS or "
+            "D-HH[:MM[:SS]] in digits 0-9"
+        )
     if partition is not None and not _PARTITION.fullmatch(partition):
         raise SlurmError(
             f"--partition {partition!r} is not a Slurm partition: use letters, digits, "
