@@ -157,3 +157,12 @@ def test_default_timeout_is_at_most_a_year():
     from trainperf.measure.policy import default_timeout_s
 
     assert default_timeout_s(parse_policy("adaptive:0.01:334:1e300")) == TIMEOUT_S_MAX
+
+
+@pytest.mark.parametrize("text", ["fixed:٣:٣", "fixed:3:3\n", "adaptive\n", "adaptive:0.01:٣٣٤:20"])
+def test_a_policy_is_ascii_digits_and_nothing_after_it(text):
+    """Python's \\d takes other scripts' digits and "$" a final newline: the same policy
+    would be stored under two spellings, one of them not one line."""
+    with pytest.raises(PolicyError) as info:
+        parse_policy(text)
+    assert "\n" not in str(info.value) and "is not valid" in str(info.value)

@@ -202,7 +202,7 @@ def fixed_steps(text: str, verb: str, warmup_allowed: bool = True) -> tuple[int 
     try:
         policy = parse_policy(str(text).strip())
     except PolicyError:
-        raise BadInput(f"--steps '{text}' is not valid: allowed {allowed}") from None
+        raise BadInput(f"--steps {text!r} is not valid: allowed {allowed}") from None
     if not isinstance(policy, FixedPolicy):
         raise BadInput(f"--steps {text}: {verb} runs a set number of steps: give {allowed}")
     if policy.warmup_steps and not warmup_allowed:

@@ -148,8 +148,9 @@ def default_timeout_s(policy: StepPolicy) -> float:
     return min(START_ALLOWANCE_S + 2 * (budget_s + SLOW_STEP_S * steps), TIMEOUT_S_MAX)
 
 
-_FIXED = re.compile(r"^fixed:(\d+):(\d+)$")
-_ADAPTIVE = re.compile(r"^adaptive(?::([0-9.eE+-]+))?(?::(\d+))?(?::([0-9.eE+-]+))?$")
+# ASCII digits (\d would take "٣"), matched whole (fullmatch: "$" lets a final newline by)
+_FIXED = re.compile(r"fixed:([0-9]+):([0-9]+)")
+_ADAPTIVE = re.compile(r"adaptive(?::([0-9.eE+-]+))?(?::([0-9]+))?(?::([0-9.eE+-]+))?")
 ALLOWED = "fixed:W:N (e.g. fixed:10:100) or adaptive[:TARGET[:MAX_STEPS[:MAX_SECONDS]]]"
 
 
@@ -161,7 +162,7 @@ def adaptive_fields(
     does not parse. The one grammar of the adaptive step policy (COUNT: most steps) and
     the adaptive run policy (COUNT: most runs, trainperf.measure.runs); each checks the
     ranges itself."""
-    m = _ADAPTIVE.match(text)
+    m = _ADAPTIVE.fullmatch(text)
     if not m:
         return None
     try:
@@ -176,7 +177,7 @@ def adaptive_fields(
 
 def parse_policy(text: str) -> StepPolicy:
     """Parse ``fixed:W:N`` or ``adaptive[:TARGET[:MAX_STEPS[:MAX_SECONDS]]]``."""
-    if m := _FIXED.match(text):
+    if m := _FIXED.fullmatch(text):
         if max(len(m[1]), len(m[2])) > len(str(MAX_COUNT)):  # int() of 5,000 digits raises
             raise PolicyError(f"steps '{text}': W and N must be at most {MAX_COUNT}")
         warmup, measured = int(m[1]), int(m[2])
@@ -206,4 +207,4 @@ def parse_policy(text: str) -> StepPolicy:
             max_seconds=max_seconds,
             min_steps=min(default.min_steps, max_steps),
         )
-    raise PolicyError(f"steps '{text}' is not valid: allowed {ALLOWED}")
+    raise PolicyError(f"steps {text!r} is not valid: allowed {ALLOWED}")
