@@ -201,3 +201,13 @@ def test_predict_refuses_a_network_whose_function_fails_in_one_line(
     assert (code, out) == (2, "")
     assert err.count("\n") == 1 and f"flatnets:{function} raised {said}" in err
     assert "Traceback" not in err
+
+
+def test_a_reference_is_matched_whole():
+    """'$' lets a final newline by: the reference must be all of the text (the case's own
+    check refuses control characters too, but this is the module's rule)."""
+    from trainperf.models.custom import check_reference
+
+    check_reference("os:getcwd")
+    with pytest.raises(CustomModelError, match=r"malformed model reference 'os:getcwd\\n'"):
+        check_reference("os:getcwd\n")

@@ -33,7 +33,9 @@ from torch import nn
 from trainperf.models.spec import ImageClassification, ModelSpec
 
 # A dotted module path, a colon, a function name: "mypkg.nets:build_net".
-_REFERENCE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+_REFERENCE = re.compile(
+    r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*"
+)  # fullmatch: "$" lets "\n" by
 _PROBE_IMAGE_SIZE = 224
 # Smallest image a user network is assumed to accept; their function knows better, and a
 # size it cannot take fails the case with the network's own error.
@@ -66,14 +68,14 @@ def check_reference(reference: str) -> None:
 def is_well_formed(reference: str) -> bool:
     """Whether ``reference`` has the form ``package.module:function`` (nothing is looked up:
     a stored result's network ran where it was measured, not necessarily here)."""
-    return bool(_REFERENCE.match(reference))
+    return bool(_REFERENCE.fullmatch(reference))
 
 
 def _split(reference: str) -> tuple[str, str]:
     """(module, function) of a well-formed reference; CustomModelError otherwise."""
-    if not _REFERENCE.match(reference):
+    if not _REFERENCE.fullmatch(reference):
         raise CustomModelError(
-            f"malformed model reference '{reference}': expected package.module:function, "
+            f"malformed model reference {reference!r}: expected package.module:function, "
             "e.g. mynets.small:build"
         )
     module_name, function_name = reference.split(":")

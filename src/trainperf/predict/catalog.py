@@ -43,7 +43,7 @@ PRECISIONS: tuple[Precision, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8")
 TERA = 1e12
 GIGA = 1e9
 
-_ID = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
+_ID = re.compile(r"[a-z0-9][a-z0-9.-]*")  # fullmatch: "$" lets a final "\n" by
 # The sections whose entries are keyed by id (the loader gives each entry its key as ``id``).
 SECTIONS = ("devices", "links", "systems")
 
@@ -419,7 +419,7 @@ class Catalog(BaseModel):
             for key, entry in getattr(self, section).items():
                 if entry.id != key:
                     raise ValueError(f"{section}.{key}: the key is the id; do not write 'id'")
-        bad = [i for section in SECTIONS for i in getattr(self, section) if not _ID.match(i)]
+        bad = [i for section in SECTIONS for i in getattr(self, section) if not _ID.fullmatch(i)]
         if bad:
             raise ValueError(
                 f"ids must be lower-case letters, digits, '-' and '.': {', '.join(bad)}"
