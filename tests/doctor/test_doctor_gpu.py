@@ -385,6 +385,7 @@ def test_driver_unreadable_is_absent():
         ("0,7", FAIL, "NVML has no GPU '7' (of 3)"),
         ("GPU-deadbeef", FAIL, "NVML has no GPU 'GPU-deadbeef'"),
         ("GPU-0000", FAIL, "NVML has no GPU 'GPU-0000'"),  # ambiguous prefix
+        ("٢", FAIL, "NVML has no GPU '٢'"),  # CUDA reads ASCII indices; "٢" is none
     ],
 )
 def test_cuda_visible_devices_against_nvml(visible, status, seen):

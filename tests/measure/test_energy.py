@@ -196,6 +196,8 @@ def test_nvml_handle_follows_cuda_visible_devices():
     assert nvml_handle(nvml, 0, visible="") == ("handle", 0)
     assert nvml_handle(nvml, 1, visible="5,3") == ("handle", 3)
     assert nvml_handle(nvml, 0, visible="GPU-abc") == ("uuid", "GPU-abc")
+    # "²".isdigit() is true and int("²") raises: not an index, so looked up as a UUID
+    assert nvml_handle(nvml, 0, visible="²") == ("uuid", "²")
     with pytest.raises(IndexError, match="not visible"):
         nvml_handle(nvml, 2, visible="5,3")
 

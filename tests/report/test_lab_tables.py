@@ -236,10 +236,26 @@ def test_prediction_columns_are_dropped_by_priority():
         (True, {}, None),  # the terminal's own, as Rich reads it
         (False, {"COLUMNS": "wide"}, PIPED_WIDTH),
         (False, {"COLUMNS": "0"}, PIPED_WIDTH),
+        (False, {"COLUMNS": "²"}, PIPED_WIDTH),  # str.isdigit takes it, int() does not
+        (False, {"COLUMNS": "٣٠"}, PIPED_WIDTH),  # int() takes it; Rich is not shown it
     ],
 )
 def test_one_rule_decides_the_width(terminal, environ, expected):
     assert output_width(terminal, environ) == expected
+
+
+def test_the_consoles_are_not_shown_a_size_that_is_not_digits():
+    """Rich reads COLUMNS and LINES by str.isdigit, then int(): COLUMNS=² was a traceback
+    in every verb, at import."""
+    from rich.console import Console
+
+    from trainperf.cli.common import ScreenEnviron
+
+    raw = {"COLUMNS": "²", "LINES": "٣", "TERM": "dumb"}
+    environ = ScreenEnviron(raw)
+    assert dict(environ) == {"TERM": "dumb"} and environ.get("COLUMNS") is None
+    assert Console(_environ=environ, file=io.StringIO()).size.width == 80  # Rich's default
+    assert ScreenEnviron({"COLUMNS": "72"})["COLUMNS"] == "72"
 
 
 def test_piped_output_is_100_columns_or_columns(report_db_zoo, run_cli, monkeypatch):
@@ -272,3 +288,16 @@ def test_results_wide_piped_is_not_squeezed(report_db_zoo, run_cli, monkeypatch)
     assert code == 0, err
     assert max(len(line) for line in out.splitlines()) > WIDTH and "…" not in out
     assert "runs ended" in out and "peak mem" in out
+
+
+def test_a_verb_runs_with_a_columns_that_is_not_digits():
+    import os
+    import subprocess
+    import sys
+
+    environ = os.environ | {"COLUMNS": "²", "LINES": "²"}
+    done = subprocess.run(
+        [sys.executable, "-m", "trainperf", "suites"], env=environ, capture_output=True, text=True
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert max(len(line) for line in done.stdout.splitlines()) <= PIPED_WIDTH

@@ -13,7 +13,7 @@ import functools
 import os
 import shlex
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -46,13 +46,42 @@ def output_width(is_terminal: bool, environ: Mapping[str, str] = os.environ) -> 
     read it); else the terminal's own (None: Rich follows it as it is resized); else, piped
     to a file or a program, ``PIPED_WIDTH``. The tables choose their columns to fit it."""
     columns = environ.get("COLUMNS", "").strip()
-    if columns.isdigit() and int(columns) > 0:
+    if _ascii_number(columns) and int(columns) > 0:
         return int(columns)
     return None if is_terminal else PIPED_WIDTH
 
 
-stdout = Console()
-stderr = Console(stderr=True)
+def _ascii_number(text: str) -> bool:
+    """Digits 0-9 only: ``str.isdigit`` also takes '²' and '٣', and ``int('²')`` raises."""
+    return text.isascii() and text.isdigit()
+
+
+class ScreenEnviron(Mapping[str, str]):
+    """``os.environ`` as the consoles read it, live, less a screen size (COLUMNS, LINES) that
+    is not digits 0-9: Rich takes a size for a number by ``str.isdigit`` and then calls
+    ``int``, so ``COLUMNS=²`` ended every verb in a traceback; it is now ignored, as an unset
+    one (``output_width`` ignores it too)."""
+
+    SIZES = ("COLUMNS", "LINES", "JUPYTER_COLUMNS", "JUPYTER_LINES")
+
+    def __init__(self, environ: Mapping[str, str] = os.environ) -> None:
+        self._environ = environ
+
+    def __getitem__(self, key: str) -> str:
+        value = self._environ[key]
+        if key in self.SIZES and not _ascii_number(value):
+            raise KeyError(key)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key in self._environ if key in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+stdout = Console(_environ=ScreenEnviron())
+stderr = Console(stderr=True, _environ=ScreenEnviron())
 
 
 # stderr carries messages, not tables: piped to a log, a message naming a path stays on one

@@ -123,7 +123,7 @@ def nvml_handle(
     if cuda_index >= len(entries):
         raise IndexError(f"cuda:{cuda_index} is not visible (CUDA_VISIBLE_DEVICES={visible!r})")
     entry = entries[cuda_index]
-    if entry.isdigit():
+    if entry.isascii() and entry.isdigit():  # "²".isdigit(), and int("²") raises
         return nvml.nvmlDeviceGetHandleByIndex(int(entry))
     return nvml.nvmlDeviceGetHandleByUUID(entry)
 
