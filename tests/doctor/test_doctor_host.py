@@ -367,6 +367,20 @@ def test_thread_counts_against_the_cpus():
     assert host_software.threads_check({"OMP_NUM_THREADS": "8"}, None).status == OK
 
 
+@pytest.mark.parametrize("count", ["²", "٣", "2²"])
+def test_a_thread_count_not_in_digits_0_9_is_warned_not_a_traceback(count):
+    # str.isdigit takes '²' and int('²') raises: `OMP_NUM_THREADS=² trainperf doctor` ended
+    # in a ValueError; '٣' is 3 to int() but not to libgomp
+    check = host_software.threads_check({"OMP_NUM_THREADS": count}, {0, 1})
+    assert check.status == WARN and check.fix == "export OMP_NUM_THREADS=2;"
+
+
+def test_a_cgroup_limit_not_in_digits_0_9_is_no_limit(tmp_path, monkeypatch):
+    (tmp_path / "memory.max").write_text("²\n")
+    monkeypatch.setattr(host_limits, "_cgroup_dirs", lambda root, controller: [tmp_path])
+    assert host_limits.memory_limit(tmp_path) == (None, tmp_path / "memory.max")
+
+
 def _valid(checks: list[Check]) -> None:
     names = [c.name for c in checks]
     assert len(names) == len(set(names)), names

@@ -55,7 +55,7 @@ from trainperf.case.spec import Case, CaseError, DeviceKind, HardwareAbsent, che
 from trainperf.case.spec import describe_validation_error as describe_case_error
 from trainperf.case.stored import ADDED_CASE_FIELDS
 from trainperf.core import fileio
-from trainperf.core.limits import MAX_COUNT, control_problem
+from trainperf.core.limits import MAX_COUNT, ascii_digits, control_problem
 from trainperf.core.strict_yaml import StrictLoader, YamlRefused
 
 MAX_BATCH = "max"
@@ -254,7 +254,7 @@ def parse(text: str, source: str = "<suite>") -> Suite:
 def env_limit(variable: str, default: int) -> int:
     """A bound of the loader: the environment ``variable`` when set, else ``default``."""
     text = os.environ.get(variable, str(default)).strip()
-    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+    if not ascii_digits(text) or int(text) < 1:
         raise SuiteError(f"{variable}={text!r} is not valid: give a positive integer")
     return int(text)
 

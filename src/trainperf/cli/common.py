@@ -30,8 +30,9 @@ from trainperf.cli.flag_types import (
     PositiveInt,
     PrecisionChoice,
     count_range,
+    timeout_seconds,
 )
-from trainperf.core.limits import BUCKET_MB_MAX, BUCKET_MB_MIN, TIMEOUT_S_MAX
+from trainperf.core.limits import BUCKET_MB_MAX, BUCKET_MB_MIN, ascii_digits
 from trainperf.store.schema import DEFAULT_DB
 
 REPORT_DIR = "trainperf-report"  # where `trainperf report` writes by default
@@ -46,14 +47,9 @@ def output_width(is_terminal: bool, environ: Mapping[str, str] = os.environ) -> 
     read it); else the terminal's own (None: Rich follows it as it is resized); else, piped
     to a file or a program, ``PIPED_WIDTH``. The tables choose their columns to fit it."""
     columns = environ.get("COLUMNS", "").strip()
-    if _ascii_number(columns) and int(columns) > 0:
+    if ascii_digits(columns) and int(columns) > 0:
         return int(columns)
     return None if is_terminal else PIPED_WIDTH
-
-
-def _ascii_number(text: str) -> bool:
-    """Digits 0-9 only: ``str.isdigit`` also takes '²' and '٣', and ``int('²')`` raises."""
-    return text.isascii() and text.isdigit()
 
 
 class ScreenEnviron(Mapping[str, str]):
@@ -69,7 +65,7 @@ class ScreenEnviron(Mapping[str, str]):
 
     def __getitem__(self, key: str) -> str:
         value = self._environ[key]
-        if key in self.SIZES and not _ascii_number(value):
+        if key in self.SIZES and not ascii_digits(value):
             raise KeyError(key)
         return value
 
@@ -287,7 +283,7 @@ def case_options(function: Any) -> Any:
         click.option(
             "--timeout",
             "timeout_s",
-            type=FiniteFloat(min=0, max=TIMEOUT_S_MAX, min_open=True),
+            type=timeout_seconds(),
             help="seconds before a case is killed and recorded as timeout",
         ),
     )

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from trainperf.case.precision import PRECISIONS
-from trainperf.core.limits import INT64_MAX, MAX_COUNT
+from trainperf.core.limits import INT64_MAX, MAX_COUNT, TIMEOUT_S_MAX, ascii_digits
 
 EXIT_OK, EXIT_FAILED_CASES, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -41,7 +41,7 @@ def positive_int(text: Any) -> int:
     + sign and spaces around allowed), else ValueError saying what is allowed.
     ``str.isdigit`` is not enough: it accepts '²', which ``int`` refuses."""
     digits = str(text).strip().removeprefix("+")
-    if not (digits.isascii() and digits.isdigit()) or not digits.strip("0"):
+    if not ascii_digits(digits) or not digits.strip("0"):
         raise ValueError(f"must be a positive integer, got '{text}'")
     significant = digits.lstrip("0")  # int() of thousands of digits raises: not tried
     if len(significant) > len(str(MAX_COUNT)) or int(significant) > MAX_COUNT:
@@ -122,6 +122,12 @@ class FiniteFloat(click.ParamType):
         if not inside:
             self.fail(f"must be {self.allowed()}, got '{value}'", param, ctx)
         return number
+
+
+def timeout_seconds() -> FiniteFloat:
+    """The type of every verb's ``--timeout``: seconds, > 0 and at most a year
+    (``trainperf.core.limits.TIMEOUT_S_MAX``)."""
+    return FiniteFloat(min=0, max=TIMEOUT_S_MAX, min_open=True)
 
 
 class Endpoint(click.ParamType):

@@ -36,13 +36,13 @@ from trainperf.cli.common import (
 from trainperf.cli.flag_types import (
     EXIT_FAILED_CASES,
     BadInput,
-    FiniteFloat,
     PositiveInt,
     count_range,
     given_once,
+    timeout_seconds,
 )
 from trainperf.cli.store_access import exit_if_not_stored, open_machine, stored_micro
-from trainperf.core.limits import TIMEOUT_S_MAX, comma_items
+from trainperf.core.limits import comma_items
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
 P2P_BYTES = "256M"  # bytes per copy of `micro p2p` by default
@@ -64,7 +64,7 @@ def _timeout_option(function: Any) -> Any:
     return click.option(
         "--timeout",
         "timeout_s",
-        type=FiniteFloat(min=0, max=TIMEOUT_S_MAX, min_open=True),
+        type=timeout_seconds(),
         default=3600,
         show_default=True,
         help="seconds before the run is killed",

@@ -47,9 +47,10 @@ from trainperf.cli.flag_types import (
     NonEmptyPath,
     PositiveInt,
     seed_range,
+    timeout_seconds,
 )
 from trainperf.cli.store_access import open_machine, reading_store, writing_store
-from trainperf.core.limits import INT64_MAX, TIMEOUT_S_MAX
+from trainperf.core.limits import INT64_MAX
 
 
 def parse_target(text: str) -> tuple[str, float]:
@@ -380,7 +381,7 @@ def _show_run(run: dict[str, Any]) -> None:
 @click.option(
     "--timeout",
     "timeout_s",
-    type=FiniteFloat(min=0, max=TIMEOUT_S_MAX, min_open=True),
+    type=timeout_seconds(),
     help="seconds before a run is killed and stored as timeout",
 )
 @db_option()

@@ -30,6 +30,14 @@ COUNT_FIELDS = (
     "threads",
 )
 
+
+def ascii_digits(text: str) -> bool:
+    """``text`` is digits 0-9 and nothing else (not empty): ``str.isdigit`` also takes '²'
+    (``int`` then raises) and '٣' (``int`` reads 3, which CUDA, Slurm or a stored key do
+    not). Every check of a number typed as text goes through this."""
+    return text.isascii() and text.isdigit()
+
+
 # A timeout in seconds (``--timeout`` of every verb, a case's ``timeout_s``): at most a
 # year. A longer one bounds nothing, and a process group's timeout is a
 # ``datetime.timedelta``, which overflows past 999,999,999 days (at 1e30 s every rank of a

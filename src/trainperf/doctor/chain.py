@@ -256,6 +256,10 @@ def allocator_peak_check(device: Any, *, read: Callable[..., Any] | None = None)
     else:
         import psutil
 
+        # Warm-up, as for any measurement: the first torch.ones of a process faults in
+        # torch's code and first allocator pages (7 MiB with torch 2.13's CPU build), which
+        # would land in the reading as if the block had allocated them.
+        torch.ones(1024, dtype=torch.float32)
         how = "/proc/self/clear_refs" if _reset_rss_mark() else "none (peak RSS gap filled)"
         baseline = psutil.Process().memory_info().rss
         size = ALLOC_BYTES + max(0, read(device).mem_peak_bytes - baseline)

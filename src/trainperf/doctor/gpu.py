@@ -12,11 +12,11 @@ creates a CUDA context or changes a setting; docs/doctor.md lists each check.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Mapping
 from typing import Any
 
+from trainperf.core.limits import ascii_digits
 from trainperf.doctor.checks import FAIL, OK, WARN, Check, absent
 from trainperf.doctor.gpu_device import (
     GPU_CHECKS,
@@ -97,7 +97,7 @@ def _nvml_uuids(nvml: Any, count: int, mig: bool) -> list[str]:
 
 
 def _known(entry: str, count: int, uuids: list[str]) -> bool:
-    if re.fullmatch(r"[0-9]+", entry):  # CUDA reads ASCII indices; \d takes "٣"
+    if ascii_digits(entry):  # CUDA reads indices in digits 0-9
         return int(entry) < count
     # "MIG-GPU-<uuid>/<gi>/<ci>" (drivers before R470) names its GPU by UUID
     name = entry.split("/")[0].removeprefix("MIG-") if entry.startswith("MIG-GPU-") else entry
@@ -121,7 +121,7 @@ def _visible_devices(nvml: Any, environ: Mapping[str, str]) -> Reading:
             "unset CUDA_VISIBLE_DEVICES",
             value,
         )
-    needs_uuids = any(not (entry.isascii() and entry.isdigit()) for entry in entries)
+    needs_uuids = any(not ascii_digits(entry) for entry in entries)
     try:
         uuids = _nvml_uuids(nvml, count, any(e.startswith("MIG-") for e in entries))
     except Unreadable as exc:

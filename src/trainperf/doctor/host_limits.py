@@ -14,6 +14,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+from trainperf.core.limits import ascii_digits
 from trainperf.doctor.checks import OK, WARN, Check, absent
 from trainperf.store.schema import DEFAULT_DB
 from trainperf.system.files import read_file, read_int
@@ -191,7 +192,7 @@ def memory_limit(root: Path) -> tuple[int | None, Path] | None:
             text = read_file(folder / name)
             if text is not None:
                 source = source or folder / name
-                if text.isdigit() and int(text) < _V1_UNLIMITED:
+                if ascii_digits(text) and int(text) < _V1_UNLIMITED:
                     limits.append(int(text))
                 break
     return None if source is None else (min(limits, default=None), source)

@@ -12,6 +12,7 @@ import platform
 from collections.abc import Mapping
 from typing import Any
 
+from trainperf.core.limits import ascii_digits
 from trainperf.doctor.checks import OK, WARN, Check, absent
 from trainperf.system.inventory import environment, software_versions
 
@@ -70,7 +71,7 @@ def env_check(environ: Mapping[str, str]) -> Check:
 def _thread_count(text: str) -> int | None:
     """OMP_NUM_THREADS's first level ('8' or '8,2' for nested), None if not a count."""
     first = text.split(",")[0].strip()
-    return int(first) if first.isdigit() and int(first) > 0 else None
+    return int(first) if ascii_digits(first) and int(first) > 0 else None
 
 
 def threads_check(environ: Mapping[str, str], allowed: set[int] | None) -> Check:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from trainperf.core.limits import ascii_digits
 from trainperf.measure.energy import (
     SOURCE_NVML,
     SOURCE_NVML_COUNTER,
@@ -123,7 +124,7 @@ def nvml_handle(
     if cuda_index >= len(entries):
         raise IndexError(f"cuda:{cuda_index} is not visible (CUDA_VISIBLE_DEVICES={visible!r})")
     entry = entries[cuda_index]
-    if entry.isascii() and entry.isdigit():  # "²".isdigit(), and int("²") raises
+    if ascii_digits(entry):
         return nvml.nvmlDeviceGetHandleByIndex(int(entry))
     return nvml.nvmlDeviceGetHandleByUUID(entry)
 
@@ -326,7 +327,7 @@ class NvmlEnergy(MeterBase):
 
 
 def _gpu_order(domain: str) -> int:
-    return int(domain[3:]) if domain[3:].isdigit() else -1
+    return int(domain[3:]) if ascii_digits(domain[3:]) else -1
 
 
 # ---------------------------------------------------------------------------- RAPL

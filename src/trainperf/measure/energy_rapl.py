@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainperf.core.limits import ascii_digits
 from trainperf.measure.energy import (
     RAPL_ROOT,
     SOURCE_RAPL,
@@ -77,7 +78,7 @@ class RaplEnergy(MeterBase):
                 continue
             zones.append(_RaplZone(zone_name, path))
             suffix = zone_name.rpartition("-")[2]
-            socket = suffix if suffix.isdigit() else str(number)
+            socket = suffix if ascii_digits(suffix) else str(number)
             for sub in self._subzones(number, path, names):
                 try:
                     sub_name = self._read(str(sub / "name")).strip()

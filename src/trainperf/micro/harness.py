@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from trainperf.core.limits import INT64_MAX
+from trainperf.core.limits import INT64_MAX, ascii_digits
 from trainperf.measure.timer import make_timer
 
 # Larger than the L2 of current GPUs (H100/H200: 50 MB) and the L3 of most CPU sockets.
@@ -159,7 +159,7 @@ def parse_bytes(text: str) -> int:
     cleaned = str(text).strip().lower()
     suffix = cleaned[-1] if cleaned and cleaned[-1] in "kmg" else ""
     digits = cleaned[: len(cleaned) - len(suffix)]
-    if not (digits.isascii() and digits.isdigit()):
+    if not ascii_digits(digits):
         raise ValueError(
             f"size '{text}' is not valid: use a number with an optional K, M or G suffix, e.g. 8M"
         )

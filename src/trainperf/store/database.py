@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from trainperf.core import strict_json
-from trainperf.core.limits import INT64_MAX
+from trainperf.core.limits import INT64_MAX, ascii_digits
 from trainperf.store import imported, lease
 from trainperf.store import query as store_query
 from trainperf.store.access import (
@@ -506,7 +506,7 @@ class Store:
         prefix of 6+ hex), or None. An id is ASCII digits ('²' is a digit to ``isdigit``,
         not to ``int``) and fits SQLite's 64-bit INTEGER; no row has a larger one. Digits
         that are no run's id may still begin a uid ('667108...'): then they are one."""
-        if ref.isascii() and ref.isdigit():
+        if ascii_digits(ref):
             significant = ref.lstrip("0") or "0"  # int() of thousands of digits raises
             number = int(significant) if len(significant) <= 19 else INT64_MAX + 1
             if number <= INT64_MAX:
