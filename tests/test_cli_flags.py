@@ -162,3 +162,20 @@ def test_equivalence_takes_db(run_cli, tmp_path):
     bad.mkdir()
     code, out, err = run_cli(f"equivalence cifarnet --devices 2 --steps 2 --db {bad}")
     assert code == 2 and out == ""
+
+
+def test_no_help_text_doubles_a_percent_sign():
+    """click prints help as written (no %-formatting, unlike argparse): '95%%' showed as is."""
+    import click
+
+    from trainperf.cli import COMMANDS
+
+    texts, stack = [], list(COMMANDS)
+    while stack:
+        command = stack.pop()
+        texts.append(command.help or "")
+        if isinstance(command, click.Group):
+            stack += command.commands.values()
+        texts += [p.help or "" for p in command.params if isinstance(p, click.Option)]
+    assert len(texts) > 100
+    assert [t for t in texts if "%%" in t] == []

@@ -104,7 +104,7 @@ CASE_FLAGS = (
     default="adaptive",
     show_default=True,
     help="independent runs (fresh processes) per case: N, or adaptive[:TARGET[:MAX_RUNS"
-    "[:MAX_SECONDS]]] (at least 3, more until the between-run 95%% CI is within ±TARGET)",
+    "[:MAX_SECONDS]]] (at least 3, more until the between-run 95% CI is within ±TARGET)",
 )
 @framework_option
 @case_options
