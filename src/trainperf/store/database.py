@@ -20,7 +20,6 @@ not store then goes to a recovery file (trainperf.store.recovery).
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import sys
@@ -31,8 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from trainperf.core import strict_json
-from trainperf.core.limits import INT64_MAX, ascii_digits
-from trainperf.store import imported, lease
+from trainperf.store import beside, imported, lease
 from trainperf.store import query as store_query
 from trainperf.store.access import (
     BUSY_TIMEOUT_S,
@@ -52,7 +50,6 @@ from trainperf.store.rows import (
     insert_run,
     now,
     row_document,
-    train_run_document,
 )
 from trainperf.store.schema import MIGRATION_STEPS, MIGRATIONS, SCHEMA_VERSION
 
@@ -369,64 +366,27 @@ class Store:
         note: str | None = None,
     ) -> int:
         """Store the outcome of a largest-batch search; return its id."""
-
-        def insert(db: sqlite3.Connection) -> sqlite3.Cursor:
-            return db.execute(
-                "INSERT INTO max_batch (uid, system, created_at, memory_key, case_json,"
-                " batch_size, probes_json, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (uuid.uuid4().hex, system, now(), memory_key, strict_json.dumps(case), batch_size)
-                + (strict_json.dumps(probes), note),
-            )
-
-        cursor = self._write(insert)
-        return int(cursor.lastrowid)
+        row = (system, memory_key, case, batch_size, probes, note)
+        return self._write(lambda db: beside.insert_max_batch(db, *row))
 
     def max_batch(self, system: str, memory_key: str) -> dict[str, Any] | None:
         """The newest largest-batch search for these memory settings on this system."""
-        row = self.db.execute(
-            "SELECT * FROM max_batch WHERE system = ? AND memory_key = ? ORDER BY id DESC LIMIT 1",
-            (system, memory_key),
-        ).fetchone()
-        return None if row is None else row_document(row)
+        return beside.newest_max_batch(self.db, system, memory_key)
 
     def max_batches(self) -> list[dict[str, Any]]:
         """Every stored largest-batch search, oldest first."""
-        rows = self.db.execute("SELECT * FROM max_batch ORDER BY id").fetchall()
-        return [row_document(row) for row in rows]
+        return beside.max_batches(self.db)
 
     def add_micro(
         self, system: dict[str, Any], params: dict[str, Any], result: dict[str, Any]
     ) -> int:
         """Store one micro-benchmark run (its rows and summary in ``metrics``)."""
         fingerprint = self.add_system(system)
-
-        def insert(db: sqlite3.Connection) -> sqlite3.Cursor:
-            return db.execute(
-                "INSERT INTO micro (uid, system, created_at, kind, status, params_json,"
-                " device_json, metrics_json, error_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    uuid.uuid4().hex,
-                    fingerprint,
-                    now(),
-                    params["kind"],
-                    result["status"],
-                    strict_json.dumps(params),
-                    strict_json.dumps(result.get("device")),
-                    strict_json.dumps(result.get("metrics") or {}),
-                    strict_json.dumps(result["error"]) if result.get("error") else None,
-                ),
-            )
-
-        cursor = self._write(insert)
-        return int(cursor.lastrowid)
+        return self._write(lambda db: beside.insert_micro(db, fingerprint, params, result))
 
     def micro(self, kind: str | None = None) -> list[dict[str, Any]]:
         """Stored micro-benchmark runs, oldest first."""
-        query, args = "SELECT * FROM micro", ()
-        if kind:
-            query, args = query + " WHERE kind = ?", (kind,)
-        rows = self.db.execute(query + " ORDER BY id", args).fetchall()
-        return [row_document(row) for row in rows]
+        return beside.micro(self.db, kind)
 
     def add_train_run(
         self,
@@ -440,27 +400,8 @@ class Store:
         ``identity``: the (uid, created_at) of the row another store holds for this run,
         when its later state is written here to be saved aside (trainperf.cli.train)."""
         fingerprint = self.add_system(system)
-        written = now()
-        uid, created = identity or (uuid.uuid4().hex, written)
-
-        def insert(db: sqlite3.Connection) -> sqlite3.Cursor:
-            return db.execute(
-                "INSERT INTO train_runs (uid, system, created_at, updated_at, status,"
-                " config_json, config_key, evaluations_json, metrics_json)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    uid,
-                    fingerprint,
-                    created,
-                    written,
-                    "running",
-                    strict_json.dumps(config),
-                )
-                + (config_key, "[]", "{}"),
-            )
-
-        cursor = self._write(insert)
-        return int(cursor.lastrowid)
+        row = (fingerprint, config, config_key, identity)
+        return self._write(lambda db: beside.insert_train_run(db, *row))
 
     def update_train_run(
         self,
@@ -475,50 +416,19 @@ class Store:
     ) -> None:
         """Replace a time-to-accuracy run's evaluations; ``status``, ``metrics`` and
         ``error`` change only when given."""
-
-        def update(db: sqlite3.Connection) -> sqlite3.Cursor:
-            return db.execute(
-                "UPDATE train_runs SET updated_at = ?, evaluations_json = ?, reached = ?,"
-                " time_to_target_s = ?, status = COALESCE(?, status),"
-                " metrics_json = COALESCE(?, metrics_json), error_json = COALESCE(?, error_json)"
-                " WHERE id = ?",
-                (now(), strict_json.dumps(evaluations), int(reached), time_to_target_s, status)
-                + (
-                    strict_json.dumps(metrics) if metrics is not None else None,
-                    strict_json.dumps(error) if error is not None else None,
-                    run_id,
-                ),
-            )
-
-        self._write(update)
+        changes = {"status": status, "reached": reached, "time_to_target_s": time_to_target_s}
+        changes |= {"metrics": metrics, "error": error}
+        self._write(lambda db: beside.update_train_run(db, run_id, evaluations, **changes))
 
     def train_runs(self, config_key: str | None = None) -> list[dict[str, Any]]:
         """Stored time-to-accuracy runs, oldest first, with their system record; only
         those of one configuration when ``config_key`` is given."""
-        query, args = _TRAIN_RUNS, ()
-        if config_key:
-            query, args = query + " WHERE t.config_key = ?", (config_key,)
-        rows = self.db.execute(query + " ORDER BY t.id", args).fetchall()
-        return [train_run_document(row, json.loads(row["record"])) for row in rows]
+        return beside.train_runs(self.db, config_key)
 
     def train_run(self, ref: str) -> dict[str, Any] | None:
-        """The time-to-accuracy run with id ``ref`` (a number) or uid (or a unique uid
-        prefix of 6+ hex), or None. An id is ASCII digits ('²' is a digit to ``isdigit``,
-        not to ``int``) and fits SQLite's 64-bit INTEGER; no row has a larger one. Digits
-        that are no run's id may still begin a uid ('667108...'): then they are one."""
-        if ascii_digits(ref):
-            significant = ref.lstrip("0") or "0"  # int() of thousands of digits raises
-            number = int(significant) if len(significant) <= 19 else INT64_MAX + 1
-            if number <= INT64_MAX:
-                row = self.db.execute(_TRAIN_RUNS + " WHERE t.id = ?", (number,)).fetchone()
-                if row:
-                    return train_run_document(row, json.loads(row["record"]))
-        if len(ref) < 6:
-            return None
-        rows = self.db.execute(_TRAIN_RUNS + " WHERE t.uid LIKE ?", (ref.lower() + "%",)).fetchall()
-        return (
-            train_run_document(rows[0], json.loads(rows[0]["record"])) if len(rows) == 1 else None
-        )
+        """The time-to-accuracy run with id or uid (or unique uid prefix) ``ref``, or None
+        (``trainperf.store.beside.train_run``)."""
+        return beside.train_run(self.db, ref)
 
     def achievable_tflops(self, system: str, device_type: str, dtype: str) -> float | None:
         """The best matmul TFLOP/s measured by ``micro gemm`` on this system and device type,
@@ -655,6 +565,3 @@ class Store:
         first (``exchange.validate``).
         """
         return self._write(lambda db: imported.insert_documents(db, documents))
-
-
-_TRAIN_RUNS = "SELECT t.*, s.record FROM train_runs t JOIN systems s ON s.fingerprint = t.system"
