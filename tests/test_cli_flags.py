@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 
+import click
 import pytest
 
+from trainperf.cli import COMMANDS
 from trainperf.cli.flag_types import BadInput, fixed_steps
 
 PREDICT = "predict -m resnet50 --device v100-sxm2-16gb --devices 1,8 --intra nvlink2 --json"
@@ -166,10 +168,6 @@ def test_equivalence_takes_db(run_cli, tmp_path):
 
 def test_no_help_text_doubles_a_percent_sign():
     """click prints help as written (no %-formatting, unlike argparse): '95%%' showed as is."""
-    import click
-
-    from trainperf.cli import COMMANDS
-
     texts, stack = [], list(COMMANDS)
     while stack:
         command = stack.pop()
