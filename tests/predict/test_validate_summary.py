@@ -253,6 +253,33 @@ def test_intel_caffe_runs_communicate_on_cores_of_their_own(validate):
     assert reserved == pytest.approx(free * 38 / 40, rel=0.02)
 
 
+def test_dells_rows_compare_with_one_node_at_its_larger_batch(validate):
+    """Dell's efficiencies are against one node at a batch larger than the 256- and 314-node
+    runs' (its paper, p. 4): the rows carry that baseline, and the CPU batch curve then
+    prices the smaller per-node batch, (B + k) / B per sample against (64 + k) / 64, where a
+    weak-scaling comparison at each row's own batch priced nothing of it."""
+    from trainperf.predict.compute import CPU_FIXED_SAMPLES as k
+
+    catalog = load_catalog()
+    params = validate.Params.from_catalog(catalog)
+    dell = {p.gpus: p for p in validate.POINTS if p.id.startswith("dell-zenith")}
+    assert {p.one_gpu_batch for p in dell.values()} == {64} and dell[128].batch == 64
+    for nodes, point in dell.items():
+        against_64 = validate.predict_point(point, params, catalog).efficiency
+        weak = validate.predict_point(replace(point, one_gpu_batch=None), params, catalog)
+        slower = (point.batch + k) / point.batch * 64 / (64 + k)
+        assert against_64 == pytest.approx(weak.efficiency / slower, rel=0.01), nodes
+    # A measured one-node throughput is taken at the baseline's batch: 60 img/s at 64 is
+    # 60 / slower at 26, the rate a weak-scaling row at 26 would have measured.
+    row = dell[314]
+    slower = (26 + k) / 26 * 64 / (64 + k)
+    against_64 = validate.predict_point(replace(row, one_gpu=60.0), params, catalog)
+    weak = validate.predict_point(
+        replace(row, one_gpu=60.0 / slower, one_gpu_batch=None), params, catalog
+    )
+    assert against_64.efficiency == pytest.approx(weak.efficiency / slower, rel=0.01)
+
+
 def test_every_sweep_has_one_reference_row_and_known_parts(validate):
     """The sequence-length sweeps (docs/predict.md, "Attention by its kernel and length"):
     each holds one 2,048-token row to divide by, lengths at most the benchmark figure's, and
