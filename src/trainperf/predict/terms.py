@@ -47,7 +47,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import integrate, stats
+from scipy import integrate
+
+SQRT_2PI = math.sqrt(2.0 * math.pi)
 
 
 @lru_cache(maxsize=256)
@@ -58,8 +60,13 @@ def expected_max_standard_normal(n: int) -> float:
     if n == 1:
         return 0.0
 
+    # φ and Φ from math, not scipy.stats.norm: the integrand is called ~250 times per n, and a
+    # scalar call of a scipy.stats distribution costs ~60 µs (30 ms per n, nearly all of a
+    # 1,024-count prediction); math's erfc is exact to double precision as well.
     def density(x: float) -> float:
-        return x * n * stats.norm.pdf(x) * stats.norm.cdf(x) ** (n - 1)
+        pdf = math.exp(-0.5 * x * x) / SQRT_2PI
+        cdf = 0.5 * math.erfc(-x / math.sqrt(2.0))
+        return x * n * pdf * cdf ** (n - 1)
 
     value, _ = integrate.quad(density, -12.0, 12.0, limit=200)
     return float(value)
