@@ -755,8 +755,7 @@ def predict_point(point: Point, params: Params, catalog: Catalog) -> Prediction:
         contention=point.contention,
     )
     options = {"grad_compression": point.grad_compression, "bucket_mb": point.bucket_mb}
-    rows = predict(workload, placed([1, point.gpus]), measured, **options)["rows"]
-    scaled = rows[-1]
+    scaled = predict(workload, placed([1, point.gpus]), measured, **options)["rows"][-1]
     efficiency = scaled["efficiency"]
     if baseline_batch != point.batch:
         # one device at the baseline's batch, priced with the same inputs

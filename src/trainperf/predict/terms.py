@@ -49,7 +49,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import integrate
 
-SQRT_2PI = math.sqrt(2.0 * math.pi)
+SQRT_2, SQRT_2PI = math.sqrt(2.0), math.sqrt(2.0 * math.pi)
 
 
 @lru_cache(maxsize=256)
@@ -65,7 +65,7 @@ def expected_max_standard_normal(n: int) -> float:
     # 1,024-count prediction); math's erfc is exact to double precision as well.
     def density(x: float) -> float:
         pdf = math.exp(-0.5 * x * x) / SQRT_2PI
-        cdf = 0.5 * math.erfc(-x / math.sqrt(2.0))
+        cdf = 0.5 * math.erfc(-x / SQRT_2)
         return x * n * pdf * cdf ** (n - 1)
 
     value, _ = integrate.quad(density, -12.0, 12.0, limit=200)
